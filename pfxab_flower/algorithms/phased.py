@@ -1,0 +1,386 @@
+"""Phased elimination on a hierarchical partition: the skeleton of all three algorithms.
+
+PF-XAB, Fed-PNE and PF-PNE share the same phases (depth ``h = p``), the same
+schedule ``f(p)``, the same budget rule, the same messages and the same two
+sub-phases of exploration followed by exploitation while waiting. They differ
+only where the specification says so, which is what a :class:`Policy` holds:
+
+* how often a node is pulled globally (every node of ``A(p)``) and locally
+  (every node of the client's own ``A^m(p)``);
+* whether the server eliminates nodes itself (Fed-PNE, PF-PNE);
+* how a client ranks its nodes and which it keeps.
+
+:class:`ClientMachine` and :class:`ServerMachine` are pure and deterministic
+given their inputs and the run's seed: every transport calls the same methods
+in the same order, so every engine gives the same numbers for the same seed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from pfxab_flower.algorithms.messages import (
+    ActiveSetReport,
+    FinishInstruction,
+    FinishReport,
+    GlobalUpdate,
+    LocalReport,
+    PhaseInstruction,
+)
+from pfxab_flower.algorithms.schedule import Schedule
+from pfxab_flower.partition import children
+from pfxab_flower.sampling import Environment
+
+LOGGER = logging.getLogger("pfxab_flower")
+
+ROOT = 1
+FIRST_ACTIVE_SET = np.array([2, 3], dtype=np.int64)
+
+
+class ProtocolError(RuntimeError):
+    """A message does not fit the machine's state (a transport or peer bug)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every machine of one run shares."""
+
+    schedule: Schedule
+    alpha: float
+    seed: int
+    pf_pne_eps: float = 0.1
+
+    @property
+    def num_clients(self) -> int:
+        return self.schedule.num_clients
+
+    @property
+    def horizon(self) -> int:
+        return self.schedule.horizon
+
+
+@dataclass(frozen=True)
+class ClientView:
+    """What a client knows at elimination time about the nodes of its own ``A^m(p)``."""
+
+    phase: int
+    node_ids: np.ndarray
+    local_means: np.ndarray
+    local_counts: np.ndarray
+    global_means: np.ndarray
+    server_eliminated: np.ndarray
+
+
+class Policy:
+    """Where an algorithm departs from the shared skeleton. Subclasses override what differs."""
+
+    name = "phased-elimination"
+
+    def pulls(self, settings: Settings, phase: int) -> tuple[int, int]:
+        """``(global pulls per node of A(p), local pulls per node of A^m(p))``."""
+        raise NotImplementedError
+
+    def server_eliminated(self, settings: Settings, phase: int, pooled_means: np.ndarray) -> np.ndarray:
+        """Nodes of ``A(p)`` the server drops for everyone (default: none)."""
+        return np.zeros(pooled_means.shape, dtype=bool)
+
+    def score(self, settings: Settings, view: ClientView) -> np.ndarray:
+        """The client's estimate of each node's value: it exploits the best one at the end."""
+        raise NotImplementedError
+
+    def keep(self, settings: Settings, view: ClientView) -> np.ndarray:
+        """Which nodes of ``A^m(p)`` survive the client's elimination."""
+        raise NotImplementedError
+
+
+def eliminate_below(estimates: np.ndarray, slack: float, margin: float) -> np.ndarray:
+    """Keep mask of the rule ``drop k if estimate_k + slack <= max_j estimate_j - margin``."""
+    return estimates + slack > estimates.max() - margin
+
+
+def _rng(settings: Settings, client: int, phase: int) -> np.random.Generator:
+    """The noise stream of one client in one phase: the same whichever engine runs it."""
+    return np.random.default_rng([settings.seed, client, phase])
+
+
+@dataclass
+class ClientState:
+    """Everything a client carries between messages (persisted in Flower's ``context.state``)."""
+
+    completed: int = 0  # completed phases
+    pulls: int = 0  # pulls made so far (the time t at the end of the last phase)
+    active: np.ndarray = field(default_factory=lambda: FIRST_ACTIVE_SET.copy())
+    choice: int = ROOT  # node to exploit after the last phase
+    union: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    means: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    explored: int = 0  # own exploration pulls in the current phase
+    finished: bool = False
+
+    _SCALARS = ("completed", "pulls", "choice", "explored", "finished")
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        arrays = {k: np.array([int(getattr(self, k))], dtype=np.int64) for k in self._SCALARS}
+        arrays.update(active=self.active, union=self.union, means=self.means, counts=self.counts)
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> ClientState:
+        scalars = {k: int(arrays[k][0]) for k in cls._SCALARS}
+        scalars["finished"] = bool(scalars["finished"])
+        return cls(
+            **scalars,
+            active=np.asarray(arrays["active"], dtype=np.int64),
+            union=np.asarray(arrays["union"], dtype=np.int64),
+            means=np.asarray(arrays["means"], dtype=float),
+            counts=np.asarray(arrays["counts"], dtype=np.int64),
+        )
+
+
+class ClientMachine:
+    """One client of a phased-elimination algorithm."""
+
+    def __init__(self, policy: Policy, settings: Settings, client: int, state: ClientState | None = None):
+        self.policy = policy
+        self.settings = settings
+        self.client = client
+        self.state = state if state is not None else ClientState()
+
+    def _own_index(self, union: np.ndarray) -> np.ndarray:
+        index = np.searchsorted(union, self.state.active)
+        if np.any(index >= len(union)) or np.any(union[np.minimum(index, len(union) - 1)] != self.state.active):
+            raise ProtocolError(f"client {self.client}: its active set is not inside the broadcast union")
+        return index
+
+    def explore(self, instruction: PhaseInstruction, env: Environment) -> LocalReport:
+        """Global then local exploration; report local means over ``A(p)``."""
+        s = self.state
+        if instruction.phase != s.completed + 1:
+            raise ProtocolError(f"client {self.client}: got phase {instruction.phase}, expected {s.completed + 1}")
+        union = np.asarray(instruction.node_ids, dtype=np.int64)
+        own = self._own_index(union)
+        rng = _rng(self.settings, self.client, instruction.phase)
+        sums = np.zeros(len(union))
+        counts = np.zeros(len(union), dtype=np.int64)
+        if instruction.global_pulls > 0:
+            pulls = np.full(len(union), instruction.global_pulls, dtype=np.int64)
+            sums += env.pull(union, pulls, rng)
+            counts += pulls
+        if instruction.local_pulls > 0:
+            pulls = np.full(len(own), instruction.local_pulls, dtype=np.int64)
+            sums[own] += env.pull(s.active, pulls, rng)
+            counts[own] += pulls
+        means = np.divide(sums, counts, out=np.zeros(len(union)), where=counts > 0)
+        s.union, s.means, s.counts, s.explored = union, means, counts, int(counts.sum())
+        return LocalReport(self.client, union, means, counts)
+
+    def eliminate(self, update: GlobalUpdate, env: Environment) -> ActiveSetReport:
+        """Exploit while waiting, eliminate with the global means, split the survivors."""
+        s = self.state
+        if update.phase != s.completed + 1 or not np.array_equal(update.node_ids, s.union):
+            raise ProtocolError(f"client {self.client}: global update does not match phase {s.completed + 1}")
+        own = self._own_index(s.union)
+        local = s.means[own]
+        global_means = np.asarray(update.global_means, dtype=float)[own]
+        # a node nobody could report on has no global estimate: fall back on the local one
+        global_means = np.where(np.isfinite(global_means), global_means, local)
+        view = ClientView(
+            phase=update.phase,
+            node_ids=s.active,
+            local_means=local,
+            local_counts=s.counts[own],
+            global_means=global_means,
+            server_eliminated=np.asarray(update.eliminated, dtype=bool)[own],
+        )
+        waiting = update.phase_length - s.explored
+        if waiting > 0:
+            env.play(int(s.active[np.argmax(local)]), waiting)
+        keep = self.policy.keep(self.settings, view)
+        survivors = s.active[keep]
+        s.choice = int(survivors[np.argmax(self.policy.score(self.settings, view)[keep])])
+        s.active = children(survivors)
+        s.pulls += update.phase_length
+        s.completed = update.phase
+        return ActiveSetReport(self.client, s.active)
+
+    def finish(self, instruction: FinishInstruction, env: Environment) -> FinishReport:
+        """Exploit the chosen node until the horizon."""
+        s = self.state
+        remaining = self.settings.horizon - s.pulls
+        if remaining > 0:
+            env.play(s.choice, remaining)
+        s.pulls = self.settings.horizon
+        s.finished = True
+        return FinishReport(self.client, s.choice)
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    """The server's view of the phase under way."""
+
+    phase: int
+    union: np.ndarray
+    global_pulls: int
+    local_pulls: int
+    length: int
+    eliminated: np.ndarray | None = None
+
+
+class ServerMachine:
+    """The server of a phased-elimination algorithm: unions, averages, budget."""
+
+    def __init__(self, policy: Policy, settings: Settings):
+        self.policy = policy
+        self.settings = settings
+        self.client_sets: list[np.ndarray] = [FIRST_ACTIVE_SET.copy() for _ in range(settings.num_clients)]
+        self.completed = 0
+        self.pulls = 0
+        self.plan: PhasePlan | None = None
+        self.done = False
+        self.history: list[dict] = []
+        self.rejected: list[dict] = []
+        self.final_nodes: dict[int, int] = {}
+
+    # -- phase start ----------------------------------------------------------------
+    def union(self) -> np.ndarray:
+        return np.unique(np.concatenate(self.client_sets))
+
+    def next_instruction(self) -> PhaseInstruction | FinishInstruction:
+        """The next phase if its whole length fits in the budget, else the end of the run."""
+        phase = self.completed + 1
+        union = self.union()
+        n_global, n_local = self.policy.pulls(self.settings, phase)
+        length = len(union) * n_global + max(len(a) for a in self.client_sets) * n_local
+        schedule = self.settings.schedule
+        if schedule.depth_allowed(phase) and length >= 1 and self.pulls + length <= schedule.horizon:
+            self.plan = PhasePlan(phase, union, n_global, n_local, length)
+            return PhaseInstruction(phase, union, n_global, n_local)
+        self.done = True
+        self.plan = None
+        return FinishInstruction(self.completed)
+
+    # -- first exchange: local means -> global means ----------------------------------
+    def check_report(self, report: LocalReport, seen: set[int]) -> str | None:
+        """Why a local report cannot be averaged, or ``None`` if it can."""
+        plan = self.plan
+        if plan is None:
+            return "no phase is under way"
+        if not isinstance(report.client, int | np.integer) or not 0 <= report.client < self.settings.num_clients:
+            return f"client id {report.client!r} is not in [0, {self.settings.num_clients})"
+        if report.client in seen:
+            return f"client {report.client} replied twice"
+        arrays = (np.asarray(report.node_ids), np.asarray(report.means), np.asarray(report.counts))
+        if any(a.shape != plan.union.shape for a in arrays):
+            return f"reply has {[a.size for a in arrays]} values, expected {plan.union.size} per array"
+        node_ids, means, counts = arrays
+        if not np.array_equal(node_ids, plan.union):
+            return "node ids differ from the broadcast union A(p)"
+        if not np.issubdtype(counts.dtype, np.integer) or np.any(counts < 0):
+            return "counts are not non-negative integers"
+        if not np.issubdtype(means.dtype, np.floating) or not np.all(np.isfinite(means[counts > 0])):
+            return "means are not finite numbers"
+        return None
+
+    def _reject(self, client: object, phase: int, stage: str, reason: str) -> None:
+        LOGGER.warning("phase %d: rejected %s reply from client %s: %s", phase, stage, client, reason)
+        self.rejected.append({"phase": phase, "stage": stage, "client": client, "reason": reason})
+
+    def aggregate(self, reports: list[LocalReport]) -> GlobalUpdate:
+        """Average each node's local means over the valid reports that sampled it."""
+        plan = self.plan
+        if plan is None:
+            raise ProtocolError("aggregate called with no phase under way")
+        seen: set[int] = set()
+        valid = []
+        for report in sorted(reports, key=lambda r: (str(type(r.client)), r.client)):
+            reason = self.check_report(report, seen)
+            if reason is None:
+                seen.add(int(report.client))
+                valid.append(report)
+            else:
+                self._reject(report.client, plan.phase, "local-means", reason)
+        pooled = pooled_means(plan.union, valid)
+        eliminated = self.policy.server_eliminated(self.settings, plan.phase, pooled)
+        self.plan = replace(plan, eliminated=eliminated)
+        return GlobalUpdate(plan.phase, plan.union, pooled, plan.length, eliminated)
+
+    # -- second exchange: next active sets -------------------------------------------
+    def check_active_set(self, report: ActiveSetReport, seen: set[int]) -> str | None:
+        if not isinstance(report.client, int | np.integer) or not 0 <= report.client < self.settings.num_clients:
+            return f"client id {report.client!r} is not in [0, {self.settings.num_clients})"
+        if report.client in seen:
+            return f"client {report.client} replied twice"
+        ids = np.asarray(report.node_ids)
+        if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
+            return "active set is not a non-empty vector of node ids"
+        allowed = children(self.client_sets[report.client])
+        if not np.all(np.isin(ids, allowed)) or np.unique(ids).size != ids.size:
+            return "active set holds node ids that are not distinct children of the client's previous set"
+        return None
+
+    def collect(self, reports: list[ActiveSetReport]) -> None:
+        """Form the next union from the clients' new active sets; close the phase."""
+        plan = self.plan
+        if plan is None or plan.eliminated is None:
+            raise ProtocolError("collect called before aggregate")
+        seen: set[int] = set()
+        new_sets = [None] * self.settings.num_clients
+        for report in sorted(reports, key=lambda r: (str(type(r.client)), r.client)):
+            reason = self.check_active_set(report, seen)
+            if reason is None:
+                seen.add(int(report.client))
+                new_sets[int(report.client)] = np.sort(np.asarray(report.node_ids, dtype=np.int64))
+            else:
+                self._reject(report.client, plan.phase, "active-set", reason)
+        survivors_everywhere = plan.union[~plan.eliminated]
+        for m, new in enumerate(new_sets):
+            if new is None:  # no valid reply: keep every node the server did not drop (a superset)
+                old = self.client_sets[m]
+                new_sets[m] = children(old[np.isin(old, survivors_everywhere)])
+        self.client_sets = new_sets
+        next_union = self.union()
+        self.completed = plan.phase
+        self.pulls += plan.length
+        self.history.append(
+            {
+                "phase": plan.phase,
+                "depth": plan.phase,
+                "active_nodes": int(plan.union.size),
+                "eliminated": int(plan.union.size - np.unique(next_union // 2).size),
+                "global_pulls": plan.global_pulls,
+                "local_pulls": plan.local_pulls,
+                "phase_length": plan.length,
+                "time": self.pulls,
+                "next_active_nodes": int(next_union.size),
+                "rounds": 2 * plan.phase,
+            }
+        )
+        row = self.history[-1]
+        LOGGER.info(
+            "phase %d (depth %d): %d active nodes, %d eliminated, %d pulls per client, %d rounds so far",
+            row["phase"], row["depth"], row["active_nodes"], row["eliminated"], row["phase_length"], row["rounds"],
+        )
+        self.plan = None
+
+    def finish(self, reports: list[FinishReport]) -> None:
+        for report in reports:
+            self.final_nodes[int(report.client)] = int(report.node_id)
+
+    @property
+    def communication_rounds(self) -> int:
+        """Two exchanges per completed phase, plus the final one."""
+        return 2 * self.completed + (1 if self.done else 0)
+
+
+def pooled_means(union: np.ndarray, reports: list[LocalReport]) -> np.ndarray:
+    """Mean of the local means of each node over the reports that sampled it (NaN if none did)."""
+    if not reports:
+        return np.full(union.shape, np.nan)
+    means = np.stack([np.asarray(r.means, dtype=float) for r in reports])
+    sampled = np.stack([np.asarray(r.counts) > 0 for r in reports])
+    holders = sampled.sum(axis=0)
+    total = np.where(sampled, means, 0.0).sum(axis=0)
+    return np.divide(total, holders, out=np.full(union.shape, np.nan), where=holders > 0)

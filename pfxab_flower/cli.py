@@ -1,0 +1,52 @@
+"""The ``pfxab`` command line: one sub-command per module in :mod:`pfxab_flower.commands`.
+
+Every error a user can cause (a bad flag, a bad value, a missing data file, an
+objective that returns NaN) is printed as one line on stderr, with exit status
+2, before any work starts; nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from pfxab_flower.errors import ConfigError, ObjectiveError
+
+#: Modules that each add one sub-command with ``register(subparsers)``.
+COMMANDS = (
+    "pfxab_flower.commands.run",
+)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line (no usage block) and exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="pfxab", description="Personalised federated X-armed bandits on Flower.")
+    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    for name in COMMANDS:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except (ConfigError, ObjectiveError) as exc:
+        print(f"pfxab {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"pfxab {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Sub-commands of ``pfxab``; each module has ``register(subparsers)`` and a handler."""

@@ -1,0 +1,102 @@
+"""The search space: a box whose dimensions are linear or log10-scaled.
+
+The partition works in the unit cube ``[0, 1]^d``; a :class:`Domain` maps unit
+coordinates to the user's units and back. A ``log`` dimension is uniform in
+``log10`` space, so halving a cell halves its range of exponents, which is what
+a hyperparameter such as an SVM's ``C`` in ``[1e-4, 1e4]`` needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from pfxab_flower.errors import ConfigError
+
+SCALES = ("linear", "log")
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One named axis of the box, with its bounds in user units and its scale."""
+
+    name: str
+    low: float
+    high: float
+    scale: str = "linear"
+
+    def __post_init__(self) -> None:
+        if self.scale not in SCALES:
+            raise ConfigError(
+                f"dimension {self.name!r}: scale={self.scale!r} is invalid; allowed: {', '.join(SCALES)}"
+            )
+        if not (np.isfinite(self.low) and np.isfinite(self.high) and self.low < self.high):
+            raise ConfigError(
+                f"dimension {self.name!r}: bounds ({self.low}, {self.high}) are invalid; "
+                "allowed: finite numbers with low < high"
+            )
+        if self.scale == "log" and self.low <= 0:
+            raise ConfigError(
+                f"dimension {self.name!r}: low={self.low} is invalid for a log scale; allowed: low > 0"
+            )
+
+
+@dataclass(frozen=True)
+class Domain:
+    """An ordered box of :class:`Dimension` objects."""
+
+    dimensions: tuple[Dimension, ...]
+
+    def __post_init__(self) -> None:
+        if not self.dimensions:
+            raise ConfigError("domain has no dimensions; allowed: at least one")
+        names = [d.name for d in self.dimensions]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"domain dimension names {names} repeat; allowed: distinct names")
+
+    @classmethod
+    def from_mapping(cls, spec: Mapping[str, tuple]) -> Domain:
+        """Build from ``{"C": (1e-4, 1e4, "log"), "x": (0, 1)}`` (scale defaults to linear)."""
+        dims = []
+        for name, bounds in spec.items():
+            if len(bounds) not in (2, 3):
+                raise ConfigError(
+                    f"domain dimension {name!r}: {bounds!r} is invalid; allowed: (low, high) or (low, high, scale)"
+                )
+            dims.append(Dimension(str(name), float(bounds[0]), float(bounds[1]), *bounds[2:]))
+        return cls(tuple(dims))
+
+    @classmethod
+    def unit_interval(cls, name: str = "x") -> Domain:
+        """The domain ``[0, 1]`` of the synthetic problems."""
+        return cls((Dimension(name, 0.0, 1.0),))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.dimensions)
+
+    @property
+    def names(self) -> list[str]:
+        return [d.name for d in self.dimensions]
+
+    def _affine(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        lows = np.array([np.log10(d.low) if d.scale == "log" else d.low for d in self.dimensions])
+        highs = np.array([np.log10(d.high) if d.scale == "log" else d.high for d in self.dimensions])
+        is_log = np.array([d.scale == "log" for d in self.dimensions])
+        return lows, highs - lows, is_log
+
+    def to_user(self, unit: np.ndarray) -> np.ndarray:
+        """Map points of shape ``(n, d)`` in the unit cube to user units."""
+        unit = np.asarray(unit, dtype=float)
+        lows, widths, is_log = self._affine()
+        scaled = lows + unit * widths
+        return np.where(is_log, 10.0**scaled, scaled)
+
+    def to_unit(self, user: np.ndarray) -> np.ndarray:
+        """Map points of shape ``(n, d)`` in user units into the unit cube."""
+        user = np.asarray(user, dtype=float)
+        lows, widths, is_log = self._affine()
+        scaled = np.where(is_log, np.log10(np.where(is_log, user, 1.0)), user)
+        return (scaled - lows) / widths

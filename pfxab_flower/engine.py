@@ -1,0 +1,139 @@
+"""The in-process engine: drives one server and ``M`` client machines in a plain loop.
+
+It is a transport and nothing more: it moves the messages between the machines
+in the same order as the Flower strategy and clients do, so both give the same
+numbers for the same seed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pfxab_flower.accounting import CommunicationLog, score
+from pfxab_flower.algorithms import make_policy
+from pfxab_flower.algorithms.messages import FinishInstruction, Message, payload_size
+from pfxab_flower.algorithms.phased import ClientMachine, ServerMachine, Settings
+from pfxab_flower.algorithms.schedule import Schedule
+from pfxab_flower.config import RunConfig, validate_algorithm_parameters
+from pfxab_flower.problems import build_federation
+from pfxab_flower.problems.federation import Federation
+from pfxab_flower.results import RunResult, build_result
+from pfxab_flower.sampling import SimulatedEnvironment
+
+
+def make_settings(
+    num_clients: int,
+    *,
+    alpha: float,
+    horizon: int,
+    seed: int,
+    nu1: float = 1.0,
+    rho: float = 0.5,
+    max_depth: int | None = None,
+    pf_pne_eps: float = 0.1,
+) -> Settings:
+    """The :class:`Settings` every machine of a run shares."""
+    schedule = Schedule(horizon=horizon, num_clients=num_clients, nu1=nu1, rho=rho, max_depth=max_depth)
+    return Settings(schedule=schedule, alpha=alpha, seed=seed, pf_pne_eps=pf_pne_eps)
+
+
+def record_exchange(log: CommunicationLog, phase: int, kind: str, broadcast: Message, replies: list[Message]) -> None:
+    """Log one exchange: the broadcast reaches every client, each client replies once."""
+    values_down, bytes_down = payload_size(broadcast)
+    sizes = [payload_size(r) for r in replies]
+    log.record(
+        phase,
+        kind,
+        values_down * len(replies),
+        bytes_down * len(replies),
+        sum(v for v, _ in sizes),
+        sum(b for _, b in sizes),
+    )
+
+
+def run(
+    federation: Federation,
+    algorithm: str = "pf-xab",
+    alpha: float = 0.5,
+    horizon: int = 2_000_000,
+    seed: int = 0,
+    nu1: float = 1.0,
+    rho: float = 0.5,
+    max_depth: int | None = None,
+    pf_pne_eps: float = 0.1,
+    describe: dict[str, Any] | None = None,
+) -> RunResult:
+    """Run one algorithm on ``federation`` in this process and score it exactly.
+
+    ``describe`` adds problem-level entries (noise, spread, ...) to the summary.
+    """
+    validate_algorithm_parameters(algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps)
+    started = time.perf_counter()
+    M = federation.num_clients
+    settings = make_settings(
+        M, alpha=alpha, horizon=horizon, seed=seed, nu1=nu1, rho=rho, max_depth=max_depth, pf_pne_eps=pf_pne_eps
+    )
+    policy = make_policy(algorithm)
+    server = ServerMachine(policy, settings)
+    clients = [ClientMachine(policy, settings, m) for m in range(M)]
+    envs = [SimulatedEnvironment(federation, m) for m in range(M)]
+    comm = CommunicationLog()
+    while True:
+        instruction = server.next_instruction()
+        if isinstance(instruction, FinishInstruction):
+            finals = [c.finish(instruction, e) for c, e in zip(clients, envs, strict=True)]
+            record_exchange(comm, instruction.phases + 1, "finish", instruction, finals)
+            server.finish(finals)
+            break
+        reports = [c.explore(instruction, e) for c, e in zip(clients, envs, strict=True)]
+        record_exchange(comm, instruction.phase, "explore", instruction, reports)
+        update = server.aggregate(reports)
+        active_sets = [c.eliminate(update, e) for c, e in zip(clients, envs, strict=True)]
+        record_exchange(comm, instruction.phase, "eliminate", update, active_sets)
+        server.collect(active_sets)
+    ledger = score(federation, alpha, horizon, [e.log for e in envs])
+    parameters = {
+        "algorithm": algorithm,
+        "problem": federation.name,
+        "engine": "inprocess",
+        "alpha": alpha,
+        "clients": M,
+        "horizon": horizon,
+        "seed": seed,
+        "nu1": nu1,
+        "rho": rho,
+        "max_depth": max_depth,
+        "pf_pne_eps": pf_pne_eps,
+        **(describe or {}),
+    }
+    return build_result(
+        federation=federation,
+        server=server,
+        ledger=ledger,
+        communication=comm.frame(),
+        parameters=parameters,
+        wall_seconds=time.perf_counter() - started,
+    )
+
+
+def describe_problem(config: RunConfig) -> dict[str, Any]:
+    """The problem-level parameters of a run config, for the summary."""
+    return {"noise": config.noise, "noise_sigma": config.noise_sigma, "spread": config.spread}
+
+
+def run_config(config: RunConfig) -> RunResult:
+    """Build the federation a :class:`RunConfig` names and run it in process."""
+    federation = build_federation(config)
+    return run(
+        federation,
+        algorithm=config.algorithm,
+        alpha=config.alpha,
+        horizon=config.horizon,
+        seed=config.seed,
+        nu1=config.nu1,
+        rho=config.rho,
+        max_depth=config.max_depth,
+        pf_pne_eps=config.pf_pne_eps,
+        describe=describe_problem(config),
+    )

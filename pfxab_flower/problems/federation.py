@@ -1,0 +1,135 @@
+"""A federation: ``M`` local objectives on one domain, with a noise model.
+
+The :class:`Federation` is the *ground truth* of a simulation. Algorithms never
+see it: a client only draws noisy rewards of its own objective through a
+:class:`~pfxab_flower.sampling.ClientSampler`, and the regret oracle in
+:mod:`pfxab_flower.accounting` uses it to score what the clients did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pfxab_flower.domain import Domain
+from pfxab_flower.errors import ConfigError, ObjectiveError
+from pfxab_flower.noise import NoiseModel
+from pfxab_flower.partition import Partition
+from pfxab_flower.problems.optimum import Optimum, maximise_personalised
+
+#: An objective maps points of shape ``(n, d)`` (user units) to ``n`` values.
+Objective = Callable[[np.ndarray], np.ndarray]
+
+
+def _format_point(domain: Domain, point: np.ndarray) -> str:
+    return "{" + ", ".join(f"{n}={v:.6g}" for n, v in zip(domain.names, point, strict=True)) + "}"
+
+
+@dataclass(eq=False)
+class Federation:
+    """``M`` clients' local objectives ``mu_m`` on a shared domain, plus the noise model.
+
+    ``kinks`` optionally returns unit-cube points where some objective is not
+    smooth (cusps): the optimiser evaluates them exactly, which is how the
+    built-in problems reach their optima to 1e-6. ``optimum_is_estimate`` tells
+    whether the reported optimum is an estimate (user objectives) or computed
+    with a verified method (built-ins). ``batch``, when given, evaluates all
+    ``M`` objectives at once (shape ``(M, n)``): a speed-up for the regret oracle
+    and the optimiser, which must agree with the per-client objectives.
+    """
+
+    objectives: Sequence[Objective]
+    domain: Domain
+    noise: NoiseModel = field(default_factory=NoiseModel)
+    name: str = "custom"
+    kinks: Callable[[], np.ndarray] | None = None
+    optimum_is_estimate: bool = True
+    refine_optimum: bool = True
+    batch: Callable[[np.ndarray], np.ndarray] | None = None
+    _optima: dict[float, Optimum] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if len(self.objectives) < 1:
+            raise ConfigError("clients=0 is invalid; allowed: at least 1 objective")
+        for m, fn in enumerate(self.objectives):
+            if not callable(fn):
+                raise ConfigError(f"objective of client {m} is {type(fn).__name__}; allowed: a callable")
+
+    @classmethod
+    def from_callables(
+        cls,
+        objectives: Sequence[Objective],
+        domain: Domain | Mapping[str, tuple],
+        noise_sigma: float = 0.1,
+        noise: str = "uniform",
+        name: str = "custom",
+    ) -> Federation:
+        """A user-defined federation; its optimum is estimated (see :mod:`.optimum`)."""
+        if not isinstance(domain, Domain):
+            domain = Domain.from_mapping(domain)
+        return cls(list(objectives), domain, NoiseModel(noise, noise_sigma), name=name)
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.objectives)
+
+    @property
+    def partition(self) -> Partition:
+        return Partition(self.domain)
+
+    def evaluate(self, client: int, points: np.ndarray) -> np.ndarray:
+        """Noise-free ``mu_client`` at ``points`` (user units), checked: finite, one value per point."""
+        points = np.atleast_2d(np.asarray(points, dtype=float))
+        fn = self.objectives[client]
+        try:
+            values = np.asarray(fn(points), dtype=float)
+        except Exception as exc:  # a user's objective may raise anything: name where it failed
+            raise ObjectiveError(self._locate_failure(client, points, exc)) from exc
+        if values.shape not in ((len(points),), (len(points), 1)):
+            raise ObjectiveError(
+                f"objective of client {client} returned shape {values.shape} for {len(points)} points; "
+                f"allowed: ({len(points)},)"
+            )
+        values = values.reshape(-1)
+        bad = np.flatnonzero(~np.isfinite(values))
+        if bad.size:
+            i = int(bad[0])
+            raise ObjectiveError(
+                f"objective of client {client} returned {values[i]} at point "
+                f"{_format_point(self.domain, points[i])}; allowed: finite values"
+            )
+        return values
+
+    def _locate_failure(self, client: int, points: np.ndarray, exc: Exception) -> str:
+        for point in points:
+            try:
+                self.objectives[client](point[None, :])
+            except Exception as inner:
+                return (
+                    f"objective of client {client} raised {type(inner).__name__}: {inner} at point "
+                    f"{_format_point(self.domain, point)}"
+                )
+        return f"objective of client {client} raised {type(exc).__name__}: {exc} on a batch of {len(points)} points"
+
+    def local_values(self, points: np.ndarray) -> np.ndarray:
+        """Every client's ``mu_m`` at ``points``: shape ``(M, n)``."""
+        if self.batch is None:
+            return np.stack([self.evaluate(m, points) for m in range(self.num_clients)])
+        points = np.atleast_2d(np.asarray(points, dtype=float))
+        values = np.asarray(self.batch(points), dtype=float)
+        if not np.isfinite(values).all():
+            m, i = np.argwhere(~np.isfinite(values))[0]
+            raise ObjectiveError(
+                f"objective of client {m} returned {values[m, i]} at point "
+                f"{_format_point(self.domain, points[i])}; allowed: finite values"
+            )
+        return values
+
+    def optimum(self, alpha: float) -> Optimum:
+        """Each client's maximum of ``alpha mu_m + (1 - alpha) mu`` over the whole domain (cached)."""
+        key = float(alpha)
+        if key not in self._optima:
+            self._optima[key] = maximise_personalised(self, key)
+        return self._optima[key]

@@ -1,0 +1,95 @@
+"""The shifted Garland and DoubleSine federations of the specification, on ``[0, 1]``.
+
+Client ``m`` of ``M`` sees ``mu_m(x) = g((x - s_m) mod 1)`` with
+``s_m = spread * (m / (M - 1) - 1/2)`` (``s_0 = 0`` when ``M = 1``), so every local
+optimum is distinct and the global optimum is sub-optimal for every client.
+Both ``g`` vanish at 0 and 1, so ``mu_m`` is continuous across the wrap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import numpy as np
+
+from pfxab_flower.domain import Domain
+from pfxab_flower.errors import ConfigError
+from pfxab_flower.noise import NoiseModel
+from pfxab_flower.problems.federation import Federation
+
+# DoubleSine constants (rho1 = 0.3, rho2 = 0.8, tmax = 0.5).
+_E1 = -np.log2(0.3)
+_E2 = -np.log2(0.8)
+_TMAX = 0.5
+
+
+def garland(x: np.ndarray) -> np.ndarray:
+    """``x (1 - x) (4 - sqrt|sin(60 x)|)``; maximum ``0.997772...`` at the cusp ``x = pi/6``."""
+    return x * (1.0 - x) * (4.0 - np.sqrt(np.abs(np.sin(60.0 * x))))
+
+
+def doublesine(x: np.ndarray) -> np.ndarray:
+    """DoubleSine shifted into ``[0, 1]``; maximum ``1`` at ``x = 0.5``."""
+    u = 2.0 * np.abs(x - _TMAX)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = (np.sin(2.0 * np.pi * np.log2(u) / 2.0) + 1.0) / 2.0
+        value = 1.0 + s * (u**_E2 - u**_E1) - u**_E2
+    return np.where(u > 0, value, 1.0)
+
+
+def _garland_kinks() -> np.ndarray:
+    """Zeros of ``sin(60 x)`` in ``[0, 1]``: Garland's cusps."""
+    return np.arange(0, int(60 / np.pi) + 1) * np.pi / 60.0
+
+
+def _doublesine_kinks() -> np.ndarray:
+    return np.array([_TMAX])
+
+
+BASE_FUNCTIONS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[], np.ndarray]]] = {
+    "garland": (garland, _garland_kinks),
+    "doublesine": (doublesine, _doublesine_kinks),
+}
+
+
+def shifts(num_clients: int, spread: float) -> np.ndarray:
+    """The clients' shifts ``s_m``."""
+    if num_clients == 1:
+        return np.zeros(1)
+    return spread * (np.arange(num_clients) / (num_clients - 1) - 0.5)
+
+
+def _shifted(g: Callable, shift: float, points: np.ndarray) -> np.ndarray:
+    return g(np.mod(points[:, 0] - shift, 1.0))
+
+
+def _all_shifted(g: Callable, all_shifts: np.ndarray, points: np.ndarray) -> np.ndarray:
+    return g(np.mod(points[None, :, 0] - all_shifts[:, None], 1.0))
+
+
+def _shifted_kinks(base_kinks: Callable[[], np.ndarray], all_shifts: np.ndarray) -> np.ndarray:
+    return np.mod(base_kinks()[None, :] + all_shifts[:, None], 1.0).reshape(-1, 1)
+
+
+def synthetic_federation(
+    name: str, num_clients: int = 10, spread: float = 0.3, noise: NoiseModel | None = None
+) -> Federation:
+    """The shifted ``garland`` or ``doublesine`` federation of ``num_clients`` clients."""
+    if name not in BASE_FUNCTIONS:
+        raise ConfigError(f"problem={name!r} is invalid; allowed: {', '.join(BASE_FUNCTIONS)}")
+    if num_clients < 1:
+        raise ConfigError(f"clients={num_clients} is invalid; allowed: an integer >= 1")
+    if not 0 <= spread < 1:
+        raise ConfigError(f"spread={spread} is invalid; allowed: 0 <= spread < 1")
+    g, base_kinks = BASE_FUNCTIONS[name]
+    all_shifts = shifts(num_clients, spread)
+    return Federation(
+        objectives=[partial(_shifted, g, float(s)) for s in all_shifts],
+        domain=Domain.unit_interval(),
+        noise=noise or NoiseModel(),
+        name=name,
+        kinks=partial(_shifted_kinks, base_kinks, all_shifts),
+        optimum_is_estimate=False,
+        batch=partial(_all_shifted, g, all_shifts),
+    )
