@@ -110,9 +110,9 @@ class RunConfig:
                 continue
             if "int" in str(f.type) and (isinstance(value, bool) or not isinstance(value, int)):
                 _fail(f.name, value, "an integer")
-            if f.type == "float":
-                if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                    _fail(f.name, value, "a finite number")
+            not_number = isinstance(value, bool) or not isinstance(value, int | float)
+            if f.type == "float" and (not_number or not math.isfinite(value)):
+                _fail(f.name, value, "a finite number")
             if "str" in str(f.type) and not isinstance(value, str):
                 _fail(f.name, value, "a string")
 
