@@ -8,12 +8,13 @@ numbers for the same seed.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from pfxab_flower.accounting import CommunicationLog, score
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.messages import FinishInstruction, Message, payload_size
-from pfxab_flower.algorithms.phased import ClientMachine, ServerMachine, Settings
+from pfxab_flower.algorithms.phased import ClientMachine, Policy, ServerMachine, Settings
 from pfxab_flower.algorithms.schedule import Schedule
 from pfxab_flower.config import RunConfig, validate_algorithm_parameters
 from pfxab_flower.problems import build_federation
@@ -52,6 +53,51 @@ def record_exchange(log: CommunicationLog, phase: int, kind: str, broadcast: Mes
     )
 
 
+@dataclass
+class Simulation:
+    """The machines, environments and communication log of one finished in-process run."""
+
+    server: ServerMachine
+    clients: list[ClientMachine]
+    envs: list[SimulatedEnvironment]
+    communication: CommunicationLog
+    messages: list[tuple[Message, list[Message]]] = field(default_factory=list)
+
+
+def simulate(federation: Federation, policy: Policy, settings: Settings, keep_messages: bool = False) -> Simulation:
+    """Drive one server and ``M`` clients to the horizon: the reference order of calls.
+
+    With ``keep_messages`` every broadcast and its replies are kept (for tests and debugging).
+    """
+    M = federation.num_clients
+    sim = Simulation(
+        server=ServerMachine(policy, settings),
+        clients=[ClientMachine(policy, settings, m) for m in range(M)],
+        envs=[SimulatedEnvironment(federation, m) for m in range(M)],
+        communication=CommunicationLog(),
+    )
+    pairs = list(zip(sim.clients, sim.envs, strict=True))
+
+    def exchange(phase: int, kind: str, broadcast: Message, replies: list[Message]) -> None:
+        record_exchange(sim.communication, phase, kind, broadcast, replies)
+        if keep_messages:
+            sim.messages.append((broadcast, replies))
+
+    while True:
+        instruction = sim.server.next_instruction()
+        if isinstance(instruction, FinishInstruction):
+            finals = [c.finish(instruction, e) for c, e in pairs]
+            exchange(instruction.phases + 1, "finish", instruction, finals)
+            sim.server.finish(finals)
+            return sim
+        reports = [c.explore(instruction, e) for c, e in pairs]
+        exchange(instruction.phase, "explore", instruction, reports)
+        update = sim.server.aggregate(reports)
+        active_sets = [c.eliminate(update, e) for c, e in pairs]
+        exchange(instruction.phase, "eliminate", update, active_sets)
+        sim.server.collect(active_sets)
+
+
 def run(
     federation: Federation,
     algorithm: str = "pf-xab",
@@ -74,25 +120,8 @@ def run(
     settings = make_settings(
         M, alpha=alpha, horizon=horizon, seed=seed, nu1=nu1, rho=rho, max_depth=max_depth, pf_pne_eps=pf_pne_eps
     )
-    policy = make_policy(algorithm)
-    server = ServerMachine(policy, settings)
-    clients = [ClientMachine(policy, settings, m) for m in range(M)]
-    envs = [SimulatedEnvironment(federation, m) for m in range(M)]
-    comm = CommunicationLog()
-    while True:
-        instruction = server.next_instruction()
-        if isinstance(instruction, FinishInstruction):
-            finals = [c.finish(instruction, e) for c, e in zip(clients, envs, strict=True)]
-            record_exchange(comm, instruction.phases + 1, "finish", instruction, finals)
-            server.finish(finals)
-            break
-        reports = [c.explore(instruction, e) for c, e in zip(clients, envs, strict=True)]
-        record_exchange(comm, instruction.phase, "explore", instruction, reports)
-        update = server.aggregate(reports)
-        active_sets = [c.eliminate(update, e) for c, e in zip(clients, envs, strict=True)]
-        record_exchange(comm, instruction.phase, "eliminate", update, active_sets)
-        server.collect(active_sets)
-    ledger = score(federation, alpha, horizon, [e.log for e in envs])
+    sim = simulate(federation, make_policy(algorithm), settings)
+    ledger = score(federation, alpha, horizon, [e.log for e in sim.envs])
     parameters = {
         "algorithm": algorithm,
         "problem": federation.name,
@@ -109,9 +138,9 @@ def run(
     }
     return build_result(
         federation=federation,
-        server=server,
+        server=sim.server,
         ledger=ledger,
-        communication=comm.frame(),
+        communication=sim.communication.frame(),
         parameters=parameters,
         wall_seconds=time.perf_counter() - started,
     )

@@ -28,9 +28,11 @@ def depth_of(node_ids: np.ndarray) -> np.ndarray:
     if ids.size and ids.min() < 1:
         raise ValueError(f"node ids must be >= 1, got {ids.min()}")
     depth = np.floor(np.log2(ids.astype(np.float64))).astype(np.int64)
-    # float rounding can be off by one for ids close to a power of two
-    depth -= (np.left_shift(np.int64(1), depth) > ids).astype(np.int64)
-    depth += (np.left_shift(np.int64(1), depth + 1) <= ids).astype(np.int64)
+    # float rounding can be off by one for ids close to a power of two; uint64 holds 2**63
+    unsigned = ids.astype(np.uint64)
+    one = np.uint64(1)
+    depth -= (np.left_shift(one, depth.astype(np.uint64)) > unsigned).astype(np.int64)
+    depth += (np.left_shift(one, (depth + 1).astype(np.uint64)) <= unsigned).astype(np.int64)
     return depth
 
 

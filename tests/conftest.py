@@ -1,0 +1,24 @@
+"""Shared fixtures: small federations and a quiet, reproducible environment."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from pfxab_flower.problems.federation import Federation
+
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+
+def tent_federation(centres: list[float], noise_sigma: float = 0.1) -> Federation:
+    """Clients with ``mu_m(x) = 1 - |x - c_m|`` on [0, 1]: optima known in closed form."""
+    objectives = [lambda x, c=c: 1.0 - np.abs(x[:, 0] - c) for c in centres]
+    return Federation.from_callables(objectives, {"x": (0.0, 1.0)}, noise_sigma=noise_sigma, name="tent")
+
+
+@pytest.fixture
+def tent() -> Federation:
+    return tent_federation([0.2, 0.5, 0.7])

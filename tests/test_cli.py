@@ -1,0 +1,84 @@
+"""``pfxab run`` end to end: the JSON, the files, and one-line errors for bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pfxab_flower.cli import main
+
+REQUIRED_KEYS = {
+    "algorithm", "problem", "alpha", "clients", "horizon", "seed", "regret", "regret_per_client", "phases",
+    "communication_rounds", "final_points", "mean_reward_personalised", "mean_reward_global",
+    "mean_reward_local", "optimum_personalised", "wall_seconds",
+}
+
+
+def test_run_json_prints_exactly_one_object_with_the_documented_keys(capsys):
+    args = ["run", "--problem", "garland", "--clients", "4", "--alpha", "0.5", "--horizon", "20000", "--json"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    summary = json.loads(out)  # fails if anything else is printed
+    assert summary.keys() >= REQUIRED_KEYS
+    assert summary["clients"] == 4 and len(summary["regret_per_client"]) == 4
+    assert summary["regret"] == pytest.approx(sum(summary["regret_per_client"]))
+    assert len(summary["final_points"]) == 4 and len(summary["final_points"][0]) == 1
+    assert summary["communication_rounds"] == 2 * summary["phases"] + 1
+
+
+def test_run_out_writes_the_tables(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["run", "--problem", "doublesine", "--clients", "3", "--horizon", "10000", "--out", str(out)]) == 0
+    assert "regret" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    clients = (out / "clients.csv").read_text().splitlines()
+    curve = (out / "curve.csv").read_text().splitlines()
+    assert len(clients) == 1 + 3 and clients[0].startswith("client,regret")
+    assert curve[0] == "t,regret" and float(curve[-1].split(",")[1]) == pytest.approx(summary["regret"])
+    assert not list(out.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize(
+    "flag, value, fragment",
+    [
+        ("--alpha", "1.5", "alpha=1.5 is invalid; allowed: a number in [0, 1]"),
+        ("--alpha", "-0.1", "alpha=-0.1"),
+        ("--horizon", "0", "horizon=0 is invalid; allowed: an integer >= 1"),
+        ("--horizon", "2.5", "horizon='2.5'"),
+        ("--clients", "0", "clients=0 is invalid"),
+        ("--nu1", "0", "nu1=0.0 is invalid; allowed: a number > 0"),
+        ("--rho", "1", "rho=1.0 is invalid; allowed: a number in (0, 1)"),
+        ("--rho", "0", "rho=0.0"),
+        ("--noise-sigma", "-1", "noise-sigma=-1.0 is invalid; allowed: a number >= 0"),
+        ("--spread", "1", "spread=1.0 is invalid; allowed: a number in [0, 1)"),
+        ("--problem", "rosenbrock", "problem='rosenbrock' is invalid; allowed: garland, doublesine"),
+        ("--algorithm", "hoo", "algorithm='hoo' is invalid; allowed: pf-xab, fed-pne, pf-pne"),
+        ("--max-depth", "0", "max-depth=0 is invalid"),
+        ("--seed", "-3", "seed=-3 is invalid"),
+        ("--alpha", "nan", "alpha=nan"),
+    ],
+)
+def test_bad_values_give_one_line_exit_2_and_write_nothing(tmp_path, flag, value, fragment):
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pfxab_flower.cli", "run", flag, value, "--out", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert fragment in lines[0]
+    assert "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+def test_unknown_flag_is_one_line_exit_2(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["run", "--alpah", "0.5"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--alpah" in err[0]
