@@ -52,13 +52,25 @@ class NoiseModel:
             return sums
         if self.kind == "gaussian":
             return sums + self.sigma * np.sqrt(counts) * rng.standard_normal(means.shape)
-        noise = np.empty(means.shape)
-        for i, n in enumerate(counts.tolist()):
-            total = 0.0
-            while n > 0:
-                block = min(n, _CHUNK)
-                total += rng.random(block).sum()
-                n -= block
-            # sum of n draws of U[-s, s] = s * (2 * sum(U[0, 1]) - n)
-            noise[i] = self.sigma * (2.0 * total - counts[i])
-        return sums + noise
+        return sums + self.sigma * (2.0 * _uniform_sums(counts, rng) - counts)
+
+
+def _uniform_sums(counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Sum of ``counts[i]`` draws of U[0, 1] for every ``i``, drawn in order, in bounded blocks.
+
+    The sum of ``n`` draws of ``U[-s, s]`` is then ``s * (2 * sum(U[0, 1]) - n)``.
+    """
+    totals = np.zeros(counts.shape)
+    if counts.sum() <= _CHUNK:  # the common case: one draw for every node, split by reduceat
+        nonzero = np.flatnonzero(counts > 0)
+        if nonzero.size:
+            draws = rng.random(int(counts.sum()))
+            starts = np.concatenate([[0], np.cumsum(counts[nonzero])[:-1]])
+            totals[nonzero] = np.add.reduceat(draws, starts)
+        return totals
+    for i, n in enumerate(counts.tolist()):
+        while n > 0:
+            block = min(n, _CHUNK)
+            totals[i] += rng.random(block).sum()
+            n -= block
+    return totals
