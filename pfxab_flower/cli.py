@@ -17,6 +17,11 @@ from pfxab_flower.errors import ConfigError, ObjectiveError
 #: Modules that each add one sub-command with ``register(subparsers)``.
 COMMANDS = (
     "pfxab_flower.commands.run",
+    "pfxab_flower.commands.compare",
+    "pfxab_flower.commands.sweep",
+    "pfxab_flower.commands.plot",
+    "pfxab_flower.commands.report",
+    "pfxab_flower.commands.simulate",
 )
 
 

@@ -19,6 +19,9 @@ from pfxab_flower.noise import NOISE_KINDS
 PROBLEMS = ("garland", "doublesine", "landmine")
 ALGORITHMS = ("pf-xab", "fed-pne", "pf-pne")
 ENGINES = ("inprocess", "flower")
+#: The landmine data set's fields (0-based) and the default clients: both terrain types.
+LANDMINE_FIELD_COUNT = 29
+DEFAULT_LANDMINE_FIELDS = tuple(range(0, LANDMINE_FIELD_COUNT, 3))
 
 
 def _fail(name: str, value: object, allowed: str) -> None:
@@ -102,6 +105,26 @@ class RunConfig:
             _fail("noise_sigma", self.noise_sigma, "a number >= 0")
         if not 0.0 <= self.spread < 1.0:
             _fail("spread", self.spread, "a number in [0, 1)")
+        chosen = self._chosen_fields()
+        if self.problem == "landmine" and self.clients > len(chosen):
+            _fail("clients", self.clients, f"at most {len(chosen)}, the number of landmine fields chosen by --fields")
+
+    def _chosen_fields(self) -> tuple[int, ...]:
+        if self.fields is None:
+            return DEFAULT_LANDMINE_FIELDS
+        allowed = f"distinct comma-separated integers in 0..{LANDMINE_FIELD_COUNT - 1}"
+        try:
+            chosen = tuple(int(part) for part in self.fields.split(","))
+        except ValueError:
+            _fail("fields", self.fields, allowed)
+        if len(set(chosen)) != len(chosen) or not all(0 <= f < LANDMINE_FIELD_COUNT for f in chosen):
+            _fail("fields", self.fields, allowed)
+        return chosen
+
+    @property
+    def landmine_fields(self) -> tuple[int, ...]:
+        """The landmine fields of the clients: the first ``clients`` of ``fields`` (default 0, 3, ..., 27)."""
+        return self._chosen_fields()[: self.clients]
 
     def _check_types(self) -> None:
         for f in fields(self):
@@ -156,3 +179,42 @@ def _coerce(name: str, type_name: str, value: Any) -> Any:
     except ValueError:
         return value  # left for __post_init__ to reject with the standard message
     return value
+
+
+_SEEDS_ALLOWED = "an integer, a range like 0-9, or a comma-separated list like 0,3,5 (integers >= 0, no repeats)"
+
+
+def _is_uint(text: str) -> bool:
+    return text.isascii() and text.isdecimal()
+
+
+def parse_seeds(text: str) -> list[int]:
+    """The seeds of ``--seeds``: ``7``, ``0-9`` (inclusive) or ``0,3,5`` (items may be ranges), in order."""
+    seeds: list[int] = []
+    for item in str(text).split(","):
+        lo, sep, hi = item.strip().partition("-")
+        if not (_is_uint(lo) and (_is_uint(hi) if sep else True)):
+            _fail("seeds", text, _SEEDS_ALLOWED)
+        first, last = int(lo), int(hi) if sep else int(lo)
+        if last < first:
+            _fail("seeds", text, _SEEDS_ALLOWED)
+        seeds.extend(range(first, last + 1))
+    if len(set(seeds)) != len(seeds):
+        _fail("seeds", text, _SEEDS_ALLOWED)
+    return seeds
+
+
+def parse_algorithms(text: str) -> list[str]:
+    """The algorithms of ``--algorithms``: a comma-separated list of names, in order, no repeats."""
+    names = [name.strip() for name in str(text).split(",")]
+    if any(name not in ALGORITHMS for name in names) or len(set(names)) != len(names):
+        _fail("algorithms", text, f"a comma-separated list of distinct names from {', '.join(ALGORITHMS)}")
+    return names
+
+
+def parse_workers(text: str | int) -> int:
+    """The number of worker processes of ``--workers``: an integer >= 1."""
+    value = str(text).strip()
+    if not _is_uint(value) or int(value) < 1:
+        _fail("workers", text, "an integer >= 1")
+    return int(value)

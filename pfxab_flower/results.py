@@ -58,19 +58,27 @@ class RunResult:
         return write_files_atomically(out_dir, texts)
 
 
-def write_files_atomically(out_dir: str | os.PathLike, texts: Mapping[str, str]) -> Path:
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_files_atomically(out_dir: str | os.PathLike, texts: Mapping[str, str | bytes]) -> Path:
     """Write each file to a temporary name in ``out_dir`` then rename it, in the given order.
 
     A crash never leaves a half-written file under a final name; files are renamed
     in order, so the last one (``summary.json``) exists only if all the others do.
+    A ``bytes`` value (e.g. Parquet) is written as is, a ``str`` as UTF-8 text.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     for name, text in texts.items():
         fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".tmp")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(text if isinstance(text, bytes) else text.encode("utf-8"))
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600: give the file the usual mode
             os.replace(tmp, out / name)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

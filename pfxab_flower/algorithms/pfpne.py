@@ -28,15 +28,11 @@ class PFPNE(Policy):
 
     def server_eliminated(self, settings: Settings, phase: int, pooled_means: np.ndarray) -> np.ndarray:
         schedule = settings.schedule
-        known = np.isfinite(pooled_means)
-        eliminated = np.zeros(pooled_means.shape, dtype=bool)
-        if known.any():
-            eliminated[known] = ~eliminate_below(
-                pooled_means[known],
-                slack=schedule.smoothness(phase) + 2.0 * settings.pf_pne_eps,
-                margin=2.0 * schedule.confidence_width(phase),
-            )
-        return eliminated
+        return ~eliminate_below(
+            pooled_means,
+            slack=schedule.smoothness(phase) + 2.0 * settings.pf_pne_eps,
+            margin=2.0 * schedule.confidence_width(phase),
+        )
 
     def score(self, settings: Settings, view: ClientView) -> np.ndarray:
         return view.local_means

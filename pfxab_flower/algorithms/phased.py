@@ -97,8 +97,16 @@ class Policy:
 
 
 def eliminate_below(estimates: np.ndarray, slack: float, margin: float) -> np.ndarray:
-    """Keep mask of the rule ``drop k if estimate_k + slack <= max_j estimate_j - margin``."""
-    return estimates + slack > estimates.max() - margin
+    """Keep mask of the rule ``drop k if estimate_k + slack <= max_j estimate_j - margin``.
+
+    A NaN estimate (a node no valid report sampled) is no evidence: it is kept and
+    is not the reference; with no finite estimate at all, every node is kept.
+    """
+    estimates = np.asarray(estimates, dtype=float)
+    known = np.isfinite(estimates)
+    if not known.any():
+        return np.ones(estimates.shape, dtype=bool)
+    return ~(estimates + slack <= estimates[known].max() - margin)
 
 
 def _rng(settings: Settings, client: int, phase: int) -> np.random.Generator:
@@ -284,7 +292,8 @@ class ServerMachine:
             return "means are not finite numbers"
         return None
 
-    def _reject(self, client: object, phase: int, stage: str, reason: str) -> None:
+    def reject(self, client: object, phase: int, stage: str, reason: str) -> None:
+        """Log and record a reply that is not used (also called by transports for unreadable replies)."""
         LOGGER.warning("phase %d: rejected %s reply from client %s: %s", phase, stage, client, reason)
         self.rejected.append({"phase": phase, "stage": stage, "client": client, "reason": reason})
 
@@ -301,7 +310,7 @@ class ServerMachine:
                 seen.add(int(report.client))
                 valid.append(report)
             else:
-                self._reject(report.client, plan.phase, "local-means", reason)
+                self.reject(report.client, plan.phase, "local-means", reason)
         pooled = pooled_means(plan.union, valid)
         eliminated = self.policy.server_eliminated(self.settings, plan.phase, pooled)
         self.plan = replace(plan, eliminated=eliminated)
@@ -334,12 +343,10 @@ class ServerMachine:
                 seen.add(int(report.client))
                 new_sets[int(report.client)] = np.sort(np.asarray(report.node_ids, dtype=np.int64))
             else:
-                self._reject(report.client, plan.phase, "active-set", reason)
-        survivors_everywhere = plan.union[~plan.eliminated]
+                self.reject(report.client, plan.phase, "active-set", reason)
         for m, new in enumerate(new_sets):
-            if new is None:  # no valid reply: keep every node the server did not drop (a superset)
-                old = self.client_sets[m]
-                new_sets[m] = children(old[np.isin(old, survivors_everywhere)])
+            if new is None:  # no valid reply: every child of its previous set, a superset of what it kept
+                new_sets[m] = children(self.client_sets[m])
         self.client_sets = new_sets
         next_union = self.union()
         self.completed = plan.phase

@@ -1,7 +1,7 @@
 """Each client's personalised optimum ``max_X alpha mu_m + (1 - alpha) mu``.
 
 Regret is measured against the true supremum, so it must be right to 1e-6.
-Method (deterministic, documented in ``docs/algorithms.md``):
+Method (deterministic, documented in ``docs/algorithms/index.md``):
 
 1. Evaluate every client's personalised objective on a grid of partition cell
    centres (``2**16`` points in all, aligned with the partition) plus the

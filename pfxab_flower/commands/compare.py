@@ -1,0 +1,39 @@
+"""``pfxab compare``: every algorithm on the same federation and seeds, summarised in one table."""
+
+from __future__ import annotations
+
+import argparse
+
+from pfxab_flower.commands.options import add_run_options, config_from_args
+from pfxab_flower.config import ALGORITHMS, parse_algorithms, parse_seeds, parse_workers
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "compare", help="run every algorithm on the same federation and seeds; print mean and sd per algorithm"
+    )
+    add_run_options(parser, skip=("algorithm", "seed"))
+    parser.add_argument("--seeds", default="0-9", metavar="SEEDS",
+                        help="seeds: an integer, a range like 0-9, or a list like 0,3,5 (default: 0-9)")
+    parser.add_argument("--algorithms", default=",".join(ALGORITHMS), metavar="LIST",
+                        help=f"comma-separated algorithms (default: {','.join(ALGORITHMS)})")
+    parser.add_argument("--workers", default="1", metavar="N", help="worker processes (default: 1)")
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help="write runs.csv, runs.parquet, summary.csv, summary.parquet here")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    seeds = parse_seeds(args.seeds)
+    algorithms = parse_algorithms(args.algorithms)
+    workers = parse_workers(args.workers)
+    base = config_from_args(args, algorithm=algorithms[0], seed=seeds[0])
+
+    from pfxab_flower.compare import compare
+
+    comparison = compare(base, algorithms, seeds, workers=workers, progress=not args.no_progress)
+    if args.out:
+        comparison.write(args.out)
+    print(comparison.table())
+    return 0

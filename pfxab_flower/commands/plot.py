@@ -1,0 +1,20 @@
+"""``pfxab plot DIR --out FILE.png|.pdf``: the paper's figure for a finished sweep."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("plot", help="draw the figure of a finished sweep directory")
+    parser.add_argument("dir", help="sweep directory written by `pfxab sweep`")
+    parser.add_argument("--out", required=True, metavar="FILE", help="figure file (.png or .pdf)")
+    parser.add_argument("--log-x", action="store_true", help="log-scale time axis (regret figures)")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from simulations.plots import plot_sweep
+
+    print(f"wrote {plot_sweep(args.dir, args.out, log_x=args.log_x)}")
+    return 0

@@ -1,0 +1,18 @@
+"""``pfxab report DIR``: Markdown tables of a finished sweep (final regret, or rewards per alpha)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("report", help="print Markdown tables of a finished sweep directory")
+    parser.add_argument("dir", help="sweep directory written by `pfxab sweep`")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from simulations.report import report
+
+    print(report(args.dir), end="")
+    return 0

@@ -1,0 +1,56 @@
+"""``pfxab simulate``: the default federation (or any ``pfxab run`` flags) through ``flwr run .``.
+
+It takes the same flags as ``pfxab run``, validates them before anything starts,
+and turns them into ``flwr run``'s ``--run-config``; the Flower side (temporary
+``FLWR_HOME``, federation size, streaming the log, stopping the SuperLink and Ray
+afterwards) lives in :mod:`simulations.flwr_run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pfxab_flower.commands.options import add_run_options, config_from_args
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("simulate", help="run on Flower's Ray simulation engine through `flwr run .`")
+    add_run_options(parser)
+    parser.add_argument("--out", default="results/latest", metavar="DIR",
+                        help="where the ServerApp writes summary.json, clients.csv, curve.csv "
+                        "(default: results/latest)")
+    parser.add_argument("--json", action="store_true", help="print the run's summary.json on stdout (log on stderr)")
+    parser.add_argument("--round-timeout", type=float, default=600.0, metavar="SECONDS",
+                        help="longest a Flower round may take (default: 600)")
+    parser.add_argument("--num-cpus", type=float, default=1.0, metavar="N",
+                        help="CPUs per simulated client, at most this machine's cores (default: 1)")
+    parser.add_argument("--app-dir", default=".", metavar="DIR", help="the Flower app (project root, default: .)")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    config = config_from_args(args)  # one-line error before anything starts
+    from simulations.flwr_run import simulate
+    from strategies.run_config import parse_run_config
+
+    _, options = parse_run_config({"out-dir": args.out, "round-timeout": args.round_timeout})
+    outcome = simulate(config, options, app_dir=Path(args.app_dir), num_cpus=args.num_cpus,
+                       log=sys.stderr if args.json else sys.stdout)
+    note = sys.stderr
+    if outcome.pyproject_restored:
+        print("pfxab simulate: warning: flwr run rewrote pyproject.toml; restored it", file=note)
+    if outcome.left_running:
+        print(f"pfxab simulate: warning: processes still running: {outcome.left_running}", file=note)
+    if outcome.summary_path is None:
+        print(f"pfxab simulate: error: flwr run exited with status {outcome.returncode} and wrote no "
+              f"summary.json (see the log above)", file=note)
+        return outcome.returncode or 1
+    if args.json:
+        print(json.dumps(json.loads(outcome.summary_path.read_text(encoding="utf-8"))))
+    else:
+        print(f"pfxab simulate: results in {outcome.summary_path.parent} ({outcome.wall_seconds:.1f} s); "
+              f"SuperLink and Ray stopped")
+    return 0

@@ -1,0 +1,67 @@
+"""``pfxab sweep CONFIG --out DIR``: run an experiment grid, resumably, into tidy tables."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+from pfxab_flower.config import ENGINES, parse_workers
+from pfxab_flower.errors import ConfigError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("sweep", help="run every configuration of an experiment TOML (resumable)")
+    parser.add_argument("config", help="experiment TOML (e.g. simulations/configs/figure1.toml)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="results directory (created; reruns resume)")
+    parser.add_argument("--workers", default=str(min(2, os.cpu_count() or 1)),
+                        help="parallel processes (default: min(2, cpus))")
+    parser.add_argument("--engine", choices=ENGINES, default="inprocess", help="in-process loop or Flower simulation")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from simulations.experiment import load_experiment
+    from simulations.sweep import copy_config, run_sweep
+
+    experiment = load_experiment(args.config)  # validates every row before any work
+    workers = parse_workers(args.workers)
+    if args.engine == "flower":
+        if importlib.util.find_spec("simulations.run_flower") is None:
+            raise ConfigError("engine='flower' is unavailable (simulations/run_flower.py not found); "
+                              "allowed: inprocess")
+        if workers > 1:
+            print(f"note: the flower engine runs one Ray simulation at a time; using 1 worker, not {workers}",
+                  file=sys.stderr)
+        workers = 1
+    out = Path(args.out)
+    copy_config(Path(args.config), out)
+
+    def on_start(pending: int, total: int) -> None:
+        if pending == 0:
+            print(f"{experiment.name}: all {total} runs already complete in {out}; nothing to run")
+        else:
+            print(f"{experiment.name}: {pending} of {total} runs to do ({total - pending} already complete), "
+                  f"{workers} worker(s), engine {args.engine}")
+
+    outcome = run_sweep(experiment, out, workers=workers, engine=args.engine, progress=not args.no_progress,
+                        on_start=on_start)
+    done = outcome.skipped + outcome.executed
+    if outcome.interrupted:
+        print(f"pfxab sweep: interrupted; {done} of {outcome.total} runs complete in {out}; "
+              "run the same command again to resume", file=sys.stderr)
+        return 130
+    if outcome.failures:
+        for rid, message in outcome.failures:
+            print(f"pfxab sweep: run {rid} failed: {message}", file=sys.stderr)
+        print(f"pfxab sweep: {len(outcome.failures)} of {outcome.total} runs failed; tables not written",
+              file=sys.stderr)
+        return 1
+    if outcome.executed:
+        runs = "run" if outcome.executed == 1 else "runs"
+        print(f"ran {outcome.executed} {runs} in {outcome.seconds:.1f} s; "
+              f"wrote {out / 'runs.parquet'} and {out / 'curves.parquet'}")
+    return 0

@@ -1,0 +1,84 @@
+"""The process environment of a Flower/Ray simulation: quiet, offline, cleaned up.
+
+Measured facts behind each setting are in ``FLOWER-NOTES.md``: telemetry and
+update checks off, Flower logs at WARNING, Ray usage stats off, and a private
+``RAY_TMPDIR`` that is removed afterwards (Ray never removes its session dirs).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from pfxab_flower.errors import ConfigError
+from simulations.processes import stop_processes
+
+QUIET_ENV = {
+    "FLWR_TELEMETRY_ENABLED": "0",
+    "FLWR_DISABLE_UPDATE_CHECK": "1",
+    "FLWR_LOG_LEVEL": "WARNING",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
+    "RAY_DEDUP_LOGS": "0",
+}
+
+
+def check_num_cpus(num_cpus: float) -> float:
+    """CPUs per simulated client: Ray waits forever for a client that needs more than the machine has."""
+    cores = os.cpu_count() or 1
+    if isinstance(num_cpus, bool) or not isinstance(num_cpus, int | float) or not 0 < num_cpus <= cores:
+        raise ConfigError(f"num-cpus={num_cpus!r} is invalid; allowed: a number in (0, {cores}] (this machine's cores)")
+    return float(num_cpus)
+
+
+def backend_config(num_cpus: float, ray_dir: Path) -> dict:
+    """Flower's Ray backend config: client resources that fit this machine, Ray's files in ``ray_dir``."""
+    return {
+        "client_resources": {"num_cpus": check_num_cpus(num_cpus), "num_gpus": 0.0},
+        "init_args": {"num_cpus": os.cpu_count() or 1, "num_gpus": 0, "_temp_dir": str(ray_dir)},
+    }
+
+
+@contextmanager
+def temporary_directory(prefix: str) -> Iterator[Path]:
+    """A short-named directory under ``/tmp`` (Ray's socket paths must stay short), removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp" if os.path.isdir("/tmp") else None))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@contextmanager
+def patched_environ(values: Mapping[str, str]) -> Iterator[None]:
+    """Set environment variables for the duration of the block, then restore them."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextmanager
+def ray_environment() -> Iterator[Path]:
+    """Quiet environment variables and a private Ray temp dir (yielded), for an in-process simulation.
+
+    On exit, any process still carrying the temp dir (Ray's GCS, raylet and workers
+    take a few seconds to exit after ``ray.shutdown``; some ignore SIGTERM) is
+    stopped before the directory is removed.
+    """
+    with temporary_directory("pfxab-ray-") as ray_dir:
+        try:
+            with patched_environ({**QUIET_ENV, "RAY_TMPDIR": str(ray_dir)}):
+                yield ray_dir
+        finally:
+            stop_processes(str(ray_dir))

@@ -1,0 +1,149 @@
+"""An experiment configuration (TOML): the fixed parameters and the grid of one paper figure.
+
+A config file has three tables::
+
+    [experiment]
+    name = "figure1"
+    kind = "regret"            # or "rewards" (figure 3: rewards against alpha)
+    title = "Garland, M = 10"  # optional, used as the figure title
+
+    [fixed]                    # RunConfig fields shared by every run
+    problem = "garland"
+    horizon = 2000000
+
+    [grid]                     # RunConfig fields to vary: every combination is one run
+    algorithm = ["pf-xab", "fed-pne", "pf-pne"]
+    alpha = [0.1, 0.5, 0.9]
+    seed = [0, 1, 2]
+
+Every row of the grid becomes one validated :class:`~pfxab_flower.config.RunConfig`
+before any work starts, so a bad value anywhere in the grid is one line naming the
+file and the key, and nothing runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from pfxab_flower.config import RunConfig
+from pfxab_flower.errors import ConfigError
+
+KINDS = ("regret", "rewards")
+_EXPERIMENT_KEYS = ("name", "kind", "title", "curve_points")
+_RUN_FIELDS = tuple(f.name for f in fields(RunConfig))
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A parsed, fully validated experiment: its metadata and one RunConfig per grid row."""
+
+    name: str
+    kind: str
+    title: str
+    fixed: dict[str, Any]
+    grid: dict[str, list[Any]]
+    configs: tuple[RunConfig, ...]
+    curve_points: int = 200
+
+    @property
+    def varying(self) -> tuple[str, ...]:
+        """The RunConfig fields the grid varies (snake case, in file order)."""
+        return tuple(self.grid)
+
+
+def _where(path: Path, table: str, key: str | None = None) -> str:
+    return f"{path.name}: [{table}]" + (f" {key}" if key else "")
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """Read and validate an experiment TOML; :class:`ConfigError` (one line) on any problem."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config={str(path)!r} is invalid; allowed: an existing TOML file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path.name}: not valid TOML ({exc})") from None
+    unknown = sorted(set(data) - {"experiment", "fixed", "grid"})
+    if unknown:
+        raise ConfigError(f"{path.name}: unknown table [{unknown[0]}]; allowed: [experiment], [fixed], [grid]")
+    meta = _table(data, "experiment", path)
+    for key in meta:
+        if key not in _EXPERIMENT_KEYS:
+            raise ConfigError(f"{_where(path, 'experiment', key)} is unknown; allowed: {', '.join(_EXPERIMENT_KEYS)}")
+    name = meta.get("name", path.stem)
+    kind = meta.get("kind", "regret")
+    if kind not in KINDS:
+        raise ConfigError(f"{_where(path, 'experiment', 'kind')}={kind!r} is invalid; allowed: {', '.join(KINDS)}")
+    curve_points = meta.get("curve_points", 200)
+    if isinstance(curve_points, bool) or not isinstance(curve_points, int) or curve_points < 2:
+        raise ConfigError(f"{_where(path, 'experiment', 'curve_points')}={curve_points!r} is invalid; "
+                          "allowed: an integer >= 2")
+    fixed = {_field_name(k, path, "fixed"): v for k, v in _table(data, "fixed", path).items()}
+    grid: dict[str, list[Any]] = {}
+    for key, values in _table(data, "grid", path).items():
+        name_ = _field_name(key, path, "grid")
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{_where(path, 'grid', key)}={values!r} is invalid; allowed: a non-empty list")
+        if name_ in fixed:
+            raise ConfigError(f"{_where(path, 'grid', key)} is also in [fixed]; allowed: one of the two")
+        grid[name_] = values
+    configs = []
+    for row in itertools.product(*grid.values()):
+        values = {**fixed, **dict(zip(grid, row, strict=True))}
+        try:
+            configs.append(RunConfig.from_mapping(values))
+        except ConfigError as exc:
+            raise ConfigError(f"{path.name}: {exc}") from None
+    if len({run_id(c) for c in configs}) != len(configs):
+        raise ConfigError(f"{_where(path, 'grid')} has repeated values; allowed: distinct values per key")
+    return Experiment(str(name), kind, str(meta.get("title", name)), fixed, grid, tuple(configs), curve_points)
+
+
+def _table(data: dict[str, Any], name: str, path: Path) -> dict[str, Any]:
+    table = data.get(name, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path.name}: {name}={table!r} is invalid; allowed: a [{name}] table")
+    return table
+
+
+def _field_name(key: str, path: Path, table: str) -> str:
+    name = key.replace("-", "_")
+    if name not in _RUN_FIELDS:
+        allowed = ", ".join(f.replace("_", "-") for f in _RUN_FIELDS)
+        raise ConfigError(f"{_where(path, table, key)} is unknown; allowed: {allowed}")
+    return name
+
+
+def run_id(config: RunConfig) -> str:
+    """A stable, readable directory name for one run: a slug plus a hash of every field."""
+    digest = hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
+    return f"{config.problem}-{config.algorithm}-a{config.alpha:g}-s{config.seed}-{digest}"
+
+
+#: How algorithms are named in figures and tables (as in the paper).
+ALGORITHM_LABELS = {"pf-xab": "PF-XAB", "fed-pne": "Fed-PNE", "pf-pne": "PF-PNE"}
+
+
+def series_keys(experiment: Experiment) -> list[str]:
+    """Grid fields that distinguish lines (every varying field except alpha and the seed)."""
+    return [k for k in experiment.varying if k not in ("alpha", "seed")]
+
+
+def series_label(experiment: Experiment, values: tuple) -> str:
+    """The legend / row label of one series: the algorithm's name, then any other varying field."""
+    keys = series_keys(experiment)
+    parts = [
+        ALGORITHM_LABELS.get(value, str(value)) if key == "algorithm" else f"{key}={value}"
+        for key, value in zip(keys, values, strict=True)
+    ]
+    if "algorithm" not in keys:
+        algorithm = experiment.fixed.get("algorithm", "pf-xab")
+        parts.insert(0, ALGORITHM_LABELS.get(algorithm, algorithm))
+    return ", ".join(parts)

@@ -1,0 +1,58 @@
+"""Flower's real ``Server`` loop over in-process client proxies: the Flower adapters without Ray.
+
+Each node keeps one ``Context`` (its ``context.state`` persists across messages,
+as in simulation) and gets a fresh client from ``client_fn`` for every message,
+as Flower does. Flower's thread pool returns the replies in an arbitrary order, as over a network.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from flwr.app import Context, RecordDict
+from flwr.client import Client
+from flwr.common import DisconnectRes, EvaluateIns, EvaluateRes, FitIns, FitRes
+from flwr.server import Server, SimpleClientManager
+from flwr.server.client_proxy import ClientProxy
+
+from strategies.strategy import PhasedStrategy
+
+
+class LoopbackProxy(ClientProxy):
+    def __init__(self, partition: int, num_partitions: int, client_fn: Callable[[Context], Client]) -> None:
+        super().__init__(cid=f"node-{partition:03d}")
+        self.client_fn = client_fn
+        self.context = Context(
+            run_id=1,
+            node_id=partition + 100,
+            node_config={"partition-id": partition, "num-partitions": num_partitions},
+            state=RecordDict(),
+            run_config={},
+        )
+
+    def fit(self, ins: FitIns, timeout: float | None, group_id: int | None) -> FitRes:
+        return self.client_fn(self.context).fit(ins)
+
+    def evaluate(self, ins: EvaluateIns, timeout: float | None, group_id: int | None) -> EvaluateRes:
+        return self.client_fn(self.context).evaluate(ins)
+
+    def get_properties(self, ins, timeout, group_id):  # pragma: no cover - not used by the strategy
+        raise NotImplementedError
+
+    def get_parameters(self, ins, timeout, group_id):  # pragma: no cover - not used by the strategy
+        raise NotImplementedError
+
+    def reconnect(self, ins, timeout, group_id) -> DisconnectRes:
+        return DisconnectRes(reason="")
+
+
+def run_loopback(strategy: PhasedStrategy, client_fn: Callable[[Context], Client], num_nodes: int) -> None:
+    """Run ``strategy.num_rounds`` Flower rounds with ``num_nodes`` in-process clients."""
+    manager = SimpleClientManager()
+    proxies = [LoopbackProxy(m, num_nodes, client_fn) for m in range(num_nodes)]
+    random.Random(7).shuffle(proxies)  # registration order (and so the order of results) is arbitrary
+    for proxy in proxies:
+        manager.register(proxy)
+    server = Server(client_manager=manager, strategy=strategy)
+    server.fit(num_rounds=strategy.num_rounds, timeout=30.0)

@@ -1,0 +1,59 @@
+"""Flower's Ray simulation engine gives the in-process engine's numbers, for every algorithm.
+
+Ray starts once for the module: Flower's Ray backend shuts Ray down after each
+run, so the three runs share a Ray started here (its ``terminate`` only stops
+the run's actors while the fixture is active).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pfxab_flower.config import ALGORITHMS, RunConfig
+from pfxab_flower.engine import run_config
+from simulations.environment import ray_environment
+from simulations.processes import processes_with_marker
+from simulations.run_flower import run_flower_simulation
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
+
+SAME_KEYS = (
+    "algorithm", "problem", "regret", "regret_per_client", "final_nodes", "final_points", "phases",
+    "communication_rounds", "values_down", "values_up", "rejected_replies",
+)
+
+
+@pytest.fixture(scope="module")
+def shared_ray():
+    ray = pytest.importorskip("ray")
+    from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
+
+    original = RayBackend.terminate
+
+    def terminate_actors_only(self: RayBackend) -> None:
+        if self.pool:
+            self.pool.terminate_all_actors()
+
+    with ray_environment() as ray_dir:
+        ray.init(num_cpus=os.cpu_count(), num_gpus=0, include_dashboard=False, _temp_dir=str(ray_dir),
+                 logging_level="WARNING", log_to_driver=False)
+        RayBackend.terminate = terminate_actors_only
+        try:
+            yield ray_dir
+        finally:
+            RayBackend.terminate = original
+            ray.shutdown()
+    assert processes_with_marker(str(ray_dir)) == []  # no Ray process left behind
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_ray_simulation_matches_inprocess(shared_ray, algorithm: str) -> None:
+    config = RunConfig(problem="garland", algorithm=algorithm, clients=3, alpha=0.5, horizon=10_000, seed=0)
+    flower = run_flower_simulation(config, round_timeout=60.0)
+    inprocess = run_config(config)
+    for key in SAME_KEYS:
+        assert flower.summary[key] == inprocess.summary[key], key
+    assert flower.summary["engine"] == "flower"
+    assert flower.phases.equals(inprocess.phases)

@@ -1,0 +1,125 @@
+"""``pfxab simulate`` and the Flower app config: run-config keys, validation, clean-up.
+
+Most checks need no Ray; one end-to-end ``flwr run .`` (marked ``ray``) checks the
+results are written and that no SuperLink, superexec, flwr-simulation or Ray
+process and no temporary directory is left behind, and that pyproject is unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from pfxab_flower.cli import main
+from pfxab_flower.config import RunConfig
+from pfxab_flower.errors import ConfigError
+from simulations import flwr_run
+from simulations.environment import check_num_cpus
+from simulations.processes import processes_with_marker, stop_processes
+from strategies.run_config import APP_DEFAULTS, AppOptions, parse_run_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def app_table() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]
+
+
+def test_pyproject_app_config_is_every_run_option_and_parses_to_the_defaults() -> None:
+    flwr = app_table()
+    assert "federations" not in flwr  # legacy table: `flwr run` would rewrite pyproject
+    assert flwr["app"]["components"] == {"serverapp": "simulations.server_app:app",
+                                         "clientapp": "simulations.client_app:app"}
+    keys = set(flwr["app"]["config"])
+    assert keys == {f.name.replace("_", "-") for f in fields(RunConfig)} | set(APP_DEFAULTS)
+    config, options = parse_run_config(flwr["app"]["config"])
+    assert config == RunConfig()
+    assert options == AppOptions()
+
+
+def test_run_config_argument_round_trips_through_flwrs_parser() -> None:
+    from flwr.common.config import parse_config_args
+
+    config = RunConfig(problem="doublesine", algorithm="pf-pne", clients=7, alpha=0.9, horizon=12345, seed=4,
+                       max_depth=6, pf_pne_eps=0.25)
+    options = AppOptions(out_dir="/tmp/some dir/out", round_timeout=30.0)
+    parsed = parse_config_args([flwr_run.run_config_argument(config, options)])
+    assert parse_run_config(parsed) == (config, options)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"alpha": 1.5}, "alpha=1.5 is invalid"),
+        ({"problem": "rosenbrock"}, "problem='rosenbrock' is invalid"),
+        ({"round-timeout": 0}, "round-timeout=0 is invalid"),
+        ({"out-dir": ""}, "out-dir='' is invalid"),
+        ({"colour": "red"}, "unknown parameter 'colour'"),
+    ],
+)
+def test_bad_run_config_is_one_line_error(values: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_run_config(values)
+
+
+def test_client_resources_must_fit_the_machine() -> None:
+    assert check_num_cpus(1) == 1.0
+    for bad in (0, -1, (os.cpu_count() or 1) + 1, True):
+        with pytest.raises(ConfigError, match="num-cpus"):
+            check_num_cpus(bad)
+
+
+def test_simulate_rejects_bad_flags_before_starting_anything(capsys, tmp_path) -> None:
+    assert main(["simulate", "--alpha", "2", "--out", str(tmp_path)]) == 2
+    assert "alpha=2.0 is invalid" in capsys.readouterr().err
+    assert main(["simulate", "--num-cpus", "64", "--out", str(tmp_path)]) == 2
+    assert "num-cpus=64.0 is invalid" in capsys.readouterr().err
+    assert main(["simulate", "--app-dir", str(tmp_path), "--out", str(tmp_path)]) == 2
+    assert "app-dir" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stop_processes_stops_exactly_the_marked_ones(tmp_path) -> None:
+    marker = str(tmp_path / "marker")
+    marked = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env={**os.environ, "M": marker})
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert processes_with_marker(marker) == [marked.pid]
+        assert stop_processes(marker, grace=5.0) == []
+        assert marked.wait(timeout=5) != 0
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+        marked.kill()
+        marked.wait()
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(240)
+def test_pfxab_simulate_runs_flwr_run_and_leaves_nothing_behind(tmp_path, monkeypatch) -> None:
+    pyproject = (ROOT / "pyproject.toml").read_bytes()
+    before = {p.name for p in Path("/tmp").glob("pfxab-*")}
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "results"
+    code = subprocess.run(
+        [sys.executable, "-m", "pfxab_flower.cli", "simulate", "--app-dir", str(ROOT), "--clients", "2",
+         "--horizon", "3000", "--algorithm", "fed-pne", "--out", "results", "--json"],
+        capture_output=True, text=True, timeout=220,
+    )
+    assert code.returncode == 0, code.stderr[-2000:]
+    summary = json.loads(code.stdout)
+    assert summary == json.loads((out / "summary.json").read_text())
+    assert summary["engine"] == "flower" and summary["algorithm"] == "fed-pne" and summary["clients"] == 2
+    assert "phase 1 (depth 1)" in code.stderr  # one readable line per phase, streamed
+    assert {"clients.csv", "curve.csv", "phases.csv", "communication.csv"} <= {p.name for p in out.iterdir()}
+    assert (ROOT / "pyproject.toml").read_bytes() == pyproject
+    assert {p.name for p in Path("/tmp").glob("pfxab-*")} <= before  # FLWR_HOME and RAY_TMPDIR removed
+    assert "processes still running" not in code.stderr

@@ -1,0 +1,151 @@
+"""The landmine objective, its evaluation cache, its estimated optimum and a small run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pfxab_flower.cache import EvaluationStore, cache_dir
+from pfxab_flower.config import RunConfig
+from pfxab_flower.engine import run_config
+from pfxab_flower.errors import ConfigError
+from pfxab_flower.noise import NoiseModel
+from pfxab_flower.partition import nodes_at_depth
+from pfxab_flower.problems import landmine
+from pfxab_flower.problems.landmine import DOMAIN, SvmEvaluator, cache_namespace, landmine_federation, svm_auc
+from pfxab_flower.problems.landmine_data import load_splits, resolve_path
+
+
+@pytest.fixture(scope="module")
+def splits():
+    try:
+        resolve_path(None)
+    except ConfigError as exc:
+        pytest.skip(f"landmine data absent: {exc}")
+    return load_splits((0, 15, 27))
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    """Every test gets an empty cache directory, never the user's."""
+    monkeypatch.setenv("PFXAB_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _points(n: int, seed: int = 0) -> np.ndarray:
+    return DOMAIN.to_user(np.random.default_rng(seed).random((n, 2)))
+
+
+def test_objective_is_deterministic_and_in_unit_interval(splits):
+    fields, sha = splits
+    points = _points(6)
+    first = SvmEvaluator(fields, cache_namespace(sha), store=None, workers=1).evaluate_all(points)
+    again = SvmEvaluator(fields, cache_namespace(sha), store=None, workers=1).evaluate_all(points)
+    np.testing.assert_array_equal(first, again)
+    assert first.shape == (3, 6)
+    assert ((first >= 0.0) & (first <= 1.0)).all()
+    direct = [svm_auc(fields[1], float(c), float(g)) for c, g in points]
+    np.testing.assert_array_equal(first[1], direct)
+
+
+def test_each_distinct_point_is_fit_once(splits):
+    fields, sha = splits
+    evaluator = SvmEvaluator(fields, cache_namespace(sha), store=None, workers=1)
+    points = _points(4)
+    repeated = np.vstack([points, points[::-1]])
+    values = evaluator.evaluate(2, repeated)
+    assert evaluator.fits == 4
+    np.testing.assert_array_equal(values[:4], values[4:][::-1])
+    evaluator.evaluate_all(points)
+    assert evaluator.fits == 4 + 2 * 4  # only the other two fields were missing
+
+
+def test_disk_cache_returns_the_fresh_values(splits):
+    fields, sha = splits
+    namespace = cache_namespace(sha)
+    points = _points(5, seed=1)
+    fresh = SvmEvaluator(fields, namespace, store=None, workers=1).evaluate_all(points)
+    writer = SvmEvaluator(fields, namespace, store=EvaluationStore(), workers=1)
+    writer.evaluate_all(points)
+    assert cache_dir().joinpath(EvaluationStore().path.name).is_file()
+    reader = SvmEvaluator(fields, namespace, store=EvaluationStore(), workers=1)
+    np.testing.assert_array_equal(reader.evaluate_all(points), fresh)
+    assert reader.fits == 0
+    other = SvmEvaluator(fields, namespace + "/other-version", store=EvaluationStore(), workers=1)
+    other.evaluate(0, points[:1])
+    assert other.fits == 1  # a different namespace (data, split, version) never reuses values
+
+
+def test_parallel_fits_equal_serial_fits(splits, monkeypatch):
+    fields, sha = splits
+    monkeypatch.setattr(landmine, "_PARALLEL_FROM", 8)
+    monkeypatch.setattr(landmine, "_CHUNK", 4)
+    points = _points(12, seed=2)
+    serial = SvmEvaluator(fields[:1], cache_namespace(sha), store=None, workers=1).evaluate_all(points)
+    parallel = SvmEvaluator(fields[:1], cache_namespace(sha), store=None, workers=2).evaluate_all(points)
+    np.testing.assert_array_equal(parallel, serial)
+
+
+def test_store_survives_an_unusable_directory(tmp_path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("x")
+    with pytest.warns(UserWarning, match="disabled"):
+        store = EvaluationStore(blocker / "evaluations.sqlite")
+    assert not store.enabled
+    store.save("ns", [(0, b"k", 0.5)])
+    assert store.load("ns", [0]) == {0: {}}
+
+
+def test_optimum_is_the_best_of_grid_and_evaluated_points(splits, monkeypatch):
+    monkeypatch.setattr(landmine, "OPTIMUM_GRID_DEPTH", 4)
+    config = RunConfig(problem="landmine", fields="0,15,27", clients=2, alpha=0.4)
+    federation = landmine_federation(config, NoiseModel())
+    extra = _points(3, seed=3)
+    federation.local_values(extra)
+    alpha = 0.4
+    optimum = federation.optimum(alpha)
+    assert optimum.estimated and "31 cell centres of depths 0-4" in optimum.method
+    grid = federation.partition.midpoints(np.concatenate([nodes_at_depth(d) for d in range(5)]))
+    for points in (grid, extra):
+        local = federation.local_values(points)
+        personalised = alpha * local + (1 - alpha) * local.mean(axis=0)
+        assert (personalised.max(axis=1) <= optimum.values).all()
+    assert federation.optimum(alpha) is optimum  # nothing new evaluated: the estimate is reused
+    better = federation.local_values(_points(40, seed=4))
+    assert better.shape == (2, 40)
+    assert (federation.optimum(alpha).values >= optimum.values).all()  # recomputed with the new points
+
+
+def test_small_landmine_run_completes(splits, monkeypatch):
+    monkeypatch.setattr(landmine, "OPTIMUM_GRID_DEPTH", 6)
+    config = RunConfig(problem="landmine", algorithm="pf-xab", fields="0,15,27", clients=3, alpha=0.4,
+                       horizon=20_000, seed=0)
+    result = run_config(config)
+    summary = result.summary
+    assert summary["problem"] == "landmine" and summary["clients"] == 3
+    assert summary["optimum_estimated"] is True
+    # Every pulled midpoint is among the points the optimum is taken over, so no regret is negative.
+    assert all(r >= 0 for r in summary["regret_per_client"])
+    assert all(0.0 <= v <= 1.0 for v in summary["optimum_personalised"])
+    again = run_config(config).summary  # warm (memory and disk cache): same numbers
+    assert again["regret_per_client"] == summary["regret_per_client"]
+
+
+def test_federation_pickles_for_flower_workers(splits, monkeypatch):
+    import pickle
+
+    monkeypatch.setattr(landmine, "OPTIMUM_GRID_DEPTH", 2)
+    federation = landmine_federation(RunConfig(problem="landmine", fields="0,15", clients=2), NoiseModel())
+    points = _points(3, seed=5)
+    before = federation.local_values(points)
+    copy = pickle.loads(pickle.dumps(federation))
+    np.testing.assert_array_equal(copy.local_values(points), before)
+    np.testing.assert_array_equal(copy.evaluate(1, points), before[1])
+    assert copy.evaluator.fits == federation.evaluator.fits  # values travel with it, nothing refit
+
+
+def test_two_writers_share_one_store(tmp_path):
+    first, second = EvaluationStore(tmp_path / "e.sqlite"), EvaluationStore(tmp_path / "e.sqlite")
+    first.save("ns", [(0, b"a", 0.25), (1, b"a", 0.5)])
+    second.save("ns", [(0, b"a", 0.99), (0, b"b", 0.75)])  # an existing key keeps its first value
+    assert first.load("ns", [0, 1]) == {0: {b"a": 0.25, b"b": 0.75}, 1: {b"a": 0.5}}
+    assert second.load("other", [0]) == {0: {}}

@@ -1,0 +1,118 @@
+"""The landmine loader: file lookup, checksum, the 29 fields, the split, and the one-line errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.model_selection import train_test_split
+
+from pfxab_flower import cli
+from pfxab_flower.config import RunConfig
+from pfxab_flower.errors import ConfigError
+from pfxab_flower.problems import landmine_data
+from pfxab_flower.problems.landmine_data import ENV_VAR, load_fields, load_splits, resolve_path
+
+
+@pytest.fixture(scope="module")
+def data_path():
+    try:
+        return resolve_path(None)
+    except ConfigError as exc:
+        pytest.skip(f"landmine data absent: {exc}")
+
+
+@pytest.fixture(scope="module")
+def data(data_path):
+    return load_fields(data_path)
+
+
+def test_the_29_fields_have_the_documented_sizes_and_labels(data):
+    features, labels = data
+    assert len(features) == len(labels) == 29
+    sizes = [len(y) for y in labels]
+    assert min(sizes) == 445 and max(sizes) == 690
+    assert sum(sizes) == 14_820
+    assert sum(int(y.sum()) for y in labels) == 904
+    for X, y in zip(features, labels, strict=True):
+        assert X.shape == (len(y), 9) and X.dtype == np.float64
+        assert set(np.unique(y)) == {0, 1}
+
+
+def test_split_is_the_spec_stratified_half(data):
+    features, labels = data
+    fields = (0, 15, 28)
+    splits, sha = load_splits(fields)
+    assert sha == landmine_data.LANDMINE_SHA256
+    for split in splits:
+        X, y = features[split.field], labels[split.field]
+        X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.5, stratify=y, random_state=0)
+        np.testing.assert_array_equal(split.X_train, X_train)
+        np.testing.assert_array_equal(split.X_test, X_test)
+        np.testing.assert_array_equal(split.y_train, y_train)
+        np.testing.assert_array_equal(split.y_test, y_test)
+        assert len(split.y_train) + len(split.y_test) == len(y)
+        assert abs(int(split.y_train.sum()) - int(split.y_test.sum())) <= 1  # stratified
+
+
+def _run_landmine(capsys, *extra: str) -> tuple[int, str]:
+    code = cli.main(["run", "--problem", "landmine", "--clients", "2", "--horizon", "100", *extra])
+    return code, capsys.readouterr().err
+
+
+def _assert_one_line_with_instructions(err: str) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "LandmineData.mat" in lines[0] and "put it at" in lines[0] and "github.com" in lines[0]
+
+
+def test_missing_file_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    code, err = _run_landmine(capsys, "--landmine-data", str(tmp_path / "absent.mat"))
+    assert code == 2
+    _assert_one_line_with_instructions(err)
+    assert "absent.mat" in err
+
+
+def test_missing_file_from_environment_exits_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "elsewhere.mat"))
+    code, err = _run_landmine(capsys)
+    assert code == 2
+    _assert_one_line_with_instructions(err)
+    assert ENV_VAR in err
+
+
+def test_no_file_anywhere_names_the_default_place(tmp_path, monkeypatch):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.setattr(landmine_data, "PROJECT_ROOT", tmp_path / "a" / "b")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"not found at .*shared/data/landmine/LandmineData\.mat"):
+        resolve_path(None)
+
+
+def test_corrupted_file_exits_2_with_one_line(data_path, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    bad = tmp_path / "LandmineData.mat"
+    content = bytearray(data_path.read_bytes())
+    content[len(content) // 2] ^= 0xFF
+    bad.write_bytes(bytes(content))
+    code, err = _run_landmine(capsys, "--landmine-data", str(bad))
+    assert code == 2
+    _assert_one_line_with_instructions(err)
+    assert "sha256" in err
+
+
+@pytest.mark.parametrize("fields", ["0,0", "29", "-1", "a,b", "", "1,,2"])
+def test_bad_fields_are_rejected(fields):
+    with pytest.raises(ConfigError, match="fields="):
+        RunConfig(problem="landmine", fields=fields, clients=1)
+
+
+def test_clients_take_the_first_fields_and_may_not_exceed_them():
+    assert RunConfig(problem="landmine").landmine_fields == tuple(range(0, 29, 3))
+    assert RunConfig(problem="landmine", clients=3).landmine_fields == (0, 3, 6)
+    assert RunConfig(problem="landmine", fields="5,1,20", clients=2).landmine_fields == (5, 1)
+    with pytest.raises(ConfigError, match="clients=4"):
+        RunConfig(problem="landmine", fields="5,1,20", clients=4)
+    with pytest.raises(ConfigError, match="clients=11"):
+        RunConfig(problem="landmine", clients=11)
+    assert RunConfig(problem="garland", clients=20).clients == 20  # fields only bound landmine
