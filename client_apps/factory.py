@@ -21,11 +21,12 @@ from flwr.client import Client
 from client_apps.client import EnvironmentFactory, PhasedClient
 from pfxab_flower.config import RunConfig
 from pfxab_flower.domain import Domain
+from pfxab_flower.engine import settings_of
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation, Objective
 from pfxab_flower.sampling import SimulatedEnvironment
-from strategies.run_config import parse_run_config, settings_of
+from strategies.run_config import parse_run_config
 
 ClientFn = Callable[[Context], Client]
 

@@ -29,7 +29,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from pfxab_flower.config import RunConfig
-from pfxab_flower.engine import describe_problem, run
+from pfxab_flower.engine import run_config
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import write_files_atomically
@@ -104,19 +104,7 @@ def format_seeds(seeds: tuple[int, ...] | list[int]) -> str:
 
 def run_row(federation: Federation, config: RunConfig) -> dict[str, Any]:
     """Run ``config`` on ``federation`` in process and keep the run's row."""
-    result = run(
-        federation,
-        algorithm=config.algorithm,
-        alpha=config.alpha,
-        horizon=config.horizon,
-        seed=config.seed,
-        nu1=config.nu1,
-        rho=config.rho,
-        max_depth=config.max_depth,
-        pf_pne_eps=config.pf_pne_eps,
-        describe=describe_problem(config),
-    )
-    s = result.summary
+    s = run_config(config, federation).summary
     row = {name: s[name] for name in RUN_COLUMNS if name in s}
     row["bytes_sent"] = int(s["bytes_up"]) + int(s["bytes_down"])
     return {name: row[name] for name in RUN_COLUMNS}

@@ -122,20 +122,7 @@ def run(
     )
     sim = simulate(federation, make_policy(algorithm), settings)
     ledger = score(federation, alpha, horizon, [e.log for e in sim.envs])
-    parameters = {
-        "algorithm": algorithm,
-        "problem": federation.name,
-        "engine": "inprocess",
-        "alpha": alpha,
-        "clients": M,
-        "horizon": horizon,
-        "seed": seed,
-        "nu1": nu1,
-        "rho": rho,
-        "max_depth": max_depth,
-        "pf_pne_eps": pf_pne_eps,
-        **(describe or {}),
-    }
+    parameters = run_parameters(algorithm, federation.name, "inprocess", settings, describe)
     return build_result(
         federation=federation,
         server=sim.server,
@@ -146,14 +133,50 @@ def run(
     )
 
 
+def run_parameters(
+    algorithm: str, problem: str, engine: str, settings: Settings, describe: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The leading entries of a run's summary: what ran, where, with which parameters."""
+    schedule = settings.schedule
+    return {
+        "algorithm": algorithm,
+        "problem": problem,
+        "engine": engine,
+        "alpha": settings.alpha,
+        "clients": settings.num_clients,
+        "horizon": settings.horizon,
+        "seed": settings.seed,
+        "nu1": schedule.nu1,
+        "rho": schedule.rho,
+        "max_depth": schedule.max_depth,
+        "pf_pne_eps": settings.pf_pne_eps,
+        **(describe or {}),
+    }
+
+
+def settings_of(config: RunConfig) -> Settings:
+    """The :class:`Settings` of a run configuration (the same for every engine)."""
+    return make_settings(
+        config.clients,
+        alpha=config.alpha,
+        horizon=config.horizon,
+        seed=config.seed,
+        nu1=config.nu1,
+        rho=config.rho,
+        max_depth=config.max_depth,
+        pf_pne_eps=config.pf_pne_eps,
+    )
+
+
 def describe_problem(config: RunConfig) -> dict[str, Any]:
     """The problem-level parameters of a run config, for the summary."""
     return {"noise": config.noise, "noise_sigma": config.noise_sigma, "spread": config.spread}
 
 
-def run_config(config: RunConfig) -> RunResult:
-    """Build the federation a :class:`RunConfig` names and run it in process."""
-    federation = build_federation(config)
+def run_config(config: RunConfig, federation: Federation | None = None) -> RunResult:
+    """Run a :class:`RunConfig` in process, on ``federation`` if given (reused, e.g. across seeds)."""
+    if federation is None:
+        federation = build_federation(config)
     return run(
         federation,
         algorithm=config.algorithm,

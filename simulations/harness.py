@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from pfxab_flower.accounting import score
+from pfxab_flower.engine import run_parameters
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult, build_result
 from pfxab_flower.sampling import PullLog
@@ -42,21 +43,7 @@ def flower_result(
         raise IncompleteRunError(f"the run stopped after {strategy.server.completed} phases, before the final round")
     settings = strategy.settings
     ledger = score(federation, settings.alpha, settings.horizon, pull_logs(strategy))
-    schedule = settings.schedule
-    parameters = {
-        "algorithm": strategy.algorithm,
-        "problem": federation.name,
-        "engine": "flower",
-        "alpha": settings.alpha,
-        "clients": settings.num_clients,
-        "horizon": settings.horizon,
-        "seed": settings.seed,
-        "nu1": schedule.nu1,
-        "rho": schedule.rho,
-        "max_depth": schedule.max_depth,
-        "pf_pne_eps": settings.pf_pne_eps,
-        **describe,
-    }
+    parameters = run_parameters(strategy.algorithm, federation.name, "flower", settings, describe)
     return build_result(
         federation=federation,
         server=strategy.server,

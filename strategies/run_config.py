@@ -1,4 +1,4 @@
-"""Flower run-config keys <-> :class:`RunConfig` and :class:`Settings`, shared by server and client apps.
+"""Flower run-config keys <-> :class:`RunConfig`, shared by the server and client apps.
 
 The keys are the ``RunConfig`` fields in kebab-case (``noise-sigma``), as in
 ``[tool.flwr.app.config]`` and ``flwr run --run-config``, plus the few options
@@ -13,9 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pfxab_flower.algorithms.phased import Settings
 from pfxab_flower.config import RunConfig
-from pfxab_flower.engine import make_settings
 from pfxab_flower.errors import ConfigError
 
 #: Keys of a Flower run config that are not RunConfig fields, with their defaults.
@@ -51,17 +49,3 @@ def to_run_config(config: RunConfig, options: AppOptions | None = None) -> dict[
     if options is not None:
         values.update({"out-dir": options.out_dir, "round-timeout": options.round_timeout})
     return values
-
-
-def settings_of(config: RunConfig) -> Settings:
-    """The :class:`Settings` every machine of the run shares (same as the in-process engine's)."""
-    return make_settings(
-        config.clients,
-        alpha=config.alpha,
-        horizon=config.horizon,
-        seed=config.seed,
-        nu1=config.nu1,
-        rho=config.rho,
-        max_depth=config.max_depth,
-        pf_pne_eps=config.pf_pne_eps,
-    )
