@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"python -m benchmarks: error: --only={args.only!r} is invalid; allowed: sections from "
                        f"{','.join(SECTIONS)}\n")
     rows: list[dict] = []
+    load_at_start = os.getloadavg()  # the machine may be shared: the figures depend on it
     if "1" in chosen or "2" in chosen:
         first = section_inprocess(args.quick)
         rows += first if "1" in chosen else []
@@ -110,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += section(number, args.quick, run_case, _progress)
     table = pd.DataFrame(rows)
     machine = {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),
-               "processor": _cpu_model(), "quick": args.quick, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+               "processor": _cpu_model(), "quick": args.quick, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+               "load_average_start": load_at_start, "load_average_end": os.getloadavg()}
     Path(args.out).write_text(json.dumps({"machine": machine, "rows": rows}, indent=2) + "\n")
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.float_format", "{:.4g}".format):
         print(table.to_string(index=False))

@@ -14,14 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, RecordDict
+from flwr.app import ConfigRecord, RecordDict
 from flwr.client import NumPyClient
 
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.messages import FinishInstruction
 from pfxab_flower.algorithms.phased import ClientMachine, ClientState, Settings
+from pfxab_flower.faults import NO_FAULTS, FaultPlan
 from pfxab_flower.sampling import Environment, PullLog
-from strategies import serde
+from strategies import secure, serde
 
 STATE_KEY = "pfxab-client-state"
 LOG_KEY = "pfxab-pull-log"
@@ -35,6 +36,8 @@ class PhasedClient(NumPyClient):
 
     With ``send_pull_log`` the final reply carries the pull log (simulation only:
     the server app scores the exact regret from it; it is not part of the algorithm).
+    ``faults`` makes it fail (raise, saving nothing) in the phases the plan drops it
+    from, as the in-process engine skips it; it catches up from the next message.
     """
 
     def __init__(
@@ -45,8 +48,12 @@ class PhasedClient(NumPyClient):
         make_env: EnvironmentFactory,
         state: RecordDict,
         send_pull_log: bool = True,
+        faults: FaultPlan = NO_FAULTS,
+        secure_aggregation: bool = False,
     ) -> None:
         self.store = state
+        self.faults = faults
+        self.secure_aggregation = secure_aggregation  # replies for SecAgg+ (strategies.secure)
         self.log = load_pull_log(state)
         self.machine = ClientMachine(make_policy(algorithm), settings, client, load_client_state(state))
         self.env = make_env(self.log)
@@ -57,14 +64,25 @@ class PhasedClient(NumPyClient):
         if isinstance(instruction, FinishInstruction):
             report = self.machine.finish(instruction, self.env)
             harness = [self.log.node_ids, self.log.counts] if self.send_pull_log else []
-            reply = serde.report_to_fit_reply(report, harness)
+            if self.secure_aggregation:  # SecAgg+ sums every fit reply's tensors: the content goes in metrics
+                metrics = {serde.PARTITION_ID: report.client, **secure.finish_metrics(report.node_id, harness)}
+                reply = ([np.zeros(1)], 1, metrics)
+            else:
+                reply = serde.report_to_fit_reply(report, harness)
         else:
-            reply = serde.report_to_fit_reply(self.machine.explore(instruction, self.env))
+            self.faults.check(self.machine.client, instruction.phase)
+            local = self.machine.explore(instruction, self.env)
+            if self.secure_aggregation:
+                reply = ([secure.local_vector(local)], 1, {serde.PARTITION_ID: local.client})
+            else:
+                reply = serde.report_to_fit_reply(local)
         self._save()
         return reply
 
     def evaluate(self, parameters: list[np.ndarray], config: dict) -> tuple[float, int, dict]:
-        report = self.machine.eliminate(serde.evaluate_ins_to_update(parameters, config), self.env)
+        update = serde.evaluate_ins_to_update(parameters, config)
+        self.faults.check(self.machine.client, update.phase)
+        report = self.machine.eliminate(update, self.env)
         self._save()
         return serde.active_set_to_evaluate_reply(report)
 
@@ -75,20 +93,39 @@ class PhasedClient(NumPyClient):
 def load_client_state(state: RecordDict) -> ClientState:
     if STATE_KEY not in state:
         return ClientState()
-    record = state[STATE_KEY]
-    return ClientState.from_arrays({key: record[key].numpy() for key in record})
+    return ClientState.from_arrays(_unpack(state[STATE_KEY]))
 
 
 def load_pull_log(state: RecordDict) -> PullLog:
     if LOG_KEY not in state:
         return PullLog.empty()
-    record = state[LOG_KEY]
-    return PullLog(record["node_ids"].numpy().astype(np.int64), record["counts"].numpy().astype(np.int64))
+    arrays = _unpack(state[LOG_KEY])
+    return PullLog(arrays["node_ids"].astype(np.int64), arrays["counts"].astype(np.int64))
 
 
 def save_client_state(state: RecordDict, client_state: ClientState, log: PullLog) -> None:
-    state[STATE_KEY] = ArrayRecord({k: Array(np.ascontiguousarray(v)) for k, v in client_state.to_arrays().items()})
-    state[LOG_KEY] = ArrayRecord({"node_ids": Array(log.node_ids), "counts": Array(log.counts)})
+    state[STATE_KEY] = _pack(client_state.to_arrays())
+    state[LOG_KEY] = _pack({"node_ids": log.node_ids, "counts": log.counts})
+
+
+def _pack(arrays: dict[str, np.ndarray]) -> ConfigRecord:
+    """1-D arrays as raw bytes plus dtype in a ``ConfigRecord``.
+
+    Measured (docs/performance.md): an ``ArrayRecord`` of ``.npy`` arrays costs ~1.5 ms
+    per message to write and read back (``np.save`` headers, ``ast`` parsing), more than
+    the client's own work in a phase; raw bytes cost a few microseconds.
+    """
+    record = ConfigRecord()
+    for key, value in arrays.items():
+        value = np.ascontiguousarray(value).reshape(-1)
+        record[key] = value.tobytes()
+        record[f"{key}.dtype"] = value.dtype.str
+    return record
+
+
+def _unpack(record: ConfigRecord) -> dict[str, np.ndarray]:
+    return {key: np.frombuffer(value, dtype=record[f"{key}.dtype"]).copy()
+            for key, value in record.items() if not key.endswith(".dtype")}
 
 
 class _FixedAlgorithmClient(PhasedClient):
@@ -98,9 +135,9 @@ class _FixedAlgorithmClient(PhasedClient):
 
     def __init__(
         self, settings: Settings, client: int, make_env: EnvironmentFactory, state: RecordDict,
-        send_pull_log: bool = True,
+        send_pull_log: bool = True, faults: FaultPlan = NO_FAULTS,
     ) -> None:
-        super().__init__(self.algorithm, settings, client, make_env, state, send_pull_log)
+        super().__init__(self.algorithm, settings, client, make_env, state, send_pull_log, faults)
 
 
 class PFXABClient(_FixedAlgorithmClient):

@@ -23,6 +23,7 @@ from pfxab_flower.config import RunConfig
 from pfxab_flower.domain import Domain
 from pfxab_flower.engine import settings_of
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.faults import FaultPlan
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation, Objective
 from pfxab_flower.sampling import SimulatedEnvironment
@@ -35,27 +36,41 @@ def make_client_fn(
     make_env: Callable[[int, RunConfig], EnvironmentFactory],
     config: RunConfig | None = None,
     send_pull_log: bool = True,
+    faults: FaultPlan | None = None,
+    secure_aggregation: bool | None = None,
 ) -> ClientFn:
-    """A ``client_fn`` whose client ``partition-id`` gets the environment ``make_env(partition_id, config)``."""
+    """A ``client_fn`` whose client ``partition-id`` gets the environment ``make_env(partition_id, config)``.
+
+    Injected failures come from ``faults`` or, without ``config``, from the run config
+    (``fail-rate``, ``fail-clients``).
+    """
 
     def client_fn(context: Context) -> Client:
-        run = config if config is not None else parse_run_config(context.run_config)[0]
+        if config is not None:
+            run, plan, secure = config, faults or FaultPlan(seed=config.seed), bool(secure_aggregation)
+        else:
+            run, options = parse_run_config(context.run_config)
+            plan, secure = options.faults(run.seed), options.secure_aggregation
         client = partition_id(context.node_config, run.clients)
         return PhasedClient(
-            run.algorithm, settings_of(run), client, make_env(client, run), context.state, send_pull_log
+            run.algorithm, settings_of(run), client, make_env(client, run), context.state, send_pull_log, plan,
+            secure,
         ).to_client()
 
     return client_fn
 
 
-def federation_client_fn(federation: Federation | None = None, config: RunConfig | None = None) -> ClientFn:
+def federation_client_fn(
+    federation: Federation | None = None, config: RunConfig | None = None, faults: FaultPlan | None = None,
+    secure_aggregation: bool | None = None,
+) -> ClientFn:
     """Simulation clients of ``federation`` (default: the run config's built-in problem)."""
 
     def make_env(client: int, run: RunConfig) -> EnvironmentFactory:
         fed = federation if federation is not None else cached_federation(run)
         return lambda log: SimulatedEnvironment(fed, client, log)
 
-    return make_client_fn(make_env, config)
+    return make_client_fn(make_env, config, faults=faults, secure_aggregation=secure_aggregation)
 
 
 def objective_client_fn(
@@ -78,8 +93,11 @@ def objective_client_fn(
 
     def make_env(client: int, run: RunConfig) -> EnvironmentFactory:
         fn = objective(client) if per_client else objective
-        own = Federation.from_callables([fn], domain, noise_sigma=noise_sigma, noise=noise, name="custom")
-        return lambda log: SimulatedEnvironment(own, 0, log)
+        # the objective sits at index `client` (the others are never called), so an
+        # ObjectiveError names this client's partition id, not 0
+        own = Federation.from_callables([fn] * (client + 1), domain, noise_sigma=noise_sigma, noise=noise,
+                                        name="custom")
+        return lambda log: SimulatedEnvironment(own, client, log)
 
     return make_client_fn(make_env, config, send_pull_log)
 

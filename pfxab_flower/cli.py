@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from pfxab_flower.errors import ConfigError, ObjectiveError
+from pfxab_flower.errors import ConfigError, ObjectiveError, RunStoppedError
 
 #: Modules that each add one sub-command with ``register(subparsers)``.
 COMMANDS = (
@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except (ConfigError, ObjectiveError) as exc:
+    except (ConfigError, ObjectiveError, RunStoppedError) as exc:
         print(f"pfxab {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -17,6 +17,7 @@ from pfxab_flower.algorithms.messages import FinishInstruction, Message, payload
 from pfxab_flower.algorithms.phased import ClientMachine, Policy, ServerMachine, Settings
 from pfxab_flower.algorithms.schedule import Schedule
 from pfxab_flower.config import RunConfig, validate_algorithm_parameters
+from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS, FaultPlan, parse_min_fraction
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult, build_result
@@ -33,21 +34,26 @@ def make_settings(
     rho: float = 0.5,
     max_depth: int | None = None,
     pf_pne_eps: float = 0.1,
+    min_fraction: float = DEFAULT_MIN_FRACTION,
 ) -> Settings:
     """The :class:`Settings` every machine of a run shares."""
     schedule = Schedule(horizon=horizon, num_clients=num_clients, nu1=nu1, rho=rho, max_depth=max_depth)
-    return Settings(schedule=schedule, alpha=alpha, seed=seed, pf_pne_eps=pf_pne_eps)
+    return Settings(schedule=schedule, alpha=alpha, seed=seed, pf_pne_eps=pf_pne_eps, min_fraction=min_fraction)
 
 
-def record_exchange(log: CommunicationLog, phase: int, kind: str, broadcast: Message, replies: list[Message]) -> None:
-    """Log one exchange: the broadcast reaches every client, each client replies once."""
+def record_exchange(
+    log: CommunicationLog, phase: int, kind: str, broadcast: Message, replies: list[Message],
+    recipients: int | None = None,
+) -> None:
+    """Log one exchange: the broadcast reaches ``recipients`` clients (default: one per reply), each replies once."""
     values_down, bytes_down = payload_size(broadcast)
     sizes = [payload_size(r) for r in replies]
+    sent = len(replies) if recipients is None else recipients
     log.record(
         phase,
         kind,
-        values_down * len(replies),
-        bytes_down * len(replies),
+        values_down * sent,
+        bytes_down * sent,
         sum(v for v, _ in sizes),
         sum(b for _, b in sizes),
     )
@@ -64,10 +70,15 @@ class Simulation:
     messages: list[tuple[Message, list[Message]]] = field(default_factory=list)
 
 
-def simulate(federation: Federation, policy: Policy, settings: Settings, keep_messages: bool = False) -> Simulation:
+def simulate(
+    federation: Federation, policy: Policy, settings: Settings, keep_messages: bool = False,
+    faults: FaultPlan = NO_FAULTS,
+) -> Simulation:
     """Drive one server and ``M`` clients to the horizon: the reference order of calls.
 
     With ``keep_messages`` every broadcast and its replies are kept (for tests and debugging).
+    ``faults`` drops clients from phases as a Flower client injecting the same plan does:
+    a client that misses a phase gets neither of its messages (it catches up later).
     """
     M = federation.num_clients
     sim = Simulation(
@@ -79,7 +90,7 @@ def simulate(federation: Federation, policy: Policy, settings: Settings, keep_me
     pairs = list(zip(sim.clients, sim.envs, strict=True))
 
     def exchange(phase: int, kind: str, broadcast: Message, replies: list[Message]) -> None:
-        record_exchange(sim.communication, phase, kind, broadcast, replies)
+        record_exchange(sim.communication, phase, kind, broadcast, replies, recipients=M)
         if keep_messages:
             sim.messages.append((broadcast, replies))
 
@@ -90,10 +101,11 @@ def simulate(federation: Federation, policy: Policy, settings: Settings, keep_me
             exchange(instruction.phases + 1, "finish", instruction, finals)
             sim.server.finish(finals)
             return sim
-        reports = [c.explore(instruction, e) for c, e in pairs]
+        present = [(c, e) for c, e in pairs if not faults.misses(c.client, instruction.phase)]
+        reports = [c.explore(instruction, e) for c, e in present]
         exchange(instruction.phase, "explore", instruction, reports)
         update = sim.server.aggregate(reports)
-        active_sets = [c.eliminate(update, e) for c, e in pairs]
+        active_sets = [c.eliminate(update, e) for c, e in present]
         exchange(instruction.phase, "eliminate", update, active_sets)
         sim.server.collect(active_sets)
 
@@ -109,18 +121,23 @@ def run(
     max_depth: int | None = None,
     pf_pne_eps: float = 0.1,
     describe: dict[str, Any] | None = None,
+    faults: FaultPlan = NO_FAULTS,
+    min_fraction: float = DEFAULT_MIN_FRACTION,
 ) -> RunResult:
     """Run one algorithm on ``federation`` in this process and score it exactly.
 
-    ``describe`` adds problem-level entries (noise, spread, ...) to the summary.
+    ``describe`` adds problem-level entries (noise, spread, ...) to the summary; ``faults``
+    injects client failures and ``min_fraction`` is the quorum (see :mod:`pfxab_flower.faults`).
     """
     validate_algorithm_parameters(algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps)
+    parse_min_fraction(min_fraction)
     started = time.perf_counter()
     M = federation.num_clients
     settings = make_settings(
-        M, alpha=alpha, horizon=horizon, seed=seed, nu1=nu1, rho=rho, max_depth=max_depth, pf_pne_eps=pf_pne_eps
+        M, alpha=alpha, horizon=horizon, seed=seed, nu1=nu1, rho=rho, max_depth=max_depth, pf_pne_eps=pf_pne_eps,
+        min_fraction=min_fraction,
     )
-    sim = simulate(federation, make_policy(algorithm), settings)
+    sim = simulate(federation, make_policy(algorithm), settings, faults=faults)
     ledger = score(federation, alpha, horizon, [e.log for e in sim.envs])
     parameters = run_parameters(algorithm, federation.name, "inprocess", settings, describe)
     return build_result(

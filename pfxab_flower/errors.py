@@ -7,3 +7,7 @@ class ConfigError(ValueError):
 
 class ObjectiveError(ValueError):
     """A user objective raised or returned a non-finite value or a wrong shape."""
+
+
+class RunStoppedError(RuntimeError):
+    """The server stopped the run on purpose (e.g. too few clients answered); the message says why."""

@@ -126,6 +126,7 @@ def build_result(
         bytes_down=int(communication["bytes_down"].sum()),
         bytes_up=int(communication["bytes_up"].sum()),
         rejected_replies=len(server.rejected),
+        failures=server.failures,
         final_nodes=final_nodes.tolist(),
         final_points=final_points.tolist(),
         dimensions=names,
@@ -141,7 +142,7 @@ def build_result(
         server.history,
         columns=[
             "phase", "depth", "active_nodes", "eliminated", "global_pulls", "local_pulls",
-            "phase_length", "time", "next_active_nodes", "rounds",
+            "phase_length", "time", "next_active_nodes", "rounds", "failed_local_means", "failed_active_sets",
         ],
     )
     return RunResult(summary, clients, ledger.curve(), phases, communication, ledger)

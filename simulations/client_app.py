@@ -1,9 +1,11 @@
-"""The ``ClientApp`` of ``flwr run .``: client ``partition-id`` of the run config's built-in problem."""
+"""The ``ClientApp`` of ``flwr run .``: client ``partition-id`` of the run config's built-in problem.
+
+It answers on the Flower API the run config's ``api`` key names (``message`` or ``legacy``).
+"""
 
 from __future__ import annotations
 
-from flwr.client import ClientApp
-
 from client_apps.factory import federation_client_fn
+from simulations.apps import run_config_client_app
 
-app = ClientApp(client_fn=federation_client_fn())
+app = run_config_client_app(federation_client_fn())

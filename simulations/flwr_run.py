@@ -24,7 +24,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -96,7 +96,7 @@ def simulate(
     pyproject = check_app_dir(app_dir)
     check_num_cpus(num_cpus)
     out_dir = Path(options.out_dir).expanduser().resolve()
-    options = AppOptions(out_dir=str(out_dir), round_timeout=options.round_timeout)
+    options = replace(options, out_dir=str(out_dir))  # every other option (api, faults) kept
     summary = out_dir / "summary.json"
     previous = summary.stat().st_mtime_ns if summary.exists() else None
     original = pyproject.read_bytes()

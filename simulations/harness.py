@@ -44,6 +44,7 @@ def flower_result(
     settings = strategy.settings
     ledger = score(federation, settings.alpha, settings.horizon, pull_logs(strategy))
     parameters = run_parameters(strategy.algorithm, federation.name, "flower", settings, describe)
+    parameters["secure_aggregation"] = bool(getattr(strategy, "secure_aggregation", False))
     return build_result(
         federation=federation,
         server=strategy.server,

@@ -12,26 +12,28 @@ from __future__ import annotations
 import logging
 import warnings
 
-from flwr.client import ClientApp
-from flwr.server import ServerApp
-
 from client_apps.factory import ClientFn, federation_client_fn
 from pfxab_flower.config import RunConfig
 from pfxab_flower.engine import describe_problem
-from pfxab_flower.errors import ConfigError
+from pfxab_flower.errors import ConfigError, RunStoppedError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
+from simulations.apps import client_app_for, server_app_for
 from simulations.environment import backend_config, check_num_cpus, ray_environment
 from simulations.harness import IncompleteRunError
 from simulations.server_app import make_server_fn, show_phase_log
 from strategies.run_config import AppOptions
+from strategies.secure import secure_client_app, secure_server_app
+from strategies.strategy import failure_reason
 
 
-def run_flower_simulation(config: RunConfig, *, round_timeout: float = 600.0, num_cpus: float = 1.0) -> RunResult:
+def run_flower_simulation(
+    config: RunConfig, *, round_timeout: float = 600.0, num_cpus: float = 1.0, options: AppOptions | None = None
+) -> RunResult:
     """Run a validated :class:`RunConfig` on Flower's simulation engine (its built-in problem)."""
     return run_flower(build_federation(config), config, describe=describe_problem(config),
-                      round_timeout=round_timeout, num_cpus=num_cpus)
+                      round_timeout=round_timeout, num_cpus=num_cpus, options=options)
 
 
 def run_flower(
@@ -42,22 +44,33 @@ def run_flower(
     client_fn: ClientFn | None = None,
     round_timeout: float = 600.0,
     num_cpus: float = 1.0,
+    options: AppOptions | None = None,
 ) -> RunResult:
     """Run ``config``'s algorithm on ``federation`` with one Flower SuperNode per client.
 
     ``client_fn`` defaults to simulated clients of ``federation``; pass
     :func:`client_apps.objective_client_fn` (or your own) to change what clients pull.
+    ``options`` (validated app options: injected failures, ``min-fraction``) override
+    ``round_timeout``. Raises :class:`RunStoppedError` if too few clients answered.
     """
     if config.clients != federation.num_clients:
         raise ConfigError(f"clients={config.clients} is invalid; allowed: {federation.num_clients} "
                           f"(the federation's number of objectives)")
     check_num_cpus(num_cpus)
-    options = AppOptions(round_timeout=round_timeout)  # validated the same way as a run config's
+    options = options or AppOptions(round_timeout=round_timeout)
     results: list[RunResult] = []
-    server_app = ServerApp(server_fn=make_server_fn(
-        config, options, federation=federation, describe=describe or {}, on_result=results.append, write=False
-    ))
-    client_app = ClientApp(client_fn=client_fn or federation_client_fn(federation, config))
+    stopped: list[str] = []
+    server_fn = make_server_fn(
+        config, options, federation=federation, describe=describe or {}, on_result=results.append,
+        on_stop=stopped.append, write=False,
+    )
+    client_fn = client_fn or federation_client_fn(
+        federation, config, options.faults(config.seed), secure_aggregation=options.secure_aggregation
+    )
+    if options.secure_aggregation:  # SecAgg+ (legacy API: Flower's secaggplus_mod and SecAggPlusWorkflow)
+        server_app, client_app = secure_server_app(server_fn), secure_client_app(client_fn)
+    else:
+        server_app, client_app = server_app_for(options.api, server_fn), client_app_for(options.api, client_fn)
     show_phase_log()
     from flwr.simulation import run_simulation
 
@@ -65,6 +78,7 @@ def run_flower(
     level = flwr_logger.level
     flwr_logger.setLevel(logging.WARNING)
     flwr_logger.addFilter(_drop_run_simulation_deprecation)
+    flwr_logger.addFilter(_one_line_client_errors)
     try:
         with ray_environment() as ray_dir, warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -72,10 +86,26 @@ def run_flower(
                            backend_config=backend_config(num_cpus, ray_dir))
     finally:
         flwr_logger.removeFilter(_drop_run_simulation_deprecation)
+        flwr_logger.removeFilter(_one_line_client_errors)
         flwr_logger.setLevel(level)
+    if stopped:
+        raise RunStoppedError(stopped[0])
     if not results:
         raise IncompleteRunError("the Flower simulation ended without a result (see the log above)")
     return results[0]
+
+
+def _one_line_client_errors(record: logging.LogRecord) -> bool:
+    """A ClientApp that raised (e.g. an ObjectiveError) is one line, not a Ray traceback.
+
+    Flower logs the exception and then ``traceback.format_exc()``; the strategy logs the
+    failure again with its phase, so the traceback is dropped and the exception shortened.
+    """
+    if isinstance(record.msg, BaseException):
+        record.msg, record.args = f"a ClientApp raised: {failure_reason(record.msg)}", ()
+        return True
+    text = record.msg if isinstance(record.msg, str) else ""
+    return not text.startswith(("Traceback (most recent call last)", "An exception was raised when processing"))
 
 
 def _drop_run_simulation_deprecation(record: logging.LogRecord) -> bool:

@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from flwr.app import Context
-from flwr.server import ServerApp, ServerAppComponents, ServerConfig
+from flwr.server import ServerAppComponents, ServerConfig
 
 from pfxab_flower.config import RunConfig
 from pfxab_flower.engine import describe_problem
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
+from simulations.apps import run_config_server_app
 from simulations.harness import flower_result
 from strategies.run_config import AppOptions, parse_run_config
 from strategies.strategy import PhasedStrategy, strategy_for
@@ -58,9 +59,14 @@ def make_server_fn(
     federation: Federation | None = None,
     describe: dict[str, Any] | None = None,
     on_result: Callable[[RunResult], None] | None = None,
+    on_stop: Callable[[str], None] | None = None,
     write: bool = True,
 ) -> Callable[[Context], ServerAppComponents]:
-    """A ``server_fn``; without ``config`` it reads ``context.run_config`` (``flwr run``)."""
+    """A ``server_fn``; without ``config`` it reads ``context.run_config`` (``flwr run``).
+
+    ``on_stop(reason)`` is called instead of ``on_result`` if the server stopped the run
+    (fewer than ``min-fraction`` of the clients answered); nothing is written then.
+    """
 
     def server_fn(context: Context) -> ServerAppComponents:
         started = time.perf_counter()
@@ -69,6 +75,10 @@ def make_server_fn(
         facts = describe if describe is not None else (describe_problem(run) if federation is None else {})
 
         def finish(strategy: PhasedStrategy) -> None:
+            if strategy.stop_reason is not None:
+                if on_stop is not None:
+                    on_stop(strategy.stop_reason)
+                return  # nothing is written for a stopped run
             result = flower_result(strategy, fed, facts, time.perf_counter() - started)
             if write:
                 out = result.write(resolve_out_dir(opts.out_dir))
@@ -77,7 +87,8 @@ def make_server_fn(
             if on_result is not None:
                 on_result(result)
 
-        strategy = strategy_for(run, on_finish=finish, wait_timeout=int(opts.round_timeout))
+        strategy = strategy_for(run, on_finish=finish, wait_timeout=int(opts.round_timeout),
+                                min_fraction=opts.min_fraction)
         LOGGER.info("%s on %s: M=%d alpha=%g T=%d seed=%d, at most %d Flower rounds", run.algorithm, fed.name,
                     run.clients, run.alpha, run.horizon, run.seed, strategy.num_rounds)
         return ServerAppComponents(
@@ -92,4 +103,4 @@ def _app_server_fn(context: Context) -> ServerAppComponents:
     return make_server_fn()(context)
 
 
-app = ServerApp(server_fn=_app_server_fn)
+app = run_config_server_app(_app_server_fn)  # Message API or legacy, by the run config's `api` key

@@ -109,7 +109,7 @@ def run_one(config: RunConfig, engine: str) -> RunResult:
         return run_flower_simulation(config)
     from pfxab_flower.engine import run_config
 
-    return run_config(config)
+    return run_config(config, federation=_federation(_federation_key(config)))  # optima computed once per process
 
 
 def execute(config: RunConfig, run_dir: str, engine: str, curve_points: int) -> float:

@@ -66,16 +66,22 @@ class WireError(ValueError):
 # -- server -> client ---------------------------------------------------------------
 
 
-def instruction_to_fit_ins(instruction: PhaseInstruction | FinishInstruction) -> FitIns:
-    """The ``FitIns`` that starts a phase or the final exploitation."""
+def instruction_payload(instruction: PhaseInstruction | FinishInstruction) -> tuple[Arrays, Config]:
+    """The tensors and config that start a phase or the final exploitation (any Flower API)."""
     if isinstance(instruction, FinishInstruction):
-        return FitIns(ndarrays_to_parameters([]), {FINISH_KEY: int(instruction.phases)})
+        return [], {FINISH_KEY: int(instruction.phases)}
     config = {
         "phase": int(instruction.phase),
         "global-pulls": int(instruction.global_pulls),
         "local-pulls": int(instruction.local_pulls),
     }
-    return FitIns(ndarrays_to_parameters([_ids(instruction.node_ids)]), config)
+    return [_ids(instruction.node_ids)], config
+
+
+def instruction_to_fit_ins(instruction: PhaseInstruction | FinishInstruction) -> FitIns:
+    """The ``FitIns`` that starts a phase or the final exploitation."""
+    arrays, config = instruction_payload(instruction)
+    return FitIns(ndarrays_to_parameters(arrays), config)
 
 
 def fit_ins_to_instruction(
@@ -92,9 +98,14 @@ def fit_ins_to_instruction(
         raise WireError(f"fit instruction is malformed: {exc!r}") from exc
 
 
-def update_to_evaluate_ins(update: GlobalUpdate) -> EvaluateIns:
+def update_payload(update: GlobalUpdate) -> tuple[Arrays, Config]:
+    """The tensors and config of a ``GlobalUpdate`` (any Flower API)."""
     arrays = [_ids(update.node_ids), np.asarray(update.global_means, dtype=float), np.asarray(update.eliminated, bool)]
-    config = {"phase": int(update.phase), "phase-length": int(update.phase_length)}
+    return arrays, {"phase": int(update.phase), "phase-length": int(update.phase_length)}
+
+
+def update_to_evaluate_ins(update: GlobalUpdate) -> EvaluateIns:
+    arrays, config = update_payload(update)
     return EvaluateIns(ndarrays_to_parameters(arrays), config)
 
 
@@ -130,11 +141,19 @@ def fit_res_to_report(res: FitRes, finishing: bool) -> tuple[LocalReport | Finis
     The arrays are passed on as they came (wrong lengths, NaN, foreign node ids
     included) for the core to judge; only an unreadable reply is a ``WireError``.
     """
-    client = _partition_id(res.metrics)
+    _partition_id(res.metrics)  # an anonymous reply is refused before its tensors are decoded
     try:
         arrays = parameters_to_ndarrays(res.parameters)
     except Exception as exc:  # any decoding failure of foreign bytes is the peer's fault
         raise WireError(f"parameters cannot be decoded: {exc!r}") from exc
+    return reply_to_report(arrays, res.metrics, finishing)
+
+
+def reply_to_report(
+    arrays: Sequence[np.ndarray], metrics: Mapping[str, Any], finishing: bool
+) -> tuple[LocalReport | FinishReport, Arrays]:
+    """The report in a fit reply's decoded tensors and metrics (any Flower API); see :func:`fit_res_to_report`."""
+    client = _partition_id(metrics)
     if finishing:
         if not arrays or np.asarray(arrays[0]).size != 1:
             raise WireError("finish reply does not start with a one-element node id")
@@ -151,8 +170,13 @@ def active_set_to_evaluate_reply(report: ActiveSetReport) -> tuple[float, int, C
 
 
 def evaluate_res_to_active_set(res: EvaluateRes) -> ActiveSetReport:
-    client = _partition_id(res.metrics)
-    raw = res.metrics.get(NODE_IDS)
+    return metrics_to_active_set(res.metrics)
+
+
+def metrics_to_active_set(metrics: Mapping[str, Any]) -> ActiveSetReport:
+    """The active set in an evaluate reply's metrics (any Flower API)."""
+    client = _partition_id(metrics)
+    raw = metrics.get(NODE_IDS)
     if not isinstance(raw, bytes) or len(raw) % 8:
         raise WireError(f"{NODE_IDS!r} is not int64 bytes")
     return ActiveSetReport(client, np.frombuffer(raw, dtype="<i8").astype(np.int64))

@@ -28,11 +28,13 @@ from flwr.server.strategy import Strategy
 
 from pfxab_flower.accounting import CommunicationLog
 from pfxab_flower.algorithms import make_policy
-from pfxab_flower.algorithms.messages import FinishInstruction, GlobalUpdate, PhaseInstruction
+from pfxab_flower.algorithms.messages import FinishInstruction, FinishReport, GlobalUpdate, PhaseInstruction
 from pfxab_flower.algorithms.phased import ServerMachine, Settings
 from pfxab_flower.config import RunConfig, validate_algorithm_parameters
 from pfxab_flower.engine import make_settings
-from strategies import serde
+from pfxab_flower.errors import RunStoppedError
+from pfxab_flower.faults import DEFAULT_MIN_FRACTION
+from strategies import secure, serde
 
 LOGGER = logging.getLogger("pfxab_flower")
 
@@ -64,13 +66,14 @@ class PhasedStrategy(Strategy):
         algorithm: str | None = None,
         on_finish: FinishCallback | None = None,
         wait_timeout: int = 600,
+        min_fraction: float = DEFAULT_MIN_FRACTION,
     ) -> None:
         super().__init__()
         algorithm = algorithm or self.algorithm
         validate_algorithm_parameters(algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps)
         settings = make_settings(
             num_clients, alpha=alpha, horizon=horizon, seed=seed, nu1=nu1, rho=rho, max_depth=max_depth,
-            pf_pne_eps=pf_pne_eps,
+            pf_pne_eps=pf_pne_eps, min_fraction=min_fraction,
         )
         self.algorithm = algorithm
         self.settings: Settings = settings
@@ -80,20 +83,23 @@ class PhasedStrategy(Strategy):
         self.on_finish = on_finish
         self.wait_timeout = wait_timeout
         self.finished = False
+        self.stop_reason: str | None = None  # why the server stopped the run early (too few replies)
+        self.secure_aggregation = False  # fit replies are SecAgg+ sums (strategies.secure), set by its ServerApp
         self._instruction: PhaseInstruction | FinishInstruction | None = None
         self._update: GlobalUpdate | None = None
         self._sent: list[ClientProxy] = []
 
     @classmethod
     def from_config(
-        cls, config: RunConfig, *, on_finish: FinishCallback | None = None, wait_timeout: int = 600
+        cls, config: RunConfig, *, on_finish: FinishCallback | None = None, wait_timeout: int = 600,
+        min_fraction: float = DEFAULT_MIN_FRACTION,
     ) -> PhasedStrategy:
         """The strategy of a validated :class:`RunConfig` (its ``algorithm`` unless the class fixes one)."""
         return cls(
             config.clients, config.horizon, config.alpha, config.seed, nu1=config.nu1, rho=config.rho,
             max_depth=config.max_depth, pf_pne_eps=config.pf_pne_eps,
             algorithm=config.algorithm if cls is PhasedStrategy else None,
-            on_finish=on_finish, wait_timeout=wait_timeout,
+            on_finish=on_finish, wait_timeout=wait_timeout, min_fraction=min_fraction,
         )
 
     @property
@@ -132,6 +138,8 @@ class PhasedStrategy(Strategy):
         phase = instruction.phases + 1 if finishing else instruction.phase
         stage = "finish" if finishing else "local-means"
         self._log_failures(phase, stage, failures)
+        if self.secure_aggregation:
+            return self._aggregate_secure(instruction, phase, results)
         reports, harness = [], {}
         for _, res in _by_partition(results):
             try:
@@ -151,7 +159,10 @@ class PhasedStrategy(Strategy):
             if self.on_finish is not None:
                 self.on_finish(self)
         else:
-            self._update = self.server.aggregate(reports)
+            try:
+                self._update = self.server.aggregate(reports)
+            except RunStoppedError as exc:
+                self._stop(exc)
         return None, {}
 
     def configure_evaluate(
@@ -180,14 +191,73 @@ class PhasedStrategy(Strategy):
                 self.server.reject(res.metrics.get(serde.PARTITION_ID), update.phase, "active-set", str(exc))
         evaluate_ins = serde.update_to_evaluate_ins(update)
         self._record(update.phase, "eliminate", evaluate_ins.parameters, evaluate_ins.config, results)
-        self.server.collect(reports)
+        try:
+            self.server.collect(reports)
+        except RunStoppedError as exc:
+            self._stop(exc)
         return None, {}
 
     def evaluate(self, server_round: int, parameters: Parameters) -> tuple[float, dict[str, Scalar]] | None:
         """No centralised evaluation: the regret is scored from the clients' pulls."""
         return None
 
+    def _aggregate_secure(
+        self, instruction: PhaseInstruction | FinishInstruction, phase: int, results: list[tuple[ClientProxy, FitRes]]
+    ) -> tuple[Parameters | None, dict[str, Scalar]]:
+        """A fit round through SecAgg+: every reply carries the same sum; only metrics are per client."""
+        finishing = isinstance(instruction, FinishInstruction)
+        stage = "finish" if finishing else "local-means"
+        fit_ins = serde.instruction_to_fit_ins(instruction)
+        self._record(phase, "finish" if finishing else "explore", fit_ins.parameters, fit_ins.config, results,
+                     skip_tensors_after=0 if finishing else None)
+        clients: dict[int, FitRes] = {}
+        for _, res in _by_partition(results):
+            try:
+                client = serde._partition_id(res.metrics)
+            except serde.WireError as exc:
+                self.server.reject(res.metrics.get(serde.PARTITION_ID), phase, stage, str(exc))
+                continue
+            if client in clients or not 0 <= client < self.settings.num_clients:
+                self.server.reject(client, phase, stage, f"client id {client} is repeated or out of range")
+                continue
+            clients[client] = res
+        if finishing:
+            reports = []
+            for client, res in clients.items():
+                try:
+                    node, extra = secure.finish_from_metrics(dict(res.metrics))
+                except ValueError as exc:
+                    self.server.reject(client, phase, stage, str(exc))
+                    continue
+                reports.append(FinishReport(client, node))
+                self.harness[client] = extra
+            self.server.finish(reports)
+            self.finished = True
+            if self.on_finish is not None:
+                self.on_finish(self)
+            return None, {}
+        assert isinstance(instruction, PhaseInstruction)
+        try:
+            arrays = serde.parameters_to_ndarrays(next(iter(clients.values())).parameters) if clients else []
+        except Exception:  # an undecodable sum: nothing can be averaged
+            arrays = []
+        average = arrays[0] if len(arrays) == 1 else np.zeros(0)
+        sums, holders = secure.split_aggregate(average, len(clients), len(instruction.node_ids))
+        try:
+            self._update = self.server.aggregate_sums(sums, holders, len(clients))
+        except RunStoppedError as exc:
+            self._stop(exc)
+        return None, {}
+
     # -- helpers ---------------------------------------------------------------------------
+    def _stop(self, exc: RunStoppedError) -> None:
+        """The machine stopped the run: say why once, send nothing more, and tell ``on_finish``."""
+        failed = getattr(self, "_failures", [])
+        self.stop_reason = str(exc) + (f"; first client failure: {failed[0]}" if failed else "")
+        LOGGER.error("%s", self.stop_reason)
+        if self.on_finish is not None:
+            self.on_finish(self)
+
     def _clients(self, client_manager: ClientManager) -> list[ClientProxy]:
         """Every connected node (all ``M`` must take part in every phase), in a fixed order."""
         M = self.settings.num_clients
@@ -207,11 +277,20 @@ class PhasedStrategy(Strategy):
             phase, kind, values_down * sent, bytes_down * sent, sum(v for v, _ in up), sum(b for _, b in up)
         )
 
-    @staticmethod
-    def _log_failures(phase: int, stage: str, failures: list) -> None:
-        for failure in failures:
-            reason = failure if isinstance(failure, BaseException) else failure[1].status.message
+    def _log_failures(self, phase: int, stage: str, failures: list) -> None:
+        """One line per failed client (a dropout: the run goes on if ``min-fraction`` still answered)."""
+        self._failures = [failure_reason(f) for f in failures]
+        for reason in self._failures:
             LOGGER.warning("phase %d: %s round failed on a client: %s", phase, stage, reason)
+
+
+def failure_reason(failure: BaseException | tuple[ClientProxy, Any]) -> str:
+    """A client failure as one line: the client's own message, without Ray's or Flower's wrapping."""
+    text = str(failure if isinstance(failure, BaseException) else failure[1].status.message)
+    if "Message: " in text:  # Flower's ClientAppException wraps the original message (and a Ray traceback)
+        text = text.rsplit("Message: ", 1)[1].split("'>", 1)[0]
+    text = " ".join(text.split()).rstrip("'>")
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _by_partition(results: list[tuple[ClientProxy, Any]]) -> list[tuple[ClientProxy, Any]]:
@@ -243,7 +322,9 @@ STRATEGIES: dict[str, type[PhasedStrategy]] = {
 
 
 def strategy_for(
-    config: RunConfig, *, on_finish: FinishCallback | None = None, wait_timeout: int = 600
+    config: RunConfig, *, on_finish: FinishCallback | None = None, wait_timeout: int = 600,
+    min_fraction: float = DEFAULT_MIN_FRACTION,
 ) -> PhasedStrategy:
     """The strategy class of ``config.algorithm``, built from the config."""
-    return STRATEGIES[config.algorithm].from_config(config, on_finish=on_finish, wait_timeout=wait_timeout)
+    return STRATEGIES[config.algorithm].from_config(config, on_finish=on_finish, wait_timeout=wait_timeout,
+                                                    min_fraction=min_fraction)

@@ -1,4 +1,4 @@
-"""Flower's Ray simulation engine gives the in-process engine's numbers, for every algorithm.
+"""Flower's Ray simulation engine gives the in-process engine's numbers, for every algorithm and both APIs.
 
 Ray starts once for the module: Flower's Ray backend shuts Ray down after each
 run, so the three runs share a Ray started here (its ``terminate`` only stops
@@ -16,6 +16,7 @@ from pfxab_flower.engine import run_config
 from simulations.environment import ray_environment
 from simulations.processes import processes_with_marker
 from simulations.run_flower import run_flower_simulation
+from strategies.run_config import AppOptions
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 
@@ -48,10 +49,10 @@ def shared_ray():
     assert processes_with_marker(str(ray_dir)) == []  # no Ray process left behind
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_ray_simulation_matches_inprocess(shared_ray, algorithm: str) -> None:
+@pytest.mark.parametrize(("algorithm", "api"), [*((a, "message") for a in ALGORITHMS), ("pf-xab", "legacy")])
+def test_ray_simulation_matches_inprocess(shared_ray, algorithm: str, api: str) -> None:
     config = RunConfig(problem="garland", algorithm=algorithm, clients=3, alpha=0.5, horizon=10_000, seed=0)
-    flower = run_flower_simulation(config, round_timeout=60.0)
+    flower = run_flower_simulation(config, options=AppOptions(round_timeout=60.0, api=api))
     inprocess = run_config(config)
     for key in SAME_KEYS:
         assert flower.summary[key] == inprocess.summary[key], key

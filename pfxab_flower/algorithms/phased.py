@@ -31,6 +31,8 @@ from pfxab_flower.algorithms.messages import (
     PhaseInstruction,
 )
 from pfxab_flower.algorithms.schedule import Schedule
+from pfxab_flower.errors import RunStoppedError
+from pfxab_flower.faults import DEFAULT_MIN_FRACTION, required_replies
 from pfxab_flower.partition import children
 from pfxab_flower.sampling import Environment
 
@@ -52,6 +54,7 @@ class Settings:
     alpha: float
     seed: int
     pf_pne_eps: float = 0.1
+    min_fraction: float = DEFAULT_MIN_FRACTION  # share of the M clients an exchange needs (ServerMachine)
 
     @property
     def num_clients(self) -> int:
@@ -127,8 +130,9 @@ class ClientState:
     counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     explored: int = 0  # own exploration pulls in the current phase
     finished: bool = False
+    explored_phase: int = 0  # the last phase this client explored (it may have missed later messages)
 
-    _SCALARS = ("completed", "pulls", "choice", "explored", "finished")
+    _SCALARS = ("completed", "pulls", "choice", "explored", "finished", "explored_phase")
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         arrays = {k: np.array([int(getattr(self, k))], dtype=np.int64) for k in self._SCALARS}
@@ -137,7 +141,7 @@ class ClientState:
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> ClientState:
-        scalars = {k: int(arrays[k][0]) for k in cls._SCALARS}
+        scalars = {k: int(arrays[k][0]) for k in cls._SCALARS if k in arrays}
         scalars["finished"] = bool(scalars["finished"])
         return cls(
             **scalars,
@@ -163,11 +167,29 @@ class ClientMachine:
             raise ProtocolError(f"client {self.client}: its active set is not inside the broadcast union")
         return index
 
+    def catch_up(self, phase: int) -> None:
+        """Close the phases before ``phase`` that this client missed (it was down or too late).
+
+        For each missed phase its next active set is every child of its current
+        one, exactly the superset the server assumes for a client whose active
+        set did not arrive, so both sides keep the same sets. Its choice is kept.
+        Pulls it made before dropping out count toward its ``T``; the pulls of the
+        time it was away are made up at the end (``finish`` plays until ``T``).
+        """
+        s = self.state
+        if phase <= s.completed:
+            raise ProtocolError(f"client {self.client}: got phase {phase}, but it completed phase {s.completed}")
+        while s.completed + 1 < phase:
+            missed = s.completed + 1
+            if s.explored_phase == missed:
+                s.pulls += s.explored
+            s.active = children(s.active)
+            s.completed = missed
+
     def explore(self, instruction: PhaseInstruction, env: Environment) -> LocalReport:
         """Global then local exploration; report local means over ``A(p)``."""
         s = self.state
-        if instruction.phase != s.completed + 1:
-            raise ProtocolError(f"client {self.client}: got phase {instruction.phase}, expected {s.completed + 1}")
+        self.catch_up(instruction.phase)
         union = np.asarray(instruction.node_ids, dtype=np.int64)
         own = self._own_index(union)
         rng = _rng(self.settings, self.client, instruction.phase)
@@ -183,12 +205,26 @@ class ClientMachine:
             counts[own] += pulls
         means = np.divide(sums, counts, out=np.zeros(len(union)), where=counts > 0)
         s.union, s.means, s.counts, s.explored = union, means, counts, int(counts.sum())
+        s.explored_phase = instruction.phase
         return LocalReport(self.client, union, means, counts)
 
     def eliminate(self, update: GlobalUpdate, env: Environment) -> ActiveSetReport:
-        """Exploit while waiting, eliminate with the global means, split the survivors."""
+        """Exploit while waiting, eliminate with the global means, split the survivors.
+
+        A client that missed this phase's exploration has no local means: it
+        exploits its chosen node for the whole phase and keeps every child (the
+        server's superset rule), so it rejoins in step.
+        """
         s = self.state
-        if update.phase != s.completed + 1 or not np.array_equal(update.node_ids, s.union):
+        self.catch_up(update.phase)
+        if s.explored_phase != update.phase:
+            if update.phase_length > 0:
+                env.play(s.choice, update.phase_length)
+            s.active = children(s.active)
+            s.pulls += update.phase_length
+            s.completed = update.phase
+            return ActiveSetReport(self.client, s.active)
+        if not np.array_equal(update.node_ids, s.union):
             raise ProtocolError(f"client {self.client}: global update does not match phase {s.completed + 1}")
         own = self._own_index(s.union)
         local = s.means[own]
@@ -215,8 +251,9 @@ class ClientMachine:
         return ActiveSetReport(self.client, s.active)
 
     def finish(self, instruction: FinishInstruction, env: Environment) -> FinishReport:
-        """Exploit the chosen node until the horizon."""
+        """Exploit the chosen node until the horizon (making up any pulls missed while away)."""
         s = self.state
+        self.catch_up(instruction.phases + 1)
         remaining = self.settings.horizon - s.pulls
         if remaining > 0:
             env.play(s.choice, remaining)
@@ -235,6 +272,7 @@ class PhasePlan:
     local_pulls: int
     length: int
     eliminated: np.ndarray | None = None
+    failed_local_means: int = 0  # clients whose local report was missing or rejected
 
 
 class ServerMachine:
@@ -292,6 +330,18 @@ class ServerMachine:
             return "means are not finite numbers"
         return None
 
+    def require_quorum(self, phase: int, stage: str, usable: int) -> None:
+        """Stop the run if fewer than ``min_fraction`` of the clients sent a usable reply."""
+        M = self.settings.num_clients
+        needed = required_replies(self.settings.min_fraction, M)
+        if usable < needed:
+            self.done = True
+            self.plan = None
+            raise RunStoppedError(
+                f"phase {phase}: only {usable} of {M} clients sent a usable {stage} reply, fewer than "
+                f"min-fraction={self.settings.min_fraction:g} requires ({needed}); run stopped"
+            )
+
     def reject(self, client: object, phase: int, stage: str, reason: str) -> None:
         """Log and record a reply that is not used (also called by transports for unreadable replies)."""
         LOGGER.warning("phase %d: rejected %s reply from client %s: %s", phase, stage, client, reason)
@@ -311,9 +361,42 @@ class ServerMachine:
                 valid.append(report)
             else:
                 self.reject(report.client, plan.phase, "local-means", reason)
-        pooled = pooled_means(plan.union, valid)
+        self.require_quorum(plan.phase, "local-means", len(valid))
+        return self._close_exploration(pooled_means(plan.union, valid), len(valid))
+
+    def aggregate_sums(self, sums: np.ndarray, holders: np.ndarray, reporters: int) -> GlobalUpdate:
+        """``aggregate`` from sums only (secure aggregation): the server never sees a client's means.
+
+        ``sums[k]`` is the sum of the local means of node ``k`` over the ``reporters``
+        clients that sampled it, ``holders[k]`` how many did. An aggregate that does not
+        fit the broadcast union is rejected as a whole (every reply lost).
+        """
+        plan = self.plan
+        if plan is None:
+            raise ProtocolError("aggregate called with no phase under way")
+        sums, holders = np.asarray(sums, dtype=float), np.asarray(holders, dtype=float)
+        reason = None
+        if sums.shape != plan.union.shape or holders.shape != plan.union.shape:
+            reason = f"aggregate has {sums.size} and {holders.size} values, expected {plan.union.size} each"
+        elif not (np.all(np.isfinite(sums)) and np.all(np.isfinite(holders))):
+            reason = "aggregate is not finite"
+        elif np.any(holders < 0) or np.any(holders > reporters):
+            reason = f"holder counts are not in [0, {reporters}]"
+        if reason is not None:
+            self.reject("aggregate", plan.phase, "local-means", reason)
+            reporters = 0
+        self.require_quorum(plan.phase, "local-means", reporters)
+        if reporters == 0:
+            return self._close_exploration(np.full(plan.union.shape, np.nan), 0)
+        pooled = np.divide(sums, holders, out=np.full(plan.union.shape, np.nan), where=holders > 0)
+        return self._close_exploration(pooled, reporters)
+
+    def _close_exploration(self, pooled: np.ndarray, usable: int) -> GlobalUpdate:
+        plan = self.plan
+        assert plan is not None
         eliminated = self.policy.server_eliminated(self.settings, plan.phase, pooled)
-        self.plan = replace(plan, eliminated=eliminated)
+        failed = self.settings.num_clients - usable
+        self.plan = replace(plan, eliminated=eliminated, failed_local_means=failed)
         return GlobalUpdate(plan.phase, plan.union, pooled, plan.length, eliminated)
 
     # -- second exchange: next active sets -------------------------------------------
@@ -344,6 +427,7 @@ class ServerMachine:
                 new_sets[int(report.client)] = np.sort(np.asarray(report.node_ids, dtype=np.int64))
             else:
                 self.reject(report.client, plan.phase, "active-set", reason)
+        self.require_quorum(plan.phase, "active-set", len(seen))
         for m, new in enumerate(new_sets):
             if new is None:  # no valid reply: every child of its previous set, a superset of what it kept
                 new_sets[m] = children(self.client_sets[m])
@@ -363,6 +447,8 @@ class ServerMachine:
                 "time": self.pulls,
                 "next_active_nodes": int(next_union.size),
                 "rounds": 2 * plan.phase,
+                "failed_local_means": plan.failed_local_means,
+                "failed_active_sets": self.settings.num_clients - len(seen),
             }
         )
         row = self.history[-1]
@@ -375,6 +461,11 @@ class ServerMachine:
     def finish(self, reports: list[FinishReport]) -> None:
         for report in reports:
             self.final_nodes[int(report.client)] = int(report.node_id)
+
+    @property
+    def failures(self) -> int:
+        """Replies the server could not use (missing, late or rejected), over all phases."""
+        return sum(row["failed_local_means"] + row["failed_active_sets"] for row in self.history)
 
     @property
     def communication_rounds(self) -> int:

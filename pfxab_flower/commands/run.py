@@ -12,6 +12,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("run", help="run one algorithm on one federation")
     add_run_options(parser)
     parser.add_argument("--engine", choices=ENGINES, default="inprocess", help="in-process loop or Flower simulation")
+    parser.add_argument("--api", default=None, metavar="API",
+                        help="Flower API with --engine flower: message (default) or legacy (Strategy/NumPyClient)")
     parser.add_argument("--out", default=None, metavar="DIR", help="write summary.json, clients.csv, curve.csv here")
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     parser.set_defaults(handler=handle)
@@ -19,10 +21,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    if args.api is not None:
+        from strategies.run_config import parse_api
+
+        parse_api(args.api)  # one-line error before anything runs
     if args.engine == "flower":
         from simulations.run_flower import run_flower_simulation
+        from strategies.run_config import AppOptions
 
-        result = run_flower_simulation(config)
+        options = AppOptions() if args.api is None else AppOptions(api=args.api)
+        result = run_flower_simulation(config, options=options)
     else:
         from pfxab_flower.engine import run_config
 

@@ -27,6 +27,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="longest a Flower round may take (default: 600)")
     parser.add_argument("--num-cpus", type=float, default=1.0, metavar="N",
                         help="CPUs per simulated client, at most this machine's cores (default: 1)")
+    parser.add_argument("--fail-rate", default=None, metavar="P",
+                        help="inject failures: each client misses each phase with probability P (default: 0)")
+    parser.add_argument("--fail-clients", default=None, metavar="LIST",
+                        help="the clients --fail-rate applies to, comma-separated (default: all)")
+    parser.add_argument("--min-fraction", default=None, metavar="F",
+                        help="stop unless this share of the clients answers in every exchange (default: 0.5)")
+    parser.add_argument("--api", default=None, metavar="API",
+                        help="Flower API: message (default) or legacy (Strategy/NumPyClient)")
+    parser.add_argument("--secure-aggregation", default=None, metavar="BOOL",
+                        help="sum the local means with Flower's SecAgg+ (true/false, default: false)")
     parser.add_argument("--app-dir", default=".", metavar="DIR", help="the Flower app (project root, default: .)")
     parser.set_defaults(handler=handle)
 
@@ -34,9 +44,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     config = config_from_args(args)  # one-line error before anything starts
     from simulations.flwr_run import simulate
-    from strategies.run_config import parse_run_config
+    from strategies.run_config import parse_run_config, to_run_config
 
-    _, options = parse_run_config({"out-dir": args.out, "round-timeout": args.round_timeout})
+    given = {"api": args.api, "fail-rate": args.fail_rate, "fail-clients": args.fail_clients,
+             "min-fraction": args.min_fraction, "secure-aggregation": args.secure_aggregation}
+    _, options = parse_run_config({**to_run_config(config), "out-dir": args.out, "round-timeout": args.round_timeout,
+                                   **{k: v for k, v in given.items() if v is not None}})
     outcome = simulate(config, options, app_dir=Path(args.app_dir), num_cpus=args.num_cpus,
                        log=sys.stderr if args.json else sys.stdout)
     note = sys.stderr

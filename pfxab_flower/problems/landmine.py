@@ -24,6 +24,7 @@ depend on what else the process ran: runs that share a federation object
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 from collections.abc import Sequence
@@ -150,8 +151,10 @@ class SvmEvaluator:
             pool = get_reusable_executor(max_workers=self.workers, timeout=_WORKER_IDLE_SECONDS)
             futures = [pool.submit(_fit_chunk, self.splits[m], [row for _, row in items]) for m, items in chunks]
             results = (future.result() for future in futures)
+            on_error = _stop_workers
         else:
             results = (_fit_chunk(self.splits[m], [row for _, row in items]) for m, items in chunks)
+            on_error = _nothing
         try:
             for (m, items), values in zip(chunks, results, strict=True):
                 rows = []
@@ -163,9 +166,27 @@ class SvmEvaluator:
                     self.store.save(self.namespace, rows)  # one transaction per chunk: an interruption loses little
                 if progress is not None:
                     progress.update(len(rows))
+        except BaseException:
+            on_error()  # Ctrl-C or a failed fit: drop the queued fits instead of finishing them
+            raise
         finally:
             if progress is not None:
                 progress.close()
+
+
+def _nothing() -> None:
+    """Nothing to stop: the fits ran in this process."""
+
+
+def _stop_workers() -> None:
+    """Stop the fitting workers at once, dropping their queued fits (loky starts new ones on next use).
+
+    Terminating the workers (rather than ``shutdown``, which lets a running fit
+    finish and races with loky's manager thread) makes Ctrl-C take effect at once.
+    """
+    for child in multiprocessing.active_children():
+        if type(child).__module__.startswith("joblib.externals.loky"):
+            child.terminate()
 
 
 def _fit_chunk(split: FieldSplit, points: list[np.ndarray]) -> list[float]:

@@ -1,0 +1,95 @@
+"""Dropouts and stragglers: injected client failures and the quorum a phase needs.
+
+Real deployments lose clients; to test what the algorithm does then, a run can
+*inject* failures: each client of ``clients`` (default: every client) misses each
+phase independently with probability ``rate``. The draw depends only on
+``(seed, client, phase)``, so every engine (in-process, Flower legacy or Message
+API) drops exactly the same clients in the same phases for a seed. A client that
+misses a phase sends neither of the phase's two replies; it catches up from the
+next message it receives (``ClientMachine`` does that). The final exchange (the
+clients' last reports) is never dropped: the run cannot be scored without it.
+
+``min_fraction`` is how many of the ``M`` clients must send a usable reply in an
+exchange for the server to go on (``ServerMachine`` enforces it). Every option is
+validated here, once, before any work or process starts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pfxab_flower.errors import ConfigError
+
+#: Keeps the failure stream apart from the noise stream, which is seeded by (seed, client, phase) too.
+_STREAM = 0xFA17
+DEFAULT_MIN_FRACTION = 0.5
+
+
+class InjectedFailureError(RuntimeError):
+    """A failure the run asked for (``fail-rate``): the client behaves as if it were unreachable."""
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """Which clients miss which phases: a deterministic function of ``(seed, client, phase)``."""
+
+    seed: int = 0
+    rate: float = 0.0
+    clients: tuple[int, ...] | None = None  # the clients that may fail (None: all)
+
+    def misses(self, client: int, phase: int) -> bool:
+        """Whether ``client`` misses phase ``phase`` (both its replies)."""
+        if self.rate <= 0.0 or (self.clients is not None and client not in self.clients):
+            return False
+        return bool(np.random.default_rng([self.seed, client, phase, _STREAM]).random() < self.rate)
+
+    def check(self, client: int, phase: int) -> None:
+        """Raise :class:`InjectedFailureError` if ``client`` misses ``phase`` (what a Flower client calls)."""
+        if self.misses(client, phase):
+            raise InjectedFailureError(f"client {client}: injected failure in phase {phase} (fail-rate={self.rate})")
+
+
+NO_FAULTS = FaultPlan()
+
+
+def parse_fail_rate(value: Any) -> float:
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        rate = math.nan
+    if isinstance(value, bool) or not 0.0 <= rate <= 1.0:
+        raise ConfigError(f"fail-rate={value!r} is invalid; allowed: a probability in [0, 1]")
+    return rate
+
+
+def parse_fail_clients(value: Any, num_clients: int) -> tuple[int, ...] | None:
+    """``""`` (every client) or distinct comma-separated client indices in ``[0, clients)``."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    allowed = f"distinct comma-separated client indices in [0, {num_clients}), or \"\" for every client"
+    parts = [p.strip() for p in str(value).split(",")] if not isinstance(value, int | bool) else [str(value)]
+    if isinstance(value, bool) or not all(p.isascii() and p.isdecimal() for p in parts):
+        raise ConfigError(f"fail-clients={value!r} is invalid; allowed: {allowed}")
+    clients = tuple(int(p) for p in parts)
+    if len(set(clients)) != len(clients) or not all(0 <= c < num_clients for c in clients):
+        raise ConfigError(f"fail-clients={value!r} is invalid; allowed: {allowed}")
+    return clients
+
+
+def parse_min_fraction(value: Any) -> float:
+    try:
+        fraction = float(value)
+    except (TypeError, ValueError):
+        fraction = math.nan
+    if isinstance(value, bool) or not 0.0 <= fraction <= 1.0:
+        raise ConfigError(f"min-fraction={value!r} is invalid; allowed: a number in [0, 1] (0: never stop)")
+    return fraction
+
+
+def required_replies(min_fraction: float, num_clients: int) -> int:
+    """The fewest usable replies an exchange needs: ``ceil(min_fraction * M)`` (0 only if ``min_fraction`` is 0)."""
+    return math.ceil(min_fraction * num_clients - 1e-9)

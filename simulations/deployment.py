@@ -1,0 +1,231 @@
+"""A real Flower deployment on this machine: one ``flower-superlink``, ``M`` ``flower-supernode``s, ``flwr run``.
+
+This is the deployment engine's recipe (``docs/deployment.md``) as code, for the
+tests and for trying a deployment locally: loopback addresses only, free ports
+chosen at run time, a private ``FLWR_HOME`` whose ``config.toml`` names the
+SuperLink, optional TLS with certificates made here (``cryptography``), and every
+process stopped on exit, even on failure: each one we started by its PID (its whole
+process group: the SuperLink and SuperNodes start ``flower-superexec`` and
+``flwr-serverapp``/``flwr-clientapp`` children), then anything still carrying our
+``FLWR_HOME`` in its environment.
+
+Each SuperNode gets ``--node-config "partition-id=i num-partitions=M"``: the
+ClientApp (``simulations/client_app.py``) turns that into client ``i`` of the
+run config's problem. A deployment with its own objective points the app's
+``clientapp`` component at a ``ClientApp(client_fn=objective_client_fn(...))``
+(see ``docs/deployment.md``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import ipaddress
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from simulations.environment import QUIET_ENV
+from simulations.flwr_run import flwr_executable, free_port
+from simulations.processes import stop_processes
+
+FEDERATION = "deployment"
+
+
+@dataclass(frozen=True)
+class Certificates:
+    """PEM files: a CA, and a server certificate it signed for ``127.0.0.1`` and ``localhost``."""
+
+    ca: Path
+    server_cert: Path
+    server_key: Path
+
+
+def make_certificates(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> Certificates:
+    """A throw-away CA and a server certificate for ``hosts`` (valid for one day)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    directory.mkdir(parents=True, exist_ok=True)
+    now = dt.datetime.now(dt.UTC)
+
+    def name(common: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder().subject_name(name("pfxab test CA")).issuer_name(name("pfxab test CA"))
+        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    alt_names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            alt_names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            alt_names.append(x509.DNSName(host))
+    server = (
+        x509.CertificateBuilder().subject_name(name(hosts[0])).issuer_name(ca.subject)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    files = Certificates(directory / "ca.pem", directory / "server.pem", directory / "server.key")
+    files.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    files.server_cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    files.server_key.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ))
+    return files
+
+
+def config_toml(address: str, certificates: Certificates | None) -> str:
+    """``$FLWR_HOME/config.toml``: the federation ``flwr run . deployment`` submits to."""
+    security = (f'root-certificates = "{certificates.ca}"' if certificates is not None else "insecure = true")
+    return f'[superlink]\ndefault = "{FEDERATION}"\n\n[superlink.{FEDERATION}]\naddress = "{address}"\n{security}\n'
+
+
+@dataclass
+class Deployment:
+    """A running SuperLink and SuperNodes (see :func:`deployment`)."""
+
+    home: Path
+    address: str
+    env: dict[str, str]
+    logs: Path
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    def flwr_run(self, app_dir: Path, run_config: str, timeout: float) -> subprocess.CompletedProcess:
+        """``flwr run APP_DIR deployment --stream --run-config ...`` against this SuperLink."""
+        command = [flwr_executable(), "run", str(app_dir), FEDERATION, "--stream", "--run-config", run_config]
+        return subprocess.run(command, cwd=app_dir, env=self.env, capture_output=True, text=True, timeout=timeout,
+                              start_new_session=True)
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines of every process log (for a failing test's message)."""
+        parts = []
+        for path in sorted(self.logs.glob("*.log")):
+            text = path.read_text(errors="replace").splitlines()[-lines:]
+            parts.append(f"== {path.name}\n" + "\n".join(text))
+        return "\n".join(parts)
+
+
+@contextlib.contextmanager
+def deployment(
+    num_nodes: int, workdir: Path, *, tls: bool = False, startup_timeout: float = 60.0
+) -> Iterator[Deployment]:
+    """Start a SuperLink and ``num_nodes`` SuperNodes on loopback; stop all of them on exit."""
+    home = workdir / "flwr-home"
+    logs = workdir / "logs"
+    home.mkdir(parents=True)
+    logs.mkdir()
+    certificates = make_certificates(workdir / "certs") if tls else None
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    (home / "config.toml").write_text(config_toml(address, certificates), encoding="utf-8")
+    env = {
+        **os.environ,
+        **QUIET_ENV,
+        "FLWR_LOG_LEVEL": "INFO",
+        "FLWR_HOME": str(home),
+        "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    }
+    bin_dir = Path(flwr_executable()).parent
+    if certificates is None:
+        link_security = ["--insecure"]
+        node_security = ["--insecure"]
+    else:
+        server_files = ["--ssl-ca-certfile", str(certificates.ca), "--ssl-certfile", str(certificates.server_cert),
+                        "--ssl-keyfile", str(certificates.server_key)]
+        link_security = server_files
+        node_security = ["--root-certificates", str(certificates.ca), *server_files]
+    dep = Deployment(home, address, env, logs)
+
+    def start(name: str, command: list[str]) -> subprocess.Popen:
+        with open(logs / f"{name}.log", "wb") as log:
+            process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=workdir,
+                                       start_new_session=True)
+        dep.processes.append(process)
+        return process
+
+    try:
+        link = start("superlink", [str(bin_dir / "flower-superlink"), *link_security, "--host", "127.0.0.1",
+                                   "--port", str(port), "--database", ":flwr-in-memory:"])
+        wait_for_health(port, link, certificates, startup_timeout)
+        for i in range(num_nodes):
+            start(f"supernode-{i}", [
+                str(bin_dir / "flower-supernode"), *node_security, "--superlink", address,
+                "--host", "127.0.0.1", "--port", str(free_port()),
+                "--node-config", f"partition-id={i} num-partitions={num_nodes}",
+            ])
+        yield dep
+    finally:
+        stop(dep)
+
+
+def wait_for_health(port: int, process: subprocess.Popen, certificates: Certificates | None, timeout: float) -> None:
+    """Wait until the SuperLink answers on ``/health`` (or fail if it exits or takes too long)."""
+    import ssl
+
+    scheme = "https" if certificates is not None else "http"
+    context = ssl.create_default_context(cafile=str(certificates.ca)) if certificates is not None else None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"flower-superlink exited with status {process.returncode}")
+        url = f"{scheme}://127.0.0.1:{port}/health"
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2, context=context) as response:
+            if response.status == 200:
+                return
+        time.sleep(0.3)
+    raise TimeoutError(f"flower-superlink did not answer on port {port} within {timeout:.0f} s")
+
+
+def stop(dep: Deployment, grace: float = 5.0) -> list[int]:
+    """Stop every process we started (its process group, by PID), then any leftover carrying our FLWR_HOME."""
+    for process in dep.processes:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for process in dep.processes:
+        try:
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    for process in dep.processes:  # children that left the group but are still alive
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+    return stop_processes(str(dep.home), grace=grace)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m simulations.deployment certificates DIR``: make the TLS files of the recipe."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] != "certificates":
+        print("usage: python -m simulations.deployment certificates DIR", file=sys.stderr)
+        return 2
+    files = make_certificates(Path(args[1]))
+    print(f"CA {files.ca}, server certificate {files.server_cert} and key {files.server_key} "
+          "(for 127.0.0.1 and localhost, valid one day)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

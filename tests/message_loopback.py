@@ -1,0 +1,54 @@
+"""Flower's Message-API ``Strategy.start`` loop over an in-process grid: the Message adapters without Ray.
+
+Each node keeps one ``Context`` (its ``context.state`` persists across messages,
+as in simulation) and the ``ClientApp`` handles every message, as Flower does; the
+replies come back shuffled (a seeded order), as over a network.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+
+from flwr.app import ArrayRecord, Context, Message, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.supercore.task_identity import TaskIdentity
+
+from strategies.message_strategy import MessagePhasedStrategy
+
+
+class LoopbackGrid:
+    """The part of ``flwr.serverapp.Grid`` a strategy uses: node ids and ``send_and_receive``."""
+
+    def __init__(self, num_nodes: int, app: ClientApp, seed: int = 0,
+                 tamper: Callable[[Message, Message], Message] | None = None) -> None:
+        self.app = app
+        self.rng = random.Random(seed)
+        self.tamper = tamper
+        self.sent = 0
+        self.contexts = {
+            100 + m: Context(run_id=1, node_id=100 + m, node_config={"partition-id": m, "num-partitions": num_nodes},
+                             state=RecordDict(), run_config={})
+            for m in range(num_nodes)
+        }
+
+    def get_node_ids(self) -> Iterable[int]:
+        return list(self.contexts)
+
+    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> Iterable[Message]:
+        replies = []
+        for message in messages:
+            self.sent += 1
+            message.metadata.__dict__["_message_id"] = f"m{self.sent}"
+            TaskIdentity.node_id = message.metadata.dst_node_id  # what each SuperNode process sets
+            reply = self.app(message, self.contexts[message.metadata.dst_node_id])
+            replies.append(self.tamper(message, reply) if self.tamper else reply)
+        TaskIdentity.node_id = 1  # back to the ServerApp's
+        self.rng.shuffle(replies)
+        return replies
+
+
+def run_loopback(strategy: MessagePhasedStrategy, grid: LoopbackGrid) -> None:
+    """Flower's own ``Strategy.start`` over the loopback grid, for the strategy's number of rounds."""
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1  # what a ServerApp process sets
+    strategy.start(grid, ArrayRecord(), num_rounds=strategy.num_rounds, timeout=60.0)  # type: ignore[arg-type]

@@ -1,0 +1,44 @@
+"""The benchmark's measuring tools: phase stamps become the reported figures; memory is sampled."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from benchmarks.memory import PeakMemory
+from benchmarks.timeline import Timeline, server_timeline
+from pfxab_flower.algorithms.phased import ServerMachine
+from pfxab_flower.config import RunConfig
+from pfxab_flower.engine import run_config
+
+
+def test_timeline_figures_split_startup_first_phase_and_later_phases() -> None:
+    timeline = Timeline(started=10.0, first_instruction=12.0, phase_ends=[15.0, 15.5, 16.5], finished=17.0,
+                        returned=19.0)
+    figures = timeline.figures()
+    assert figures["startup_s"] == pytest.approx(2.0)
+    assert figures["first_phase_s"] == pytest.approx(3.0)
+    assert figures["per_phase_s"] == pytest.approx(0.75)  # mean of 0.5 and 1.0
+    assert figures["max_phase_s"] == pytest.approx(1.0)
+    assert figures["final_round_s"] == pytest.approx(0.5)
+    assert figures["shutdown_s"] == pytest.approx(2.0)
+    assert figures["total_s"] == pytest.approx(9.0)
+    assert Timeline(started=0.0).figures() == {"completed": False}
+
+
+def test_server_timeline_stamps_every_phase_and_restores_the_machine() -> None:
+    originals = (ServerMachine.next_instruction, ServerMachine.collect, ServerMachine.finish)
+    with server_timeline() as timeline:
+        result = run_config(RunConfig(problem="garland", clients=3, horizon=10_000, seed=0))
+    assert len(timeline.phase_ends) == result.summary["phases"]
+    assert timeline.figures()["total_s"] > 0
+    assert (ServerMachine.next_instruction, ServerMachine.collect, ServerMachine.finish) == originals
+
+
+def test_peak_memory_counts_this_process_and_marked_ones() -> None:
+    with PeakMemory(marker="") as memory:
+        pass
+    assert memory.peak_processes == 1
+    if os.path.exists("/proc/self/status"):
+        assert memory.peak_rss_mib > 1

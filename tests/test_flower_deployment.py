@@ -1,0 +1,93 @@
+"""A real Flower deployment on loopback: ``flower-superlink``, M ``flower-supernode``s, ``flwr run``.
+
+Once insecure (legacy API, with injected dropouts) and once with TLS (certificates made by
+the test, Message API); each run's results must equal the in-process engine's for the same
+seed. Every process is stopped by PID (and any leftover by our FLWR_HOME) even on failure.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pfxab_flower.config import RunConfig
+from pfxab_flower.engine import run_config
+from pfxab_flower.faults import FaultPlan
+from pfxab_flower.problems import build_federation
+from simulations import deployment as dep
+from simulations.flwr_run import run_config_argument
+from simulations.processes import processes_with_marker
+from strategies.run_config import AppOptions
+
+ROOT = Path(__file__).resolve().parents[1]
+SAME_KEYS = (
+    "algorithm", "problem", "regret", "regret_per_client", "final_nodes", "final_points", "phases",
+    "communication_rounds", "values_down", "values_up", "rejected_replies", "failures",
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(200)]
+
+
+def run_deployment(tmp_path: Path, tls: bool, options: AppOptions, config: RunConfig) -> dict:
+    out = tmp_path / "out"
+    options = AppOptions(**{**options.__dict__, "out_dir": str(out)})
+    pyproject = (ROOT / "pyproject.toml").read_bytes()
+    with dep.deployment(config.clients, tmp_path / "deploy", tls=tls) as running:
+        home = str(running.home)
+        done = running.flwr_run(ROOT, run_config_argument(config, options), timeout=150)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:] + running.log_tail()
+        assert (out / "summary.json").exists(), done.stdout[-3000:] + running.log_tail()
+        if tls:
+            assert "insecure" not in (running.home / "config.toml").read_text()
+            assert "--ssl-certfile" in " ".join(running.processes[0].args)
+    assert processes_with_marker(home) == []  # SuperLink, SuperNodes and their children all stopped
+    assert all(p.poll() is not None for p in running.processes)
+    assert (ROOT / "pyproject.toml").read_bytes() == pyproject
+    return json.loads((out / "summary.json").read_text())
+
+
+def assert_same_as_inprocess(summary: dict, config: RunConfig, options: AppOptions) -> None:
+    from pfxab_flower import engine
+    from pfxab_flower.engine import describe_problem
+
+    expected = engine.run(
+        build_federation(config), algorithm=config.algorithm, alpha=config.alpha, horizon=config.horizon,
+        seed=config.seed, describe=describe_problem(config), faults=options.faults(config.seed),
+        min_fraction=options.min_fraction,
+    ).summary
+    for key in SAME_KEYS:
+        assert summary[key] == expected[key], key
+    assert summary["engine"] == "flower"
+
+
+def test_insecure_deployment_with_dropouts_matches_inprocess(tmp_path: Path) -> None:
+    config = RunConfig(problem="doublesine", algorithm="fed-pne", clients=3, alpha=0.5, horizon=3000, seed=1)
+    options = AppOptions(fail_rate=0.3, min_fraction=0.3, api="legacy")
+    plan = FaultPlan(config.seed, 0.3)
+    assert any(plan.misses(m, p) for m in range(3) for p in (1, 2))  # the seed really drops someone
+    summary = run_deployment(tmp_path, tls=False, options=options, config=config)
+    assert summary["failures"] > 0
+    assert_same_as_inprocess(summary, config, options)
+
+
+def test_tls_deployment_matches_inprocess(tmp_path: Path) -> None:
+    config = RunConfig(problem="garland", algorithm="pf-xab", clients=2, alpha=0.5, horizon=3000, seed=0)
+    summary = run_deployment(tmp_path, tls=True, options=AppOptions(), config=config)
+    assert summary == {**summary, "failures": 0}
+    assert summary == {**summary, **{k: run_config(config).summary[k] for k in SAME_KEYS}}
+
+
+def test_certificates_name_loopback(tmp_path: Path) -> None:
+    from cryptography import x509
+
+    files = dep.make_certificates(tmp_path)
+    server = x509.load_pem_x509_certificate(files.server_cert.read_bytes())
+    ca = x509.load_pem_x509_certificate(files.ca.read_bytes())
+    names = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert {str(ip) for ip in names.get_values_for_type(x509.IPAddress)} == {"127.0.0.1"}
+    assert names.get_values_for_type(x509.DNSName) == ["localhost"]
+    server.verify_directly_issued_by(ca)
+    assert dep.config_toml("127.0.0.1:1", files).count(str(files.ca)) == 1
+    assert "insecure = true" in dep.config_toml("127.0.0.1:1", None)

@@ -1,0 +1,173 @@
+"""Fuzz the strategy with random malformed replies: it never crashes and never averages an invalid value.
+
+Each trial sends phase 1 to ``M`` in-process clients, then breaks a random subset of
+their replies in a random way (shapes, dtypes, NaN/inf, garbage bytes, missing or
+wrong ``partition-id``, duplicates, extra or missing tensors, Flower failures). The
+global means must be exactly the pooled means of the untouched replies, every broken
+reply must be rejected, and the same holds for the active sets of the second exchange.
+Seeded numpy draws keep every trial reproducible.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from flwr.common import Code, FitRes, Parameters, Status
+from flwr.server import SimpleClientManager
+
+from client_apps import federation_client_fn
+from pfxab_flower.algorithms.phased import FIRST_ACTIVE_SET, pooled_means
+from pfxab_flower.config import RunConfig
+from pfxab_flower.partition import children
+from pfxab_flower.problems import build_federation
+from strategies import serde, strategy_for
+from tests.flower_loopback import LoopbackProxy
+
+M = 6
+FIT_BREAKS = (
+    "short", "long", "2d", "nan", "inf", "-inf", "int-means", "str-means", "bool-means", "complex-means",
+    "garbage-bytes", "no-metrics", "pid-str", "pid-bool", "pid-float", "pid-negative", "pid-too-large",
+    "duplicate", "negative-counts", "float-counts", "ids-shifted", "two-tensors", "four-tensors", "no-tensors",
+)
+SET_BREAKS = ("garbage", "odd-bytes", "not-children", "duplicate-ids", "empty", "no-pid", "pid-str", "twice")
+
+
+def sent_phase(seed: int):
+    config = RunConfig(clients=M, horizon=50_000, seed=seed)
+    strategy = strategy_for(config, min_fraction=0.0)  # never stop: every trial must aggregate
+    manager = SimpleClientManager()
+    client_fn = federation_client_fn(build_federation(config), config)
+    for m in range(M):
+        manager.register(LoopbackProxy(m, M, client_fn))
+    instructions = strategy.configure_fit(1, Parameters([], ""), manager)
+    return strategy, [(proxy, proxy.fit(ins, None, None)) for proxy, ins in instructions]
+
+
+def broken_fit(kind: str, res: FitRes, rng: np.random.Generator, valid: list) -> FitRes:
+    ids, means, counts = (np.array(a) for a in serde.parameters_to_ndarrays(res.parameters))
+    metrics = dict(res.metrics)
+    pid = metrics[serde.PARTITION_ID]
+    arrays = [ids, means, counts]
+    if kind == "short":
+        arrays[1] = means[:-1]
+    elif kind == "long":
+        arrays[1] = np.append(means, 0.5)
+    elif kind == "2d":
+        arrays[1] = means.reshape(1, -1)
+    elif kind in ("nan", "inf", "-inf"):
+        arrays[1] = means.copy()
+        arrays[1][rng.integers(means.size)] = float(kind)
+    elif kind.endswith("-means"):
+        dtype = {"int-means": np.int64, "str-means": str, "bool-means": bool, "complex-means": complex}[kind]
+        arrays[1] = means.astype(dtype)
+    elif kind == "garbage-bytes":
+        return FitRes(Status(Code.OK, ""), Parameters([rng.bytes(40) for _ in range(3)], "numpy.ndarray"), 1, metrics)
+    elif kind == "no-metrics":
+        metrics = {}
+    elif kind.startswith("pid-"):
+        metrics[serde.PARTITION_ID] = {"pid-str": str(pid), "pid-bool": True, "pid-float": float(pid),
+                                       "pid-negative": -1, "pid-too-large": M + 3}[kind]
+    elif kind == "duplicate":  # a second copy of a valid client's reply
+        return valid[int(rng.integers(len(valid)))]
+    elif kind == "negative-counts":
+        arrays[2] = -counts
+    elif kind == "float-counts":
+        arrays[2] = counts.astype(float)
+    elif kind == "ids-shifted":
+        arrays[0] = ids + 2
+    elif kind == "two-tensors":
+        arrays = arrays[:2]
+    elif kind == "four-tensors":
+        arrays = [*arrays, counts]
+    elif kind == "no-tensors":
+        arrays = []
+    return serde.ok_fit_res(arrays, 1, metrics)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_malformed_local_reports_are_never_averaged(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    strategy, results = sent_phase(seed)
+    broken = set(rng.choice(M, size=int(rng.integers(1, M)), replace=False).tolist())
+    valid_res = [res for _, res in results if res.metrics[serde.PARTITION_ID] not in broken]
+    replies, failures = [], []
+    for proxy, res in results:
+        pid = res.metrics[serde.PARTITION_ID]
+        if pid not in broken:
+            replies.append((proxy, res))
+        elif rng.random() < 0.15:
+            failures.append(RuntimeError(f"client {pid} lost"))
+        else:
+            replies.append((proxy, broken_fit(str(rng.choice(FIT_BREAKS)), res, rng, valid_res)))
+    order = rng.permutation(len(replies))
+    strategy.aggregate_fit(1, [replies[i] for i in order], failures)
+    update = strategy._update
+    assert update is not None
+    expected = pooled_means(update.node_ids, [serde.fit_res_to_report(r, False)[0] for r in valid_res])
+    np.testing.assert_array_equal(update.global_means, expected)
+    assert len(strategy.server.rejected) == len(replies) - len(valid_res)
+    assert strategy.server.plan.failed_local_means == len(broken)
+
+
+def broken_set(kind: str, res, rng: np.random.Generator, pid: int):
+    metrics = dict(res.metrics)
+    if kind == "garbage":
+        metrics[serde.NODE_IDS] = rng.bytes(16)  # 2 random int64s: not children of the set
+    elif kind == "odd-bytes":
+        metrics[serde.NODE_IDS] = b"\x01\x02\x03"
+    elif kind == "not-children":
+        metrics[serde.NODE_IDS] = np.array([1, 2], dtype="<i8").tobytes()
+    elif kind == "duplicate-ids":
+        metrics[serde.NODE_IDS] = np.array([4, 4], dtype="<i8").tobytes()
+    elif kind == "empty":
+        metrics[serde.NODE_IDS] = b""
+    elif kind == "no-pid":
+        del metrics[serde.PARTITION_ID]
+    elif kind == "pid-str":
+        metrics[serde.PARTITION_ID] = str(pid)
+    return serde.ok_evaluate_res(0.0, 1, metrics)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_malformed_active_sets_fall_back_to_the_superset(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    strategy, results = sent_phase(seed)
+    strategy.aggregate_fit(1, results, [])
+    evaluations = strategy.configure_evaluate(1, Parameters([], ""), SimpleClientManager())
+    replies = [(proxy, proxy.evaluate(ins, None, None)) for proxy, ins in evaluations]
+    good = {res.metrics[serde.PARTITION_ID]: res for _, res in replies}
+    broken = set(rng.choice(M, size=int(rng.integers(1, M)), replace=False).tolist())
+    sent = []
+    for proxy, res in replies:
+        pid = res.metrics[serde.PARTITION_ID]
+        kind = str(rng.choice(SET_BREAKS))
+        if pid not in broken:
+            sent.append((proxy, res))
+        elif kind == "twice":  # a second reply claiming another (valid) client's id
+            other = next(m for m in range(M) if m not in broken)
+            sent.append((proxy, good[other]))
+        else:
+            sent.append((proxy, broken_set(kind, res, rng, pid)))
+    strategy.aggregate_evaluate(1, sent, [])
+    server = strategy.server
+    assert server.completed == 1
+    for m in range(M):
+        if m in broken:
+            np.testing.assert_array_equal(server.client_sets[m], children(FIRST_ACTIVE_SET))
+        else:
+            reported = np.sort(serde.evaluate_res_to_active_set(good[m]).node_ids)
+            np.testing.assert_array_equal(server.client_sets[m], reported)
+    assert server.history[0]["failed_active_sets"] == len(broken)
+
+
+@pytest.mark.parametrize("kind", FIT_BREAKS)
+def test_every_kind_of_broken_local_report_is_rejected(kind: str) -> None:
+    rng = np.random.default_rng(0)
+    strategy, results = sent_phase(0)
+    valid_res = [res for _, res in results if res.metrics[serde.PARTITION_ID] != 0]
+    replies = [(p, broken_fit(kind, res, rng, valid_res) if res.metrics[serde.PARTITION_ID] == 0 else res)
+               for p, res in results]
+    strategy.aggregate_fit(1, replies, [])
+    assert len(strategy.server.rejected) == 1, kind
+    expected = pooled_means(strategy._update.node_ids, [serde.fit_res_to_report(r, False)[0] for r in valid_res])
+    np.testing.assert_array_equal(strategy._update.global_means, expected)

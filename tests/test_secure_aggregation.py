@@ -1,0 +1,120 @@
+"""Secure aggregation (SecAgg+): the server forms the pooled means from sums only.
+
+Without Ray, Flower's own quantisation (``flwr.common.secure_aggregation.quantization``)
+is applied to the clients' vectors exactly as ``secaggplus_mod`` and ``SecAggPlusWorkflow``
+do (weight 1, clipping, stochastic rounding, sum modulo 2**32, dequantisation, average),
+over whole runs: the decisions must equal the plain run's and the quantisation error
+stays within its bound. One Ray run checks the real protocol end to end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from flwr.common.secure_aggregation.quantization import dequantize, quantize
+
+from pfxab_flower import engine
+from pfxab_flower.algorithms import make_policy
+from pfxab_flower.algorithms.messages import FinishInstruction, LocalReport
+from pfxab_flower.algorithms.phased import ClientMachine, ServerMachine, pooled_means
+from pfxab_flower.config import ALGORITHMS, RunConfig
+from pfxab_flower.errors import ObjectiveError
+from pfxab_flower.problems import build_federation
+from pfxab_flower.sampling import SimulatedEnvironment
+from strategies import secure
+from strategies.run_config import AppOptions, parse_run_config
+
+MODULUS = 2**32
+STEP = 2 * secure.SECURE_CLIP / secure.QUANTIZATION_RANGE
+
+
+def secagg_average(vectors: list[np.ndarray]) -> np.ndarray:
+    """What SecAgg+ reveals for these client vectors (weight 1 each): their average, after quantisation."""
+    total = sum(quantize([v], secure.SECURE_CLIP, secure.QUANTIZATION_RANGE)[0].astype(np.int64) for v in vectors)
+    total = np.mod(total, MODULUS)
+    summed = dequantize([total], secure.SECURE_CLIP, secure.QUANTIZATION_RANGE)[0]
+    summed += -(len(vectors) - 1) * secure.SECURE_CLIP
+    return summed / len(vectors)
+
+
+def run_secure(federation, algorithm: str, settings) -> tuple[ServerMachine, list[float]]:
+    """The in-process loop with ``aggregate`` replaced by the SecAgg+ arithmetic; returns the errors seen."""
+    policy = make_policy(algorithm)
+    server = ServerMachine(policy, settings)
+    clients = [ClientMachine(policy, settings, m) for m in range(federation.num_clients)]
+    envs = [SimulatedEnvironment(federation, m) for m in range(federation.num_clients)]
+    errors = []
+    while True:
+        instruction = server.next_instruction()
+        if isinstance(instruction, FinishInstruction):
+            server.finish([c.finish(instruction, e) for c, e in zip(clients, envs, strict=True)])
+            return server, errors
+        reports = [c.explore(instruction, e) for c, e in zip(clients, envs, strict=True)]
+        average = secagg_average([secure.local_vector(r) for r in reports])
+        sums, holders = secure.split_aggregate(average, len(reports), len(instruction.node_ids))
+        update = server.aggregate_sums(sums, holders, len(reports))
+        exact = pooled_means(instruction.node_ids, reports)
+        errors.append(float(np.nanmax(np.abs(update.global_means - exact))))
+        server.collect([c.eliminate(update, e) for c, e in zip(clients, envs, strict=True)])
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize(("problem", "clients", "alpha", "seed"), [("garland", 6, 0.5, 0), ("doublesine", 5, 1.0, 2)])
+def test_secure_sums_give_the_plain_runs_decisions(algorithm, problem, clients, alpha, seed) -> None:
+    np.random.seed(seed)  # Flower's stochastic rounding draws from numpy's global generator
+    config = RunConfig(problem=problem, algorithm=algorithm, clients=clients, alpha=alpha, horizon=200_000, seed=seed)
+    federation = build_federation(config)
+    settings = engine.make_settings(clients, alpha=alpha, horizon=200_000, seed=seed)
+    server, errors = run_secure(federation, algorithm, settings)
+    plain = engine.simulate(federation, make_policy(algorithm), settings).server
+    assert server.history == plain.history  # same active sets, eliminations and phases
+    assert server.final_nodes == plain.final_nodes
+    assert len(errors) >= 4
+    # stochastic rounding: each client's value is off by < STEP, the average of M by < STEP
+    assert max(errors) < STEP
+
+
+def test_holders_are_summed_too() -> None:
+    ids = np.array([4, 5, 6, 7])
+    reports = [
+        LocalReport(0, ids, np.array([0.5, 0.2, 0.0, 0.0]), np.array([3, 3, 0, 0])),
+        LocalReport(1, ids, np.array([0.7, 0.0, 0.1, 0.0]), np.array([3, 0, 3, 0])),
+    ]
+    sums, holders = secure.split_aggregate(secagg_average([secure.local_vector(r) for r in reports]), 2, 4)
+    np.testing.assert_array_equal(holders, [2, 1, 1, 0])
+    np.testing.assert_allclose(sums[:3], [1.2, 0.2, 0.1], atol=2 * STEP)
+    assert secure.split_aggregate(np.zeros(5), 2, 4)[1].size == 0  # a wrong length is passed on, then rejected
+
+
+def test_values_outside_the_clipping_range_are_a_clear_error() -> None:
+    report = LocalReport(3, np.array([2, 3]), np.array([0.5, 12.5]), np.array([1, 1]))
+    with pytest.raises(ObjectiveError, match=r"client 3: local mean 12.5 of node 3 is outside \[-8, 8\]"):
+        secure.local_vector(report)
+
+
+def test_a_malformed_aggregate_is_rejected_not_averaged() -> None:
+    settings = engine.make_settings(3, alpha=0.5, horizon=50_000, seed=0, min_fraction=0.0)
+    server = ServerMachine(make_policy("pf-xab"), settings)
+    server.next_instruction()
+    update = server.aggregate_sums(np.array([np.nan, 1.0]), np.array([3.0, 3.0]), 3)
+    assert np.isnan(update.global_means).all() and server.rejected[0]["reason"] == "aggregate is not finite"
+
+
+def test_secure_aggregation_key() -> None:
+    assert parse_run_config({"secure-aggregation": "true"})[1].secure_aggregation is True
+    assert parse_run_config({})[1].secure_aggregation is False
+    with pytest.raises(Exception, match="secure-aggregation='yes' is invalid; allowed: true, false"):
+        parse_run_config({"secure-aggregation": "yes"})
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(180)
+def test_secagg_plus_on_ray_matches_the_plain_run() -> None:
+    from simulations.run_flower import run_flower_simulation
+
+    config = RunConfig(problem="garland", algorithm="pf-xab", clients=3, alpha=0.5, horizon=10_000, seed=0)
+    result = run_flower_simulation(config, options=AppOptions(round_timeout=60.0, secure_aggregation=True))
+    plain = engine.run_config(config)
+    for key in ("regret", "final_nodes", "final_points", "phases", "failures", "communication_rounds"):
+        assert result.summary[key] == plain.summary[key], key
+    assert result.phases.equals(plain.phases)
