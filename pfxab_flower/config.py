@@ -87,16 +87,7 @@ class RunConfig:
         self._check_types()
         if self.problem not in PROBLEMS:
             _fail("problem", self.problem, ", ".join(PROBLEMS))
-        validate_algorithm_parameters(
-            algorithm=self.algorithm,
-            alpha=self.alpha,
-            horizon=self.horizon,
-            seed=self.seed,
-            nu1=self.nu1,
-            rho=self.rho,
-            max_depth=self.max_depth,
-            pf_pne_eps=self.pf_pne_eps,
-        )
+        validate_algorithm_parameters(**self.algorithm_parameters())
         if self.clients < 1:
             _fail("clients", self.clients, "an integer >= 1")
         if self.noise not in NOISE_KINDS:
@@ -155,6 +146,19 @@ class RunConfig:
                 raise ConfigError(f"unknown parameter {key!r}; allowed: {allowed}")
             kwargs[name] = _coerce(name, str(known[name].type), value)
         return cls(**kwargs)
+
+    def algorithm_parameters(self) -> dict[str, Any]:
+        """The parameters of the algorithm itself (``engine.run``'s keyword arguments)."""
+        return {
+            "algorithm": self.algorithm,
+            "alpha": self.alpha,
+            "horizon": self.horizon,
+            "seed": self.seed,
+            "nu1": self.nu1,
+            "rho": self.rho,
+            "max_depth": self.max_depth,
+            "pf_pne_eps": self.pf_pne_eps,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -173,16 +173,9 @@ def run_parameters(
 
 def settings_of(config: RunConfig) -> Settings:
     """The :class:`Settings` of a run configuration (the same for every engine)."""
-    return make_settings(
-        config.clients,
-        alpha=config.alpha,
-        horizon=config.horizon,
-        seed=config.seed,
-        nu1=config.nu1,
-        rho=config.rho,
-        max_depth=config.max_depth,
-        pf_pne_eps=config.pf_pne_eps,
-    )
+    parameters = config.algorithm_parameters()
+    del parameters["algorithm"]
+    return make_settings(config.clients, **parameters)
 
 
 def describe_problem(config: RunConfig) -> dict[str, Any]:
@@ -194,15 +187,4 @@ def run_config(config: RunConfig, federation: Federation | None = None) -> RunRe
     """Run a :class:`RunConfig` in process, on ``federation`` if given (reused, e.g. across seeds)."""
     if federation is None:
         federation = build_federation(config)
-    return run(
-        federation,
-        algorithm=config.algorithm,
-        alpha=config.alpha,
-        horizon=config.horizon,
-        seed=config.seed,
-        nu1=config.nu1,
-        rho=config.rho,
-        max_depth=config.max_depth,
-        pf_pne_eps=config.pf_pne_eps,
-        describe=describe_problem(config),
-    )
+    return run(federation, **config.algorithm_parameters(), describe=describe_problem(config))

@@ -35,7 +35,7 @@ from pfxab_flower.algorithms.phased import ServerMachine, Settings
 from pfxab_flower.config import RunConfig
 from pfxab_flower.errors import RunStoppedError
 from strategies import records, serde
-from strategies.strategy import PhasedStrategy, strategy_for
+from strategies.strategy import PhasedStrategy, close_fit_round, strategy_for
 
 LOGGER = logging.getLogger("pfxab_flower")
 
@@ -116,17 +116,7 @@ class MessagePhasedStrategy(Strategy):
                 continue
             reports.append(report)
             harness[report.client] = extra
-        if finishing:
-            self.server.finish(reports)
-            self.harness = harness
-            self.finished = True
-            if self.on_finish is not None:
-                self.on_finish(self)
-        else:
-            try:
-                self._update = self.server.aggregate(reports)
-            except RunStoppedError as exc:
-                self._stop(exc)
+        close_fit_round(self, reports, harness, finishing)
         return None, None
 
     def configure_evaluate(

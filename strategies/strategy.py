@@ -152,17 +152,7 @@ class PhasedStrategy(Strategy):
         fit_ins = serde.instruction_to_fit_ins(instruction)
         self._record(phase, "finish" if finishing else "explore", fit_ins.parameters, fit_ins.config, results,
                      skip_tensors_after=1 if finishing else None)
-        if finishing:
-            self.server.finish(reports)
-            self.harness = harness
-            self.finished = True
-            if self.on_finish is not None:
-                self.on_finish(self)
-        else:
-            try:
-                self._update = self.server.aggregate(reports)
-            except RunStoppedError as exc:
-                self._stop(exc)
+        close_fit_round(self, reports, harness, finishing)
         return None, {}
 
     def configure_evaluate(
@@ -328,3 +318,23 @@ def strategy_for(
     """The strategy class of ``config.algorithm``, built from the config."""
     return STRATEGIES[config.algorithm].from_config(config, on_finish=on_finish, wait_timeout=wait_timeout,
                                                     min_fraction=min_fraction)
+
+
+def close_fit_round(strategy: Any, reports: list, harness: dict[int, list[np.ndarray]], finishing: bool) -> None:
+    """The end of a fit (train) round, shared by both Flower APIs' strategies.
+
+    The final round hands the clients' reports and harness tensors over and calls
+    ``on_finish``; an exploration round averages the reports into the next
+    ``GlobalUpdate``, or stops the run when too few clients answered.
+    """
+    if finishing:
+        strategy.server.finish(reports)
+        strategy.harness = harness
+        strategy.finished = True
+        if strategy.on_finish is not None:
+            strategy.on_finish(strategy)
+        return
+    try:
+        strategy._update = strategy.server.aggregate(reports)
+    except RunStoppedError as exc:
+        strategy._stop(exc)
