@@ -43,10 +43,27 @@ def resolve_out_dir(out_dir: str) -> Path:
     return Path(os.environ.get(BASE_DIR_ENV) or os.getcwd()) / path
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record is emitted.
+
+    A plain ``StreamHandler(sys.stderr)`` keeps the stream it was given; if ``sys.stderr``
+    is replaced later (by a test runner, or a caller capturing output), it would write
+    to a closed file.
+    """
+
+    @property
+    def stream(self) -> Any:  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
 def show_phase_log(stream: Any = None) -> None:
     """Make the core's one line per phase (logger ``pfxab_flower``, INFO) visible, once."""
     if not LOGGER.handlers:
-        handler = logging.StreamHandler(stream or sys.stderr)
+        handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
         handler.setFormatter(logging.Formatter("pfxab: %(message)s"))
         LOGGER.addHandler(handler)
         LOGGER.setLevel(logging.INFO)

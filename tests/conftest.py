@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import numpy as np
@@ -22,3 +23,13 @@ def tent_federation(centres: list[float], noise_sigma: float = 0.1) -> Federatio
 @pytest.fixture
 def tent() -> Federation:
     return tent_federation([0.2, 0.5, 0.7])
+
+
+@pytest.fixture(autouse=True)
+def _restore_pfxab_logger():
+    """Flower runs make the ``pfxab_flower`` phase log visible; undo it after each test."""
+    logger = logging.getLogger("pfxab_flower")
+    handlers, level = list(logger.handlers), logger.level
+    yield
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
