@@ -8,8 +8,8 @@ regret at the experiment's ``alpha``). This module runs the grid
 summarises each algorithm by the mean and the sample standard deviation
 (``ddof = 1``; undefined, NaN, for a single seed) over the seeds.
 
-The federation (and its cached optimum, the one expensive step) is built once
-per process: once in this process, or once per worker with ``workers > 1``.
+The federation (and its cached optimum, the one expensive step) is built once,
+in this process, before any worker starts (workers are forked and inherit it).
 Wall times are those of the runs only, after the federation and its optimum
 are ready. Results are ordered by algorithm then seed whatever the number of
 workers, and every number except the wall time is the same for the same seeds.
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from tqdm import tqdm
 
 from pfxab_flower.config import RunConfig
 from pfxab_flower.engine import run_config
-from pfxab_flower.problems import build_federation
+from pfxab_flower.parallel import run_in_processes, shared_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import write_files_atomically
 
@@ -125,24 +124,9 @@ def summarise(runs: pd.DataFrame, algorithms: list[str]) -> pd.DataFrame:
     return pd.DataFrame(records, columns=columns)
 
 
-def prepared_federation(config: RunConfig) -> Federation:
-    """The federation ``config`` names, with its optimum at ``config.alpha`` already computed."""
-    federation = build_federation(config)
-    federation.optimum(config.alpha)
-    return federation
-
-
-_WORKER_FEDERATION: Federation | None = None
-
-
-def _init_worker(config: RunConfig) -> None:
-    global _WORKER_FEDERATION
-    _WORKER_FEDERATION = prepared_federation(config)
-
-
-def _run_in_worker(config: RunConfig) -> dict[str, Any]:
-    assert _WORKER_FEDERATION is not None, "worker not initialised"
-    return run_row(_WORKER_FEDERATION, config)
+def _run_row(config: RunConfig) -> dict[str, Any]:
+    """One run on this process's federation (see :func:`pfxab_flower.parallel.shared_federation`)."""
+    return run_row(shared_federation(config), config)
 
 
 def compare(
@@ -159,18 +143,18 @@ def compare(
     """
     configs = [base.replace(algorithm=a, seed=s) for a in algorithms for s in seeds]
     rows: list[dict[str, Any] | None] = [None] * len(configs)
+    shared_federation(base).optimum(base.alpha)  # once, before workers fork: they inherit it
+    errors: list[BaseException] = []
     with tqdm(total=len(configs), desc="pfxab compare", unit="run", file=sys.stderr, disable=not progress) as bar:
-        if workers <= 1:
-            federation = prepared_federation(base)
-            for i, config in enumerate(configs):
-                bar.set_postfix_str(f"{config.algorithm} seed {config.seed}")
-                rows[i] = run_row(federation, config)
-                bar.update()
-        else:
-            with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(base,)) as pool:
-                futures = {pool.submit(_run_in_worker, config): i for i, config in enumerate(configs)}
-                for future in as_completed(futures):
-                    rows[futures[future]] = future.result()
-                    bar.update()
+
+        def done(index: int, row: dict[str, Any] | None, error: BaseException | None) -> None:
+            rows[index] = row
+            if error is not None:
+                errors.append(error)
+            bar.update()
+
+        run_in_processes(_run_row, [(config,) for config in configs], workers, done)
+    if errors:
+        raise errors[0]
     runs = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
     return Comparison(runs=runs, summary=summarise(runs, algorithms), base=base, seeds=tuple(seeds))

@@ -21,18 +21,14 @@ and runs serially: one Ray instance at a time.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import platform
 import shutil
-import signal
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +37,7 @@ import pandas as pd
 
 from pfxab_flower.config import ENGINES, RunConfig
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.problems import build_federation
-from pfxab_flower.problems.federation import Federation
+from pfxab_flower.parallel import federation_key, run_in_processes, shared_federation
 from pfxab_flower.results import RunResult, write_files_atomically
 from simulations.experiment import Experiment, load_experiment, run_id
 
@@ -70,17 +65,6 @@ def time_grid(horizon: int, points: int = 200) -> np.ndarray:
     return np.unique(np.rint(np.concatenate([[0], log, linear])).astype(np.int64))
 
 
-def _federation_key(config: RunConfig) -> RunConfig:
-    """The config with algorithm-only fields reset: runs that share a federation share this key."""
-    return config.replace(algorithm="pf-xab", alpha=0.0, seed=0, horizon=1, nu1=1.0, rho=0.5,
-                          max_depth=None, pf_pne_eps=0.1)
-
-
-@lru_cache(maxsize=8)
-def _federation(key: RunConfig) -> Federation:
-    return build_federation(key)  # optima are cached on the federation, so keep it
-
-
 def references(config: RunConfig) -> dict[str, float]:
     """Reference values of the run's federation (noise-free, per step and client).
 
@@ -89,7 +73,7 @@ def references(config: RunConfig) -> dict[str, float]:
     ``oracle_local`` / ``oracle_global`` = the mean local / global reward of a client
     that plays its personalised optimum for this alpha (what a perfect learner earns).
     """
-    federation = _federation(_federation_key(config))
+    federation = shared_federation(config)
     personalised = federation.optimum(config.alpha)
     local = federation.local_values(personalised.points)  # (M, M): mu_k at client m's optimum
     return {
@@ -109,7 +93,7 @@ def run_one(config: RunConfig, engine: str) -> RunResult:
         return run_flower_simulation(config)
     from pfxab_flower.engine import run_config
 
-    return run_config(config, federation=_federation(_federation_key(config)))  # optima computed once per process
+    return run_config(config, federation=shared_federation(config))  # optima computed once per process
 
 
 def execute(config: RunConfig, run_dir: str, engine: str, curve_points: int) -> float:
@@ -127,11 +111,6 @@ def execute(config: RunConfig, run_dir: str, engine: str, curve_points: int) -> 
     })
     result.write(run_dir)
     return float(result.summary["wall_seconds"])
-
-
-def _ignore_sigint() -> None:
-    """Workers ignore Ctrl-C: the parent alone handles it (and stops them), so one message is shown."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @dataclass
@@ -181,10 +160,15 @@ def run_sweep(
             prepare(pending)
             bar = tqdm(total=len(pending), desc=experiment.name, unit="run", file=sys.stderr, disable=not progress)
             jobs = [(c, str(runs_dir / run_id(c)), engine, experiment.curve_points) for c in pending]
-            if workers <= 1:
-                _run_serially(jobs, outcome, bar.update)
-            else:
-                _run_in_pool(jobs, workers, outcome, bar.update)
+
+            def done(index: int, _: object, error: BaseException | None) -> None:
+                if error is None:
+                    outcome.executed += 1
+                else:  # one failing run must not lose the others
+                    outcome.failures.append((Path(jobs[index][1]).name, f"{type(error).__name__}: {error}"))
+                bar.update()
+
+            run_in_processes(execute, jobs, workers, done)
         except KeyboardInterrupt:
             outcome.interrupted = True
         finally:
@@ -207,48 +191,10 @@ def prepare(configs: Iterable[RunConfig]) -> None:
     """
     seen: set[tuple[RunConfig, float]] = set()
     for config in configs:
-        key = (_federation_key(config), config.alpha)
+        key = (federation_key(config), config.alpha)
         if key not in seen:
             seen.add(key)
             references(config)
-
-
-def _run_serially(jobs: Iterable[tuple], outcome: SweepOutcome, tick: Callable[[], Any]) -> None:
-    for job in jobs:
-        try:
-            execute(*job)
-            outcome.executed += 1
-        except Exception as exc:  # one failing run must not lose the others
-            outcome.failures.append((Path(job[1]).name, f"{type(exc).__name__}: {exc}"))
-        tick()
-
-
-def _run_in_pool(jobs: Iterable[tuple], workers: int, outcome: SweepOutcome, tick: Callable[[], Any]) -> None:
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint)
-    futures: dict[Future, str] = {}
-    try:
-        for job in jobs:
-            futures[pool.submit(execute, *job)] = Path(job[1]).name
-        remaining = set(futures)
-        while remaining:
-            done, remaining = wait(remaining, return_when=FIRST_COMPLETED)
-            for future in done:
-                exc = future.exception()
-                if exc is None:
-                    outcome.executed += 1
-                else:
-                    outcome.failures.append((futures[future], f"{type(exc).__name__}: {exc}"))
-                tick()
-    except KeyboardInterrupt:
-        # Ctrl-C: drop the queued runs and stop the running ones at once (a run can take
-        # minutes). A run writes its files only when it has finished, each by an atomic
-        # rename, so a stopped run leaves at worst temp files, and it is redone next time.
-        pool.shutdown(wait=False, cancel_futures=True)
-        for worker in multiprocessing.active_children():  # only this pool's workers are children
-            worker.terminate()
-        raise
-    finally:
-        pool.shutdown(wait=True)
 
 
 def _tables_exist(out: Path) -> bool:

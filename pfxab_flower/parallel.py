@@ -1,0 +1,81 @@
+"""Many in-process runs at once: a per-process federation cache and a Ctrl-C-safe process pool.
+
+Shared by ``pfxab compare`` and ``pfxab sweep``. Building a federation and its
+optimum is the one expensive step of a run (thousands of SVM fits for landmine),
+so each process keeps the federations it has built; runs are independent and
+deterministic in their seed, so running them in any order or process gives the
+same numbers.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from functools import lru_cache
+from typing import Any
+
+from pfxab_flower.config import RunConfig
+from pfxab_flower.problems import build_federation
+from pfxab_flower.problems.federation import Federation
+
+
+def federation_key(config: RunConfig) -> RunConfig:
+    """The config with the algorithm's own fields reset: configs that share a federation share this key."""
+    return config.replace(algorithm="pf-xab", alpha=0.0, seed=0, horizon=1, nu1=1.0, rho=0.5,
+                          max_depth=None, pf_pne_eps=0.1)
+
+
+@lru_cache(maxsize=8)
+def _federation(key: RunConfig) -> Federation:
+    return build_federation(key)
+
+
+def shared_federation(config: RunConfig) -> Federation:
+    """This process's federation for ``config`` (built once; its optima are cached on it)."""
+    return _federation(federation_key(config))
+
+
+def _ignore_sigint() -> None:
+    """Workers ignore Ctrl-C: the parent alone handles it (and stops them), so one message is shown."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def run_in_processes(
+    fn: Callable[..., Any],
+    jobs: Sequence[tuple],
+    workers: int,
+    on_done: Callable[[int, Any, BaseException | None], None],
+) -> None:
+    """Call ``fn(*job)`` for every job in ``workers`` processes (in this one if ``workers <= 1``).
+
+    ``on_done(index, result, error)`` is called in this process as each job ends;
+    a job's exception is passed on, not raised, so one failing job loses no other.
+    Ctrl-C drops the queued jobs, stops the running ones at once and re-raises.
+    Workers are forked, so they inherit what this process has already cached.
+    """
+    if workers <= 1:
+        for index, job in enumerate(jobs):
+            try:
+                result, error = fn(*job), None
+            except Exception as exc:
+                result, error = None, exc
+            on_done(index, result, error)
+        return
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint)
+    try:
+        futures = {pool.submit(fn, *job): index for index, job in enumerate(jobs)}
+        remaining = set(futures)
+        while remaining:
+            done, remaining = wait(remaining, return_when=FIRST_COMPLETED)
+            for future in done:
+                error = future.exception()
+                on_done(futures[future], None if error else future.result(), error)
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for worker in multiprocessing.active_children():  # this pool's workers are our only children
+            worker.terminate()
+        raise
+    finally:
+        pool.shutdown(wait=True)
