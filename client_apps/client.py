@@ -6,7 +6,10 @@ exploitation while waiting and elimination (``eliminate``). Flower builds a new
 client object for every message, so everything the machine carries between
 messages (``ClientState.to_arrays()``) and the pull log of the simulation
 harness live in ``context.state`` and are reloaded and saved around each call.
-A call that raises saves nothing (Flower drops the state change too).
+A call that raises saves nothing (Flower drops the state change too); an injected
+straggler whose reply is too late (``straggle-seconds`` >= ``round-timeout``) still
+replies, late, but saves nothing either (see :meth:`FaultPlan.straggle`). Both APIs
+go through ``fit``/``evaluate`` here, so they inject the same faults.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ class PhasedClient(NumPyClient):
     With ``send_pull_log`` the final reply carries the pull log (simulation only:
     the server app scores the exact regret from it; it is not part of the algorithm).
     ``faults`` makes it fail (raise, saving nothing) in the phases the plan drops it
-    from, as the in-process engine skips it; it catches up from the next message.
+    from, as the in-process engine skips it, or answer late (a straggler); it catches
+    up from the next message.
     """
 
     def __init__(
@@ -70,21 +74,29 @@ class PhasedClient(NumPyClient):
             else:
                 reply = serde.report_to_fit_reply(report, harness)
         else:
-            self.faults.check(self.machine.client, instruction.phase)
+            late = self._straggle(instruction.phase)
             local = self.machine.explore(instruction, self.env)
             if self.secure_aggregation:
                 reply = ([secure.local_vector(local)], 1, {serde.PARTITION_ID: local.client})
             else:
                 reply = serde.report_to_fit_reply(local)
+            if late:
+                return reply
         self._save()
         return reply
 
     def evaluate(self, parameters: list[np.ndarray], config: dict) -> tuple[float, int, dict]:
         update = serde.evaluate_ins_to_update(parameters, config)
-        self.faults.check(self.machine.client, update.phase)
+        late = self._straggle(update.phase)
         report = self.machine.eliminate(update, self.env)
-        self._save()
+        if not late:
+            self._save()
         return serde.active_set_to_evaluate_reply(report)
+
+    def _straggle(self, phase: int) -> bool:
+        """The injected faults of a phase message: fail at once, or wait; whether the reply will be too late."""
+        self.faults.check(self.machine.client, phase)
+        return self.faults.straggle(self.machine.client, phase)
 
     def _save(self) -> None:
         save_client_state(self.store, self.machine.state, self.log)

@@ -9,6 +9,15 @@ misses a phase sends neither of the phase's two replies; it catches up from the
 next message it receives (``ClientMachine`` does that). The final exchange (the
 clients' last reports) is never dropped: the run cannot be scored without it.
 
+With ``straggle_seconds`` > 0 the same draws make *stragglers* instead: a client the
+plan drops from a phase does not fail, it answers both messages of the phase
+``straggle_seconds`` late. If that is at least the round timeout, Flower has stopped
+waiting: the late reply is dropped (Flower matches replies to their own round's
+message ids, never to a later round) and the straggler keeps none of that message's
+work, so it misses the phase exactly as a failed client does and the in-process
+engine (which has no clock) skips it. A straggler faster than the timeout is only
+slow: its replies are used and it misses nothing. :meth:`FaultPlan.misses` says which.
+
 ``min_fraction`` is how many of the ``M`` clients must send a usable reply in an
 exchange for the server to go on (``ServerMachine`` enforces it). Every option is
 validated here, once, before any work or process starts.
@@ -17,6 +26,8 @@ validated here, once, before any work or process starts.
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +38,7 @@ from pfxab_flower.errors import ConfigError
 #: Keeps the failure stream apart from the noise stream, which is seeded by (seed, client, phase) too.
 _STREAM = 0xFA17
 DEFAULT_MIN_FRACTION = 0.5
+DEFAULT_ROUND_TIMEOUT = 600.0  # seconds a Flower round waits for replies (run-config key round-timeout)
 
 
 class InjectedFailureError(RuntimeError):
@@ -35,22 +47,53 @@ class InjectedFailureError(RuntimeError):
 
 @dataclass(frozen=True)
 class FaultPlan:
-    """Which clients miss which phases: a deterministic function of ``(seed, client, phase)``."""
+    """Which clients miss which phases: a deterministic function of ``(seed, client, phase)``.
+
+    ``rate`` and ``clients`` select (client, phase) pairs; ``straggle_seconds`` says how
+    a selected client misses its phase: at once (0) or by answering that late, which
+    misses the phase only if it is at least ``round_timeout``.
+    """
 
     seed: int = 0
     rate: float = 0.0
     clients: tuple[int, ...] | None = None  # the clients that may fail (None: all)
+    straggle_seconds: float = 0.0  # 0: selected clients fail; > 0: they answer this late
+    round_timeout: float = DEFAULT_ROUND_TIMEOUT  # a later reply is dropped by Flower
 
-    def misses(self, client: int, phase: int) -> bool:
-        """Whether ``client`` misses phase ``phase`` (both its replies)."""
+    def selects(self, client: int, phase: int) -> bool:
+        """Whether the draw picks ``client`` in phase ``phase`` (to fail, or to straggle)."""
         if self.rate <= 0.0 or (self.clients is not None and client not in self.clients):
             return False
         return bool(np.random.default_rng([self.seed, client, phase, _STREAM]).random() < self.rate)
 
+    @property
+    def late(self) -> bool:
+        """Whether a straggler's replies arrive after the round timeout (and are dropped)."""
+        return self.straggle_seconds >= self.round_timeout
+
+    def misses(self, client: int, phase: int) -> bool:
+        """Whether ``client`` misses phase ``phase`` (both its replies): it fails, or straggles too late."""
+        return self.selects(client, phase) and (self.straggle_seconds <= 0.0 or self.late)
+
     def check(self, client: int, phase: int) -> None:
-        """Raise :class:`InjectedFailureError` if ``client`` misses ``phase`` (what a Flower client calls)."""
-        if self.misses(client, phase):
+        """Raise :class:`InjectedFailureError` if ``client`` fails in ``phase`` (what a Flower client calls)."""
+        if self.straggle_seconds <= 0.0 and self.selects(client, phase):
             raise InjectedFailureError(f"client {client}: injected failure in phase {phase} (fail-rate={self.rate})")
+
+    def straggle(self, client: int, phase: int, sleep: Callable[[float], None] = time.sleep) -> bool:
+        """Wait ``straggle_seconds`` if ``client`` straggles in ``phase``; whether its reply will be dropped.
+
+        A Flower client calls it before its work on a phase message and keeps that
+        work only if it returns ``False``: a reply Flower drops must leave the client
+        where the server believes it is (it then catches up from the next broadcast).
+        Keeping it would also be unsafe in Flower's simulation engine, which runs a
+        node's next message on another actor while the late one still sleeps, so the
+        late message's state would overwrite the newer one when it ends.
+        """
+        if self.straggle_seconds <= 0.0 or not self.selects(client, phase):
+            return False
+        sleep(self.straggle_seconds)
+        return self.late
 
 
 NO_FAULTS = FaultPlan()
@@ -78,6 +121,18 @@ def parse_fail_clients(value: Any, num_clients: int) -> tuple[int, ...] | None:
     if len(set(clients)) != len(clients) or not all(0 <= c < num_clients for c in clients):
         raise ConfigError(f"fail-clients={value!r} is invalid; allowed: {allowed}")
     return clients
+
+
+def parse_straggle_seconds(value: Any) -> float:
+    """How late a selected client answers: a finite number of seconds >= 0 (0: it fails at once)."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(value, bool) or not (math.isfinite(seconds) and seconds >= 0.0):
+        raise ConfigError(f"straggle-seconds={value!r} is invalid; allowed: a number of seconds >= 0 "
+                          f"(0: injected failures)")
+    return seconds
 
 
 def parse_min_fraction(value: Any) -> float:

@@ -15,14 +15,22 @@ from typing import Any
 
 from pfxab_flower.config import RunConfig
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.faults import FaultPlan, parse_fail_clients, parse_fail_rate, parse_min_fraction
+from pfxab_flower.faults import (
+    DEFAULT_ROUND_TIMEOUT,
+    FaultPlan,
+    parse_fail_clients,
+    parse_fail_rate,
+    parse_min_fraction,
+    parse_straggle_seconds,
+)
 
 #: Keys of a Flower run config that are not RunConfig fields, with their defaults.
 APP_DEFAULTS: dict[str, Any] = {
     "out-dir": "results/latest",
-    "round-timeout": 600.0,
+    "round-timeout": DEFAULT_ROUND_TIMEOUT,
     "fail-rate": 0.0,
     "fail-clients": "",
+    "straggle-seconds": 0.0,
     "min-fraction": 0.5,
     "secure-aggregation": False,
     "api": "message",
@@ -41,13 +49,15 @@ class AppOptions:
     round_timeout: float = APP_DEFAULTS["round-timeout"]
     fail_rate: float = APP_DEFAULTS["fail-rate"]  # injected failures (see pfxab_flower.faults)
     fail_clients: tuple[int, ...] | None = None  # clients that may fail (None: all)
+    straggle_seconds: float = APP_DEFAULTS["straggle-seconds"]  # > 0: selected clients answer late instead
     min_fraction: float = APP_DEFAULTS["min-fraction"]  # share of clients an exchange needs
     secure_aggregation: bool = APP_DEFAULTS["secure-aggregation"]  # SecAgg+ sums of local means (legacy API)
     api: str = APP_DEFAULTS["api"]  # Flower API: "message" or "legacy" (see APIS)
 
     def faults(self, seed: int) -> FaultPlan:
-        """The run's failure plan (drawn from ``(seed, client, phase)``)."""
-        return FaultPlan(seed=seed, rate=self.fail_rate, clients=self.fail_clients)
+        """The run's failure plan (drawn from ``(seed, client, phase)``; stragglers too)."""
+        return FaultPlan(seed=seed, rate=self.fail_rate, clients=self.fail_clients,
+                         straggle_seconds=self.straggle_seconds, round_timeout=self.round_timeout)
 
 
 def parse_run_config(values: Mapping[str, Any]) -> tuple[RunConfig, AppOptions]:
@@ -68,6 +78,7 @@ def parse_run_config(values: Mapping[str, Any]) -> tuple[RunConfig, AppOptions]:
         round_timeout=timeout,
         fail_rate=parse_fail_rate(app["fail-rate"]),
         fail_clients=parse_fail_clients(app["fail-clients"], config.clients),
+        straggle_seconds=parse_straggle_seconds(app["straggle-seconds"]),
         min_fraction=parse_min_fraction(app["min-fraction"]),
         secure_aggregation=parse_flag("secure-aggregation", app["secure-aggregation"]),
         api=parse_api(app["api"]),
@@ -100,6 +111,7 @@ def to_run_config(config: RunConfig, options: AppOptions | None = None) -> dict[
             "round-timeout": options.round_timeout,
             "fail-rate": options.fail_rate,
             "fail-clients": ",".join(map(str, options.fail_clients)) if options.fail_clients is not None else "",
+            "straggle-seconds": options.straggle_seconds,
             "min-fraction": options.min_fraction,
             "secure-aggregation": options.secure_aggregation,
             "api": options.api,

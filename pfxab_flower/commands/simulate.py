@@ -31,6 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="inject failures: each client misses each phase with probability P (default: 0)")
     parser.add_argument("--fail-clients", default=None, metavar="LIST",
                         help="the clients --fail-rate applies to, comma-separated (default: all)")
+    parser.add_argument("--straggle-seconds", default=None, metavar="S",
+                        help="the clients --fail-rate selects answer S seconds late instead of failing "
+                        "(a failure if S >= --round-timeout; default: 0)")
     parser.add_argument("--min-fraction", default=None, metavar="F",
                         help="stop unless this share of the clients answers in every exchange (default: 0.5)")
     parser.add_argument("--api", default=None, metavar="API",
@@ -47,6 +50,7 @@ def handle(args: argparse.Namespace) -> int:
     from strategies.run_config import parse_run_config, to_run_config
 
     given = {"api": args.api, "fail-rate": args.fail_rate, "fail-clients": args.fail_clients,
+             "straggle-seconds": args.straggle_seconds,
              "min-fraction": args.min_fraction, "secure-aggregation": args.secure_aggregation}
     _, options = parse_run_config({**to_run_config(config), "out-dir": args.out, "round-timeout": args.round_timeout,
                                    **{k: v for k, v in given.items() if v is not None}})

@@ -1,0 +1,147 @@
+"""Stragglers: a client that answers after the round timeout is a failed client, and the run goes on.
+
+``straggle-seconds`` turns the clients the fault plan (``fail-rate``, ``fail-clients``)
+selects from failing at once into answering that late. The Ray test runs a real
+Flower simulation in which one client's replies of phase 1 arrive after
+``round-timeout``: Flower stops waiting, the strategy averages the other two, the
+late replies (which arrive while later rounds are under way) are never mixed into
+them, and the straggler catches up in phase 2 - exactly the in-process run of the
+same fault plan with failures instead of stragglers.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from flwr.app import RecordDict
+from flwr.server.superlink.linkstate.in_memory_linkstate import InMemoryLinkState
+
+from client_apps.client import STATE_KEY, PhasedClient
+from pfxab_flower import engine
+from pfxab_flower.algorithms import make_policy
+from pfxab_flower.algorithms.phased import ServerMachine
+from pfxab_flower.config import RunConfig
+from pfxab_flower.errors import ConfigError
+from pfxab_flower.faults import FaultPlan, InjectedFailureError
+from pfxab_flower.problems import build_federation
+from pfxab_flower.sampling import SimulatedEnvironment
+from simulations import harness
+from simulations.run_flower import run_flower_simulation
+from strategies import serde
+from strategies.run_config import AppOptions, parse_run_config, to_run_config
+from tests.test_flower_ray import shared_ray  # noqa: F401  (Ray started once for the module, checked stopped)
+
+SAME_KEYS = (
+    "algorithm", "problem", "regret", "regret_per_client", "final_nodes", "final_points", "phases",
+    "communication_rounds", "values_down", "values_up", "rejected_replies", "failures",
+)
+
+
+@pytest.mark.parametrize("value", [-1, "slow", math.nan, math.inf, True])
+def test_bad_straggle_seconds_is_a_one_line_error(value: object) -> None:
+    with pytest.raises(ConfigError, match=r"straggle-seconds=.* is invalid; allowed: a number of seconds >= 0"):
+        parse_run_config({"clients": 3, "straggle-seconds": value})
+
+
+def test_straggle_seconds_round_trips_and_builds_the_plan() -> None:
+    config, options = parse_run_config({"clients": 3, "fail-rate": 1, "fail-clients": "1", "straggle-seconds": "7",
+                                        "round-timeout": 5})
+    assert options.straggle_seconds == 7.0
+    assert parse_run_config(to_run_config(config, options)) == (config, options)
+    assert options.faults(2) == FaultPlan(seed=2, rate=1.0, clients=(1,), straggle_seconds=7.0, round_timeout=5.0)
+
+
+def test_a_straggler_misses_a_phase_only_if_later_than_the_round_timeout() -> None:
+    draws = FaultPlan(seed=3, rate=0.5)
+    selected = [(m, p) for m in range(4) for p in range(1, 9) if draws.selects(m, p)]
+    assert 0 < len(selected) < 32
+    late = FaultPlan(seed=3, rate=0.5, straggle_seconds=5.0, round_timeout=5.0)
+    slow = FaultPlan(seed=3, rate=0.5, straggle_seconds=4.9, round_timeout=5.0)
+    for m in range(4):
+        for p in range(1, 9):
+            assert draws.misses(m, p) == late.misses(m, p) == ((m, p) in selected)
+            assert not slow.misses(m, p)
+            late.check(m, p)  # a straggler never fails at once
+            slept: list[float] = []
+            assert late.straggle(m, p, slept.append) == ((m, p) in selected)
+            assert slept == ([5.0] if (m, p) in selected else [])
+            assert not slow.straggle(m, p, lambda _: None)
+    m, p = selected[0]
+    with pytest.raises(InjectedFailureError):
+        draws.check(m, p)
+
+
+@pytest.mark.parametrize("round_timeout", [0.01, 60.0])
+def test_a_late_straggler_replies_but_keeps_none_of_its_work(round_timeout: float) -> None:
+    config = RunConfig(problem="garland", clients=3, horizon=3000, seed=0)
+    federation = build_federation(config)
+    settings = engine.make_settings(3, alpha=0.5, horizon=3000, seed=0, min_fraction=0.0)
+    plan = FaultPlan(seed=0, rate=1.0, clients=(1,), straggle_seconds=0.01, round_timeout=round_timeout)
+    state = RecordDict()
+    client = PhasedClient("pf-xab", settings, 1, lambda log: SimulatedEnvironment(federation, 1, log), state,
+                          faults=plan)
+    server = ServerMachine(make_policy("pf-xab"), settings)
+    started = time.monotonic()
+    arrays, _, metrics = client.fit(*serde.instruction_payload(server.next_instruction()))
+    report, _ = serde.reply_to_report(arrays, metrics, False)  # a real, valid reply...
+    assert report.client == 1 and int(report.counts.sum()) > 0
+    update = server.aggregate([report])
+    client = PhasedClient("pf-xab", settings, 1, lambda log: SimulatedEnvironment(federation, 1, log), state,
+                          faults=plan)  # Flower builds a new client per message, from context.state
+    _, _, metrics = client.evaluate(*serde.update_payload(update))
+    assert serde.metrics_to_active_set(metrics).client == 1
+    assert time.monotonic() - started >= 0.02  # it waited before each reply
+    late = plan.late
+    assert late == (round_timeout == 0.01)
+    assert (STATE_KEY in state) == (not late)  # ...but a late one leaves the client where the server thinks it is
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("api", ["message", "legacy"])
+def test_a_straggler_later_than_the_round_timeout_is_a_failure_and_the_run_goes_on(
+    shared_ray, monkeypatch: pytest.MonkeyPatch, api: str  # noqa: F811
+) -> None:
+    # round 1 includes the Ray actors' start (measured 5-10 s here), which the timeout must leave room for
+    timeout = 12.0
+    config = RunConfig(problem="garland", algorithm="pf-xab", clients=3, alpha=0.5, horizon=3000, seed=3)
+    options = AppOptions(round_timeout=timeout, fail_rate=0.5, fail_clients=(1,), straggle_seconds=timeout + 1.0,
+                         api=api)
+    plan = options.faults(config.seed)
+    assert [plan.selects(1, p) for p in (1, 2)] == [True, False]  # client 1 is late in phase 1 only
+    logs: list = []
+    real_pull_logs = harness.pull_logs
+    monkeypatch.setattr(harness, "pull_logs", lambda strategy: logs.extend(real_pull_logs(strategy)) or logs)
+    stored: list[bool] = []  # every reply that reached Flower's LinkState (in this process), and if it was kept
+    real_store = InMemoryLinkState.store_message_res
+    monkeypatch.setattr(InMemoryLinkState, "store_message_res",
+                        lambda state, message: stored.append(real_store(state, message) is not None) or stored[-1])
+
+    started = time.monotonic()
+    flower = run_flower_simulation(config, options=options)
+    wall = time.monotonic() - started
+
+    assert wall >= 2 * timeout  # both exchanges of phase 1 waited for the straggler until the timeout
+    assert flower.summary["phases"] == 2
+    assert flower.phases[["failed_local_means", "failed_active_sets"]].values.tolist() == [[1, 1], [0, 0]]
+    assert flower.summary["failures"] == 2
+    assert flower.summary["rejected_replies"] == 0  # no late reply was mixed into a later round
+    on_time = 2 * (2 + 3) + 3  # phase 1: two clients twice; phase 2: three twice; the final exchange
+    assert len(stored) > on_time  # the straggler's real replies did reach Flower, late...
+    if api == "legacy":  # ...where the legacy API refuses them (their message's TTL, the round timeout, expired)
+        assert stored.count(False) == len(stored) - on_time
+    # (the Message API keeps them but never pulls them: each round pulls replies to its own message ids)
+    assert [int(log.counts.sum()) for log in logs] == [config.horizon] * 3  # every client pulls exactly T
+    failing = FaultPlan(seed=config.seed, rate=0.5, clients=(1,))  # the same draws, failing at once
+    for plan_ in (plan, failing):
+        inprocess = engine.run(build_federation(config), algorithm=config.algorithm, alpha=config.alpha,
+                               horizon=config.horizon, seed=config.seed, faults=plan_,
+                               describe=engine.describe_problem(config))
+        for key in SAME_KEYS:
+            assert flower.summary[key] == inprocess.summary[key], key
+        assert flower.phases.equals(inprocess.phases)
+    no_faults = engine.run_config(config)
+    assert not np.array_equal(no_faults.phases.values, flower.phases.values)  # the straggler did change the run
