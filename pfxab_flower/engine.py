@@ -21,7 +21,7 @@ from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS, FaultPlan, pars
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult, build_result
-from pfxab_flower.sampling import SimulatedEnvironment
+from pfxab_flower.sampling import PullLog, SimulatedEnvironment
 
 
 def make_settings(
@@ -138,15 +138,31 @@ def run(
         min_fraction=min_fraction,
     )
     sim = simulate(federation, make_policy(algorithm), settings, faults=faults)
-    ledger = score(federation, alpha, horizon, [e.log for e in sim.envs])
-    parameters = run_parameters(algorithm, federation.name, "inprocess", settings, describe)
+    return scored_result(
+        federation, algorithm, "inprocess", sim.server, [e.log for e in sim.envs], sim.communication,
+        describe, time.perf_counter() - started,
+    )
+
+
+def scored_result(
+    federation: Federation,
+    algorithm: str,
+    engine: str,
+    server: ServerMachine,
+    logs: list[PullLog],
+    communication: CommunicationLog,
+    describe: dict[str, Any] | None,
+    wall_seconds: float,
+) -> RunResult:
+    """Score the clients' pull logs exactly and assemble the result: the last step of every engine."""
+    settings = server.settings
     return build_result(
         federation=federation,
-        server=sim.server,
-        ledger=ledger,
-        communication=sim.communication.frame(),
-        parameters=parameters,
-        wall_seconds=time.perf_counter() - started,
+        server=server,
+        ledger=score(federation, settings.alpha, settings.horizon, logs),
+        communication=communication.frame(),
+        parameters=run_parameters(algorithm, federation.name, engine, settings, describe),
+        wall_seconds=wall_seconds,
     )
 
 

@@ -12,10 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from pfxab_flower.accounting import score
-from pfxab_flower.engine import run_parameters
+from pfxab_flower.engine import scored_result
 from pfxab_flower.problems.federation import Federation
-from pfxab_flower.results import RunResult, build_result
+from pfxab_flower.results import RunResult
 from pfxab_flower.sampling import PullLog
 from strategies.strategy import PhasedStrategy
 
@@ -41,15 +40,8 @@ def flower_result(
     """The run's result, identical to the in-process engine's except ``engine``, bytes and wall time."""
     if not strategy.finished:
         raise IncompleteRunError(f"the run stopped after {strategy.server.completed} phases, before the final round")
-    settings = strategy.settings
-    ledger = score(federation, settings.alpha, settings.horizon, pull_logs(strategy))
-    parameters = run_parameters(strategy.algorithm, federation.name, "flower", settings, describe)
-    parameters["secure_aggregation"] = bool(getattr(strategy, "secure_aggregation", False))
-    return build_result(
-        federation=federation,
-        server=strategy.server,
-        ledger=ledger,
-        communication=strategy.communication.frame(),
-        parameters=parameters,
-        wall_seconds=wall_seconds,
+    describe = {**(describe or {}), "secure_aggregation": bool(getattr(strategy, "secure_aggregation", False))}
+    return scored_result(
+        federation, strategy.algorithm, "flower", strategy.server, pull_logs(strategy), strategy.communication,
+        describe, wall_seconds,
     )
