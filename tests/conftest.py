@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -33,3 +35,19 @@ def _restore_pfxab_logger():
     yield
     logger.handlers[:] = handlers
     logger.setLevel(level)
+
+
+def cli_error_line(*args: str) -> str:
+    """Run ``pfxab ARGS`` in a fresh process; check it fails the documented way and return its one line.
+
+    The documented way: exit status 2, nothing on stdout, exactly one line on stderr, no traceback.
+    """
+    proc = subprocess.run(
+        [sys.executable, "-m", "pfxab_flower.cli", *args], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return lines[0]

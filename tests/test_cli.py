@@ -1,12 +1,11 @@
 """``pfxab run`` end to end: the JSON, the files, and one-line errors for bad input."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from pfxab_flower.cli import main
+from tests.conftest import cli_error_line
 
 REQUIRED_KEYS = {
     "algorithm", "problem", "alpha", "clients", "horizon", "seed", "regret", "regret_per_client", "phases",
@@ -61,18 +60,8 @@ def test_run_out_writes_the_tables(tmp_path, capsys):
 )
 def test_bad_values_give_one_line_exit_2_and_write_nothing(tmp_path, flag, value, fragment):
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pfxab_flower.cli", "run", flag, value, "--out", str(out), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 2
-    assert proc.stdout == ""
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert fragment in lines[0]
-    assert "Traceback" not in proc.stderr
+    line = cli_error_line("run", flag, value, "--out", str(out), "--json")
+    assert fragment in line
     assert not out.exists()
 
 

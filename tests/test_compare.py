@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -14,6 +11,7 @@ from pfxab_flower.compare import COMPARE_FILES, METRICS, RUN_COLUMNS, compare
 from pfxab_flower.config import RunConfig, parse_seeds
 from pfxab_flower.engine import run_config
 from pfxab_flower.errors import ConfigError
+from tests.conftest import cli_error_line
 
 SMALL = RunConfig(problem="garland", clients=3, alpha=0.5, horizon=20_000)
 ALL = ["pf-xab", "fed-pne", "pf-pne"]
@@ -104,15 +102,6 @@ def test_compare_command_prints_the_table_and_writes_csv_and_parquet(tmp_path, c
 )
 def test_bad_compare_input_is_one_line_exit_2_and_writes_nothing(tmp_path, flag, value, fragment):
     out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pfxab_flower.cli", "compare", "--horizon", "1000", flag, value, "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 2
-    assert proc.stdout == ""
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("pfxab compare: error: ") and fragment in lines[0]
+    line = cli_error_line("compare", "--horizon", "1000", flag, value, "--out", str(out))
+    assert line.startswith("pfxab compare: error: ") and fragment in line
     assert not out.exists()
