@@ -22,9 +22,6 @@ from pfxab_flower.accounting import Ledger
 from pfxab_flower.algorithms.phased import ServerMachine
 from pfxab_flower.problems.federation import Federation
 
-#: The files ``write`` produces; ``summary.json`` is written last and marks a complete run.
-RESULT_FILES = ("clients.csv", "curve.csv", "phases.csv", "communication.csv", "summary.json")
-
 
 @dataclass
 class RunResult:

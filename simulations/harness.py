@@ -40,7 +40,7 @@ def flower_result(
     """The run's result, identical to the in-process engine's except ``engine``, bytes and wall time."""
     if not strategy.finished:
         raise IncompleteRunError(f"the run stopped after {strategy.server.completed} phases, before the final round")
-    describe = {**(describe or {}), "secure_aggregation": bool(getattr(strategy, "secure_aggregation", False))}
+    describe = {**(describe or {}), "secure_aggregation": bool(strategy.secure_aggregation)}
     return scored_result(
         federation, strategy.algorithm, "flower", strategy.server, pull_logs(strategy), strategy.communication,
         describe, wall_seconds,

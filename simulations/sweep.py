@@ -50,7 +50,6 @@ SUMMARY_COLUMNS = (
 #: Reference values of the federation, stored per run (see :func:`references`).
 REFERENCE_COLUMNS = ("best_local", "best_global", "best_personalised", "oracle_local", "oracle_global")
 CONFIG_COLUMNS = tuple(RunConfig.__dataclass_fields__)
-EXTRA_FILES = ("grid_curve.csv", "references.json", "config.json")
 
 
 def time_grid(horizon: int, points: int = 200) -> np.ndarray:

@@ -45,6 +45,9 @@ MessageFinishCallback = Callable[[Any], None]
 class MessagePhasedStrategy(Strategy):
     """One algorithm over the core ``server`` machine; ``on_finish(strategy)`` as in ``PhasedStrategy``."""
 
+    #: SecAgg+ runs on the legacy API only (``strategies.secure``): this strategy always averages plain means.
+    secure_aggregation = False
+
     def __init__(
         self,
         server: ServerMachine,
