@@ -39,11 +39,12 @@ COMPARED = ("regret", "final_nodes", "phases", "communication_rounds", "values_u
 def flower_case(spec: dict) -> dict:
     """One ``run_flower_simulation`` with the phase hook and the memory sampler; checked against in-process."""
     started = time.perf_counter()
+    from pfxab_flower.simulations.run_flower import run_flower_simulation
+    from pfxab_flower.strategies.run_config import AppOptions
+
     from benchmarks.timeline import server_timeline
     from pfxab_flower.config import RunConfig
     from pfxab_flower.engine import run_config
-    from simulations.run_flower import run_flower_simulation
-    from strategies.run_config import AppOptions
 
     imports = time.perf_counter() - started
     config = RunConfig.from_mapping(spec["config"])
@@ -99,8 +100,7 @@ def floor_case(spec: dict) -> dict:
     from flwr.clientapp import ClientApp
     from flwr.serverapp import Grid, ServerApp
     from flwr.simulation import run_simulation
-
-    from simulations.environment import backend_config, ray_environment
+    from pfxab_flower.simulations.environment import backend_config, ray_environment
 
     client_app = ClientApp()
 
@@ -143,7 +143,7 @@ CASES = {"flower": flower_case, "simulate": simulate_case, "floor": floor_case}
 def available_apis() -> tuple[str, ...]:
     """The Flower APIs this checkout can run (the Message API adapters may be absent)."""
     try:
-        from strategies.run_config import APIS
+        from pfxab_flower.strategies.run_config import APIS
     except ImportError:
         return ("legacy",)
     return tuple(APIS)
@@ -151,7 +151,7 @@ def available_apis() -> tuple[str, ...]:
 
 def _run_isolated(run_case: Callable, spec: dict, progress: Callable[[str], None]) -> dict:
     """Run one case with a fresh marker; stop (and report) whatever it left running."""
-    from simulations.processes import stop_processes
+    from pfxab_flower.simulations.processes import stop_processes
 
     marker = f"pfxab-bench-{uuid.uuid4().hex}"
     try:

@@ -17,7 +17,7 @@ import os
 import threading
 from pathlib import Path
 
-from simulations.processes import processes_with_marker
+from pfxab_flower.simulations.processes import processes_with_marker
 
 MARKER_ENV = "PFXAB_BENCH_MARKER"
 

@@ -7,19 +7,19 @@ federation (``alpha`` weighs the two).
 
 Run it (Flower's Ray simulation engine, ~30 s)::
 
-    python -m client_apps.example_custom_objective
+    python -m pfxab_flower.client_apps.example_custom_objective
 
 The same objective in a real deployment: this module's ``app`` is a ``ClientApp``;
 start each SuperNode with ``--node-config "partition-id=<m>"`` and point the app's
-``clientapp`` at ``client_apps.example_custom_objective:app`` (see docs/flower.md).
+``clientapp`` at ``pfxab_flower.client_apps.example_custom_objective:app`` (see docs/flower.md).
 """
 
 from __future__ import annotations
 
 import numpy as np
 from flwr.client import ClientApp
+from pfxab_flower.client_apps.factory import objective_client_fn
 
-from client_apps.factory import objective_client_fn
 from pfxab_flower.config import RunConfig
 from pfxab_flower.problems.federation import Federation
 
@@ -47,7 +47,7 @@ app = ClientApp(client_fn=objective_client_fn(score_of, DOMAIN, per_client=True,
 
 def main() -> None:
     """Simulate the four clients on Flower's Ray engine and score them against the true optima."""
-    from simulations.run_flower import run_flower
+    from pfxab_flower.simulations.run_flower import run_flower
 
     config = RunConfig(clients=len(PEAKS), alpha=0.5, horizon=200_000, seed=0)
     federation = Federation.from_callables([score_of(m) for m in range(len(PEAKS))], DOMAIN, noise_sigma=0.05)

@@ -1,10 +1,10 @@
 """A Message-API ``ClientApp`` (``@app.train()`` / ``@app.evaluate()``) over the same clients.
 
 The work of a message is done by the very client the legacy path uses: the
-``client_fn`` (:func:`client_apps.make_client_fn` and friends) builds the
+``client_fn`` (:func:`pfxab_flower.client_apps.make_client_fn` and friends) builds the
 ``PhasedClient`` around ``ClientMachine``, with its state in ``context.state``; this
 module only unpacks the ``RecordDict`` into the payload its ``fit``/``evaluate`` take
-and packs their reply (:mod:`strategies.records`). A client that raises makes Flower
+and packs their reply (:mod:`pfxab_flower.strategies.records`). A client that raises makes Flower
 send an error reply, which the strategy logs, as on the legacy path.
 """
 
@@ -14,9 +14,8 @@ from collections.abc import Callable
 
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
-
-from client_apps.factory import ClientFn
-from strategies import records
+from pfxab_flower.client_apps.factory import ClientFn
+from pfxab_flower.strategies import records
 
 
 def _numpy_client(client_fn: ClientFn, context: Context):

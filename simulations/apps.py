@@ -1,10 +1,10 @@
 """The ``ServerApp``/``ClientApp`` of a run on either Flower API, chosen by the ``api`` run-config key.
 
-* ``message`` (default): :class:`strategies.message_strategy.MessagePhasedStrategy` driven
-  by ``Strategy.start`` in the ServerApp's ``main``, and :func:`client_apps.message_app.message_client_app`;
+* ``message`` (default): :class:`pfxab_flower.strategies.message_strategy.MessagePhasedStrategy` driven
+  by ``Strategy.start`` in the ServerApp's ``main``, and :func:`message_client_app`;
 * ``legacy``: the ``server_fn`` / ``client_fn`` apps (``PhasedStrategy`` + ``PhasedClient``).
 
-Both are built from the same ``server_fn`` (:func:`simulations.server_app.make_server_fn`:
+Both are built from the same ``server_fn`` (:func:`pfxab_flower.simulations.server_app.make_server_fn`:
 run config, federation, legacy strategy with its ``on_finish``) and ``client_fn``: the
 Message-API strategy takes the legacy strategy's machine and callbacks
 (:meth:`MessagePhasedStrategy.from_legacy`), and the Message-API client app calls the
@@ -20,12 +20,11 @@ from flwr.app import ArrayRecord, Context, Message
 from flwr.client import ClientApp
 from flwr.server import ServerApp, ServerAppComponents
 from flwr.serverapp import Grid
-
-from client_apps.factory import ClientFn
-from client_apps.message_app import evaluate_handler, message_client_app, train_handler
-from strategies.message_strategy import MessagePhasedStrategy
-from strategies.run_config import parse_run_config
-from strategies.secure import secure_client_app, secure_server_app
+from pfxab_flower.client_apps.factory import ClientFn
+from pfxab_flower.client_apps.message_app import evaluate_handler, message_client_app, train_handler
+from pfxab_flower.strategies.message_strategy import MessagePhasedStrategy
+from pfxab_flower.strategies.run_config import parse_run_config
+from pfxab_flower.strategies.secure import secure_client_app, secure_server_app
 
 ServerFn = Callable[[Context], ServerAppComponents]
 

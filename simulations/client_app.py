@@ -5,7 +5,7 @@ It answers on the Flower API the run config's ``api`` key names (``message`` or 
 
 from __future__ import annotations
 
-from client_apps.factory import federation_client_fn
-from simulations.apps import run_config_client_app
+from pfxab_flower.client_apps.factory import federation_client_fn
+from pfxab_flower.simulations.apps import run_config_client_app
 
 app = run_config_client_app(federation_client_fn())

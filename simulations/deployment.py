@@ -31,9 +31,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from simulations.environment import QUIET_ENV
-from simulations.flwr_run import flwr_executable, free_port
-from simulations.processes import stop_processes
+from pfxab_flower.simulations.environment import QUIET_ENV
+from pfxab_flower.simulations.flwr_run import flwr_executable, free_port
+from pfxab_flower.simulations.processes import stop_processes
 
 FEDERATION = "deployment"
 
@@ -216,10 +216,10 @@ def stop(dep: Deployment, grace: float = 5.0) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m simulations.deployment certificates DIR``: make the TLS files of the recipe."""
+    """``python -m pfxab_flower.simulations.deployment certificates DIR``: make the TLS files of the recipe."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or args[0] != "certificates":
-        print("usage: python -m simulations.deployment certificates DIR", file=sys.stderr)
+        print("usage: python -m pfxab_flower.simulations.deployment certificates DIR", file=sys.stderr)
         return 2
     files = make_certificates(Path(args[1]))
     print(f"CA {files.ca}, server certificate {files.server_cert} and key {files.server_key} "

@@ -28,11 +28,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
+from pfxab_flower.simulations.environment import QUIET_ENV, check_num_cpus, temporary_directory
+from pfxab_flower.simulations.processes import stop_processes
+from pfxab_flower.strategies.run_config import AppOptions, to_run_config
+
 from pfxab_flower.config import RunConfig
 from pfxab_flower.errors import ConfigError
-from simulations.environment import QUIET_ENV, check_num_cpus, temporary_directory
-from simulations.processes import stop_processes
-from strategies.run_config import AppOptions, to_run_config
 
 
 @dataclass(frozen=True)

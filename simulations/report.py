@@ -12,9 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-from simulations.experiment import Experiment, series_keys, series_label
-from simulations.sweep import load_sweep
+from pfxab_flower.simulations.experiment import Experiment, series_keys, series_label
+from pfxab_flower.simulations.sweep import load_sweep
 
 
 def _scale(values: pd.Series) -> tuple[float, str]:

@@ -12,20 +12,21 @@ from __future__ import annotations
 import logging
 import warnings
 
-from client_apps.factory import ClientFn, federation_client_fn
+from pfxab_flower.client_apps.factory import ClientFn, federation_client_fn
+from pfxab_flower.simulations.apps import client_app_for, server_app_for
+from pfxab_flower.simulations.environment import backend_config, check_num_cpus, ray_environment
+from pfxab_flower.simulations.harness import IncompleteRunError
+from pfxab_flower.simulations.server_app import make_server_fn, show_phase_log
+from pfxab_flower.strategies.run_config import AppOptions
+from pfxab_flower.strategies.secure import secure_client_app, secure_server_app
+from pfxab_flower.strategies.strategy import failure_reason
+
 from pfxab_flower.config import RunConfig
 from pfxab_flower.engine import describe_problem
 from pfxab_flower.errors import ConfigError, RunStoppedError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
-from simulations.apps import client_app_for, server_app_for
-from simulations.environment import backend_config, check_num_cpus, ray_environment
-from simulations.harness import IncompleteRunError
-from simulations.server_app import make_server_fn, show_phase_log
-from strategies.run_config import AppOptions
-from strategies.secure import secure_client_app, secure_server_app
-from strategies.strategy import failure_reason
 
 
 def run_flower_simulation(
@@ -49,7 +50,7 @@ def run_flower(
     """Run ``config``'s algorithm on ``federation`` with one Flower SuperNode per client.
 
     ``client_fn`` defaults to simulated clients of ``federation``; pass
-    :func:`client_apps.objective_client_fn` (or your own) to change what clients pull.
+    :func:`pfxab_flower.client_apps.objective_client_fn` (or your own) to change what clients pull.
     ``options`` (validated app options: injected failures, ``min-fraction``) override
     ``round_timeout``. Raises :class:`RunStoppedError` if too few clients answered.
     """

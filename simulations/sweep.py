@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pfxab_flower.simulations.experiment import Experiment, load_experiment, run_id
 
 from pfxab_flower.config import ENGINES, RunConfig
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.parallel import federation_key, run_in_processes, shared_federation
 from pfxab_flower.results import RunResult, write_files_atomically
-from simulations.experiment import Experiment, load_experiment, run_id
 
 #: Columns of runs.parquet taken from each run's summary.json (besides the config fields).
 SUMMARY_COLUMNS = (
@@ -87,7 +87,7 @@ def references(config: RunConfig) -> dict[str, float]:
 def run_one(config: RunConfig, engine: str) -> RunResult:
     """One run with the chosen engine (Flower imported only here, only when asked for)."""
     if engine == "flower":
-        from simulations.run_flower import run_flower_simulation
+        from pfxab_flower.simulations.run_flower import run_flower_simulation
 
         return run_flower_simulation(config)
     from pfxab_flower.engine import run_config

@@ -1,6 +1,6 @@
 """Flower strategies for PF-XAB, Fed-PNE and PF-PNE: one adapter over the core's ``ServerMachine``."""
 
-from strategies.strategy import (
+from pfxab_flower.strategies.strategy import (
     STRATEGIES,
     FedPNEStrategy,
     PFPNEStrategy,

@@ -1,6 +1,6 @@
 """The phased-elimination algorithms as a Message-API strategy (``flwr.serverapp.strategy.Strategy``).
 
-Same transport as :class:`strategies.strategy.PhasedStrategy` (one Flower round is one
+Same transport as :class:`pfxab_flower.strategies.strategy.PhasedStrategy` (one Flower round is one
 phase: ``configure_train`` -> ``ServerMachine.next_instruction``, ``aggregate_train`` ->
 ``aggregate`` / ``finish``, ``configure_evaluate`` -> the ``GlobalUpdate``,
 ``aggregate_evaluate`` -> ``collect``), on Flower's Message API, which
@@ -12,7 +12,7 @@ message per node and polls for the replies itself, instead of one thread and one
 Every decision is the core's: the strategy is built around the ``ServerMachine`` of a
 legacy strategy made from the same run config (:meth:`MessagePhasedStrategy.from_config`),
 so both APIs share one validation, one ``Settings`` (quorum included) and one
-``on_finish``; replies are decoded by :mod:`strategies.serde` / :mod:`strategies.records`,
+``on_finish``; replies are decoded by :mod:`pfxab_flower.strategies.serde` / :mod:`pfxab_flower.strategies.records`,
 judged, averaged and counted by the machine; a ``RunStoppedError`` from the machine
 ends the run as in the legacy strategy.
 """
@@ -28,14 +28,14 @@ import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
+from pfxab_flower.strategies import records, serde
+from pfxab_flower.strategies.strategy import PhasedStrategy, close_fit_round, strategy_for
 
 from pfxab_flower.accounting import CommunicationLog
 from pfxab_flower.algorithms.messages import FinishInstruction, GlobalUpdate, PhaseInstruction
 from pfxab_flower.algorithms.phased import ServerMachine, Settings
 from pfxab_flower.config import RunConfig
 from pfxab_flower.errors import RunStoppedError
-from strategies import records, serde
-from strategies.strategy import PhasedStrategy, close_fit_round, strategy_for
 
 LOGGER = logging.getLogger("pfxab_flower")
 
@@ -45,7 +45,7 @@ MessageFinishCallback = Callable[[Any], None]
 class MessagePhasedStrategy(Strategy):
     """One algorithm over the core ``server`` machine; ``on_finish(strategy)`` as in ``PhasedStrategy``."""
 
-    #: SecAgg+ runs on the legacy API only (``strategies.secure``): this strategy always averages plain means.
+    #: SecAgg+ runs on the legacy API only (``secure.py``): this strategy always averages plain means.
     secure_aggregation = False
 
     def __init__(

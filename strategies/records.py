@@ -1,7 +1,7 @@
 """The one place where the Message API's ``RecordDict`` becomes tensors and config, and back.
 
 The Message API carries a ``RecordDict``; the legacy API carries ``Parameters`` plus a
-config dict. Both carry the same *payload*, which :mod:`strategies.serde` defines once
+config dict. Both carry the same *payload*, which :mod:`pfxab_flower.strategies.serde` defines once
 for every core message (``instruction_payload``, ``update_payload``,
 ``report_to_fit_reply``, ``active_set_to_evaluate_reply``; and back ``fit_ins_to_instruction``,
 ``evaluate_ins_to_update``, ``reply_to_report``, ``metrics_to_active_set``). This module
@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 from flwr.common import Parameters
-
-from strategies import serde
+from pfxab_flower.strategies import serde
 
 ARRAYS = "arrays"
 CONFIG = "config"

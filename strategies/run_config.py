@@ -36,7 +36,7 @@ APP_DEFAULTS: dict[str, Any] = {
     "api": "message",
 }
 
-#: Flower APIs the app runs on: the Message API (``strategies.message_strategy``, the default:
+#: Flower APIs the app runs on: the Message API (``pfxab_flower.strategies.message_strategy``, the default:
 #: several times cheaper per round, see docs/performance.md) or the legacy Strategy/NumPyClient one.
 APIS = ("message", "legacy")
 

@@ -25,6 +25,7 @@ from flwr.common import EvaluateIns, EvaluateRes, FitIns, FitRes, Parameters, Sc
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
+from pfxab_flower.strategies import secure, serde
 
 from pfxab_flower.accounting import CommunicationLog
 from pfxab_flower.algorithms import make_policy
@@ -34,7 +35,6 @@ from pfxab_flower.config import RunConfig, validate_algorithm_parameters
 from pfxab_flower.engine import make_settings
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION
-from strategies import secure, serde
 
 LOGGER = logging.getLogger("pfxab_flower")
 
@@ -84,7 +84,7 @@ class PhasedStrategy(Strategy):
         self.wait_timeout = wait_timeout
         self.finished = False
         self.stop_reason: str | None = None  # why the server stopped the run early (too few replies)
-        self.secure_aggregation = False  # fit replies are SecAgg+ sums (strategies.secure), set by its ServerApp
+        self.secure_aggregation = False  # SecAgg+ sums (strategies.secure)
         self._instruction: PhaseInstruction | FinishInstruction | None = None
         self._update: GlobalUpdate | None = None
         self._sent: list[ClientProxy] = []

@@ -43,7 +43,7 @@ def cli_error_line(*args: str) -> str:
     The documented way: exit status 2, nothing on stdout, exactly one line on stderr, no traceback.
     """
     proc = subprocess.run(
-        [sys.executable, "-m", "pfxab_flower.cli", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "pfxab_flower.simulations.cli", *args], capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from pfxab_flower.simulations.cli import main
 
-from pfxab_flower.cli import main
 from pfxab_flower.compare import COMPARE_FILES, METRICS, RUN_COLUMNS, compare
 from pfxab_flower.config import RunConfig, parse_seeds
 from pfxab_flower.engine import run_config

@@ -11,14 +11,14 @@ import re
 
 import numpy as np
 import pytest
+from pfxab_flower.client_apps import objective_client_fn
+from pfxab_flower.strategies import strategy_for
+from pfxab_flower.strategies.run_config import AppOptions
+from pfxab_flower.strategies.strategy import failure_reason
 
-from client_apps import objective_client_fn
 from pfxab_flower.config import RunConfig
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.problems.federation import Federation
-from strategies import strategy_for
-from strategies.run_config import AppOptions
-from strategies.strategy import failure_reason
 from tests.flower_loopback import run_loopback
 
 DOMAIN = {"x": (0.0, 1.0)}
@@ -83,7 +83,7 @@ def test_failure_reason_unwraps_flowers_client_app_exception() -> None:
 @pytest.mark.ray
 @pytest.mark.timeout(120)
 def test_a_broken_objective_on_ray_stops_the_run_with_one_line(capfd) -> None:
-    from simulations.run_flower import run_flower
+    from pfxab_flower.simulations.run_flower import run_flower
 
     objectives = [good, broken("nan"), good]
     federation = Federation.from_callables(objectives, DOMAIN, noise_sigma=0.1)

@@ -16,14 +16,14 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from pfxab_flower.simulations import flwr_run
+from pfxab_flower.simulations.cli import main
+from pfxab_flower.simulations.environment import check_num_cpus
+from pfxab_flower.simulations.processes import processes_with_marker, stop_processes
+from pfxab_flower.strategies.run_config import APP_DEFAULTS, AppOptions, parse_run_config
 
-from pfxab_flower.cli import main
 from pfxab_flower.config import RunConfig
 from pfxab_flower.errors import ConfigError
-from simulations import flwr_run
-from simulations.environment import check_num_cpus
-from simulations.processes import processes_with_marker, stop_processes
-from strategies.run_config import APP_DEFAULTS, AppOptions, parse_run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,8 +35,8 @@ def app_table() -> dict:
 def test_pyproject_app_config_is_every_run_option_and_parses_to_the_defaults() -> None:
     flwr = app_table()
     assert "federations" not in flwr  # legacy table: `flwr run` would rewrite pyproject
-    assert flwr["app"]["components"] == {"serverapp": "simulations.server_app:app",
-                                         "clientapp": "simulations.client_app:app"}
+    assert flwr["app"]["components"] == {"serverapp": "pfxab_flower.simulations.server_app:app",
+                                         "clientapp": "pfxab_flower.simulations.client_app:app"}
     keys = set(flwr["app"]["config"])
     assert keys == {f.name.replace("_", "-") for f in fields(RunConfig)} | set(APP_DEFAULTS)
     config, options = parse_run_config(flwr["app"]["config"])
@@ -110,7 +110,7 @@ def test_pfxab_simulate_runs_flwr_run_and_leaves_nothing_behind(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "results"
     code = subprocess.run(
-        [sys.executable, "-m", "pfxab_flower.cli", "simulate", "--app-dir", str(ROOT), "--clients", "2",
+        [sys.executable, "-m", "pfxab_flower.simulations.cli", "simulate", "--app-dir", str(ROOT), "--clients", "2",
          "--horizon", "3000", "--algorithm", "fed-pne", "--out", "results", "--json"],
         capture_output=True, text=True, timeout=220,
     )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pfxab_flower.simulations import cli
 from sklearn.model_selection import train_test_split
 
-from pfxab_flower import cli
 from pfxab_flower.config import RunConfig
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import landmine_data

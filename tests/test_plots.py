@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from pfxab_flower.cli import main
+from pfxab_flower.simulations.cli import main
 
 FIGURE3_SMALL = """
 [experiment]

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from flwr.common.secure_aggregation.quantization import dequantize, quantize
+from pfxab_flower.strategies import secure
+from pfxab_flower.strategies.run_config import AppOptions, parse_run_config
 
 from pfxab_flower import engine
 from pfxab_flower.algorithms import make_policy
@@ -21,8 +23,6 @@ from pfxab_flower.config import ALGORITHMS, RunConfig
 from pfxab_flower.errors import ObjectiveError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.sampling import SimulatedEnvironment
-from strategies import secure
-from strategies.run_config import AppOptions, parse_run_config
 
 MODULUS = 2**32
 STEP = 2 * secure.SECURE_CLIP / secure.QUANTIZATION_RANGE
@@ -110,7 +110,7 @@ def test_secure_aggregation_key() -> None:
 @pytest.mark.ray
 @pytest.mark.timeout(180)
 def test_secagg_plus_on_ray_matches_the_plain_run() -> None:
-    from simulations.run_flower import run_flower_simulation
+    from pfxab_flower.simulations.run_flower import run_flower_simulation
 
     config = RunConfig(problem="garland", algorithm="pf-xab", clients=3, alpha=0.5, horizon=10_000, seed=0)
     result = run_flower_simulation(config, options=AppOptions(round_timeout=60.0, secure_aggregation=True))

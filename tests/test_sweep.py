@@ -7,12 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pfxab_flower.simulations.sweep as sweep_module
 import pytest
-
-import simulations.sweep as sweep_module
-from pfxab_flower.cli import main
-from simulations.experiment import load_experiment, run_id
-from simulations.sweep import CONFIG_COLUMNS, REFERENCE_COLUMNS, SUMMARY_COLUMNS, time_grid
+from pfxab_flower.simulations.cli import main
+from pfxab_flower.simulations.experiment import load_experiment, run_id
+from pfxab_flower.simulations.sweep import CONFIG_COLUMNS, REFERENCE_COLUMNS, SUMMARY_COLUMNS, time_grid
 
 TINY = """
 [experiment]
@@ -219,7 +218,7 @@ seed = 0
 @pytest.mark.ray
 @pytest.mark.timeout(240)
 def test_a_flower_sweep_runs_serially_and_gives_the_inprocess_numbers(tmp_path, capsys):
-    pytest.importorskip("simulations.run_flower")
+    pytest.importorskip("pfxab_flower.simulations.run_flower")
     config = write_config(tmp_path, FLOWER_ONE_RUN, "one.toml")
     assert sweep(config, tmp_path / "flower", "--engine", "flower", "--workers", "2") == 0
     assert "using 1 worker, not 2" in capsys.readouterr().err

@@ -12,7 +12,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from simulations.report import report
+    from pfxab_flower.simulations.report import report
 
     print(report(args.dir), end="")
     return 0

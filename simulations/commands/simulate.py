@@ -3,7 +3,7 @@
 It takes the same flags as ``pfxab run``, validates them before anything starts,
 and turns them into ``flwr run``'s ``--run-config``; the Flower side (temporary
 ``FLWR_HOME``, federation size, streaming the log, stopping the SuperLink and Ray
-afterwards) lives in :mod:`simulations.flwr_run`.
+afterwards) lives in :mod:`pfxab_flower.simulations.flwr_run`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from pfxab_flower.commands.options import add_run_options, config_from_args
+from pfxab_flower.simulations.commands.options import add_run_options, config_from_args
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,8 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     config = config_from_args(args)  # one-line error before anything starts
-    from simulations.flwr_run import simulate
-    from strategies.run_config import parse_run_config, to_run_config
+    from pfxab_flower.simulations.flwr_run import simulate
+    from pfxab_flower.strategies.run_config import parse_run_config, to_run_config
 
     given = {"api": args.api, "fail-rate": args.fail_rate, "fail-clients": args.fail_clients,
              "straggle-seconds": args.straggle_seconds,

@@ -24,13 +24,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from simulations.experiment import load_experiment
-    from simulations.sweep import copy_config, run_sweep
+    from pfxab_flower.simulations.experiment import load_experiment
+    from pfxab_flower.simulations.sweep import copy_config, run_sweep
 
     experiment = load_experiment(args.config)  # validates every row before any work
     workers = parse_workers(args.workers)
     if args.engine == "flower":
-        if importlib.util.find_spec("simulations.run_flower") is None:
+        if importlib.util.find_spec("pfxab_flower.simulations.run_flower") is None:
             raise ConfigError("engine='flower' is unavailable (simulations/run_flower.py not found); "
                               "allowed: inprocess")
         if workers > 1:

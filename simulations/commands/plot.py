@@ -14,7 +14,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from simulations.plots import plot_sweep
+    from pfxab_flower.simulations.plots import plot_sweep
 
     print(f"wrote {plot_sweep(args.dir, args.out, log_x=args.log_x)}")
     return 0

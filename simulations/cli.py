@@ -1,4 +1,4 @@
-"""The ``pfxab`` command line: one sub-command per module in :mod:`pfxab_flower.commands`.
+"""The ``pfxab`` command line: one sub-command per module in :mod:`pfxab_flower.simulations.commands`.
 
 Every error a user can cause (a bad flag, a bad value, a missing data file, an
 objective that returns NaN) is printed as one line on stderr, with exit status
@@ -16,12 +16,12 @@ from pfxab_flower.errors import ConfigError, ObjectiveError, RunStoppedError
 
 #: Modules that each add one sub-command with ``register(subparsers)``.
 COMMANDS = (
-    "pfxab_flower.commands.run",
-    "pfxab_flower.commands.compare",
-    "pfxab_flower.commands.sweep",
-    "pfxab_flower.commands.plot",
-    "pfxab_flower.commands.report",
-    "pfxab_flower.commands.simulate",
+    "pfxab_flower.simulations.commands.run",
+    "pfxab_flower.simulations.commands.compare",
+    "pfxab_flower.simulations.commands.sweep",
+    "pfxab_flower.simulations.commands.plot",
+    "pfxab_flower.simulations.commands.report",
+    "pfxab_flower.simulations.commands.simulate",
 )
 
 

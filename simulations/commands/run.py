@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from pfxab_flower.commands.options import add_run_options, config_from_args
+from pfxab_flower.simulations.commands.options import add_run_options, config_from_args
+
 from pfxab_flower.config import ENGINES
 
 
@@ -22,12 +23,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     if args.api is not None:
-        from strategies.run_config import parse_api
+        from pfxab_flower.strategies.run_config import parse_api
 
         parse_api(args.api)  # one-line error before anything runs
     if args.engine == "flower":
-        from simulations.run_flower import run_flower_simulation
-        from strategies.run_config import AppOptions
+        from pfxab_flower.simulations.run_flower import run_flower_simulation
+        from pfxab_flower.strategies.run_config import AppOptions
 
         options = AppOptions() if args.api is None else AppOptions(api=args.api)
         result = run_flower_simulation(config, options=options)
