@@ -39,12 +39,11 @@ COMPARED = ("regret", "final_nodes", "phases", "communication_rounds", "values_u
 def flower_case(spec: dict) -> dict:
     """One ``run_flower_simulation`` with the phase hook and the memory sampler; checked against in-process."""
     started = time.perf_counter()
-    from pfxab_flower.simulations.run_flower import run_flower_simulation
-    from pfxab_flower.strategies.run_config import AppOptions
-
     from benchmarks.timeline import server_timeline
     from pfxab_flower.config import RunConfig
     from pfxab_flower.engine import run_config
+    from pfxab_flower.simulations.run_flower import run_flower_simulation
+    from pfxab_flower.strategies.run_config import AppOptions
 
     imports = time.perf_counter() - started
     config = RunConfig.from_mapping(spec["config"])
@@ -100,6 +99,7 @@ def floor_case(spec: dict) -> dict:
     from flwr.clientapp import ClientApp
     from flwr.serverapp import Grid, ServerApp
     from flwr.simulation import run_simulation
+
     from pfxab_flower.simulations.environment import backend_config, ray_environment
 
     client_app = ClientApp()

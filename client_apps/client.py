@@ -19,13 +19,13 @@ from collections.abc import Callable
 import numpy as np
 from flwr.app import ConfigRecord, RecordDict
 from flwr.client import NumPyClient
-from pfxab_flower.strategies import secure, serde
 
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.messages import FinishInstruction
 from pfxab_flower.algorithms.phased import ClientMachine, ClientState, Settings
 from pfxab_flower.faults import NO_FAULTS, FaultPlan
 from pfxab_flower.sampling import Environment, PullLog
+from pfxab_flower.strategies import secure, serde
 
 STATE_KEY = "pfxab-client-state"
 LOG_KEY = "pfxab-pull-log"

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 from flwr.client import ClientApp
-from pfxab_flower.client_apps.factory import objective_client_fn
 
+from pfxab_flower.client_apps.factory import objective_client_fn
 from pfxab_flower.config import RunConfig
 from pfxab_flower.problems.federation import Federation
 

@@ -17,9 +17,8 @@ from functools import lru_cache
 
 from flwr.app import Context
 from flwr.client import Client
-from pfxab_flower.client_apps.client import EnvironmentFactory, PhasedClient
-from pfxab_flower.strategies.run_config import parse_run_config
 
+from pfxab_flower.client_apps.client import EnvironmentFactory, PhasedClient
 from pfxab_flower.config import RunConfig
 from pfxab_flower.domain import Domain
 from pfxab_flower.engine import settings_of
@@ -28,6 +27,7 @@ from pfxab_flower.faults import FaultPlan
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation, Objective
 from pfxab_flower.sampling import SimulatedEnvironment
+from pfxab_flower.strategies.run_config import parse_run_config
 
 ClientFn = Callable[[Context], Client]
 

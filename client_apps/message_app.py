@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
+
 from pfxab_flower.client_apps.factory import ClientFn
 from pfxab_flower.strategies import records
 

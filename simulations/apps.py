@@ -20,6 +20,7 @@ from flwr.app import ArrayRecord, Context, Message
 from flwr.client import ClientApp
 from flwr.server import ServerApp, ServerAppComponents
 from flwr.serverapp import Grid
+
 from pfxab_flower.client_apps.factory import ClientFn
 from pfxab_flower.client_apps.message_app import evaluate_handler, message_client_app, train_handler
 from pfxab_flower.strategies.message_strategy import MessagePhasedStrategy

@@ -14,9 +14,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from pfxab_flower.simulations.processes import stop_processes
-
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.simulations.processes import stop_processes
 
 QUIET_ENV = {
     "FLWR_TELEMETRY_ENABLED": "0",

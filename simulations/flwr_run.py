@@ -28,12 +28,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
+from pfxab_flower.config import RunConfig
+from pfxab_flower.errors import ConfigError
 from pfxab_flower.simulations.environment import QUIET_ENV, check_num_cpus, temporary_directory
 from pfxab_flower.simulations.processes import stop_processes
 from pfxab_flower.strategies.run_config import AppOptions, to_run_config
-
-from pfxab_flower.config import RunConfig
-from pfxab_flower.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from pfxab_flower.strategies.strategy import PhasedStrategy
 
 from pfxab_flower.engine import scored_result
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
 from pfxab_flower.sampling import PullLog
+from pfxab_flower.strategies.strategy import PhasedStrategy
 
 
 class IncompleteRunError(RuntimeError):

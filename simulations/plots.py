@@ -22,10 +22,10 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from pfxab_flower.simulations.experiment import Experiment, series_keys, series_label
-from pfxab_flower.simulations.sweep import load_sweep
 
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.simulations.experiment import Experiment, series_keys, series_label
+from pfxab_flower.simulations.sweep import load_sweep
 
 FORMATS = (".png", ".pdf")
 #: Colours of the paper's figure 3 caption: personalised green, local red, global purple,

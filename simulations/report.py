@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
 from pfxab_flower.simulations.experiment import Experiment, series_keys, series_label
 from pfxab_flower.simulations.sweep import load_sweep
 

@@ -13,6 +13,12 @@ import logging
 import warnings
 
 from pfxab_flower.client_apps.factory import ClientFn, federation_client_fn
+from pfxab_flower.config import RunConfig
+from pfxab_flower.engine import describe_problem
+from pfxab_flower.errors import ConfigError, RunStoppedError
+from pfxab_flower.problems import build_federation
+from pfxab_flower.problems.federation import Federation
+from pfxab_flower.results import RunResult
 from pfxab_flower.simulations.apps import client_app_for, server_app_for
 from pfxab_flower.simulations.environment import backend_config, check_num_cpus, ray_environment
 from pfxab_flower.simulations.harness import IncompleteRunError
@@ -20,13 +26,6 @@ from pfxab_flower.simulations.server_app import make_server_fn, show_phase_log
 from pfxab_flower.strategies.run_config import AppOptions
 from pfxab_flower.strategies.secure import secure_client_app, secure_server_app
 from pfxab_flower.strategies.strategy import failure_reason
-
-from pfxab_flower.config import RunConfig
-from pfxab_flower.engine import describe_problem
-from pfxab_flower.errors import ConfigError, RunStoppedError
-from pfxab_flower.problems import build_federation
-from pfxab_flower.problems.federation import Federation
-from pfxab_flower.results import RunResult
 
 
 def run_flower_simulation(

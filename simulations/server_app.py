@@ -20,16 +20,16 @@ from typing import Any
 
 from flwr.app import Context
 from flwr.server import ServerAppComponents, ServerConfig
-from pfxab_flower.simulations.apps import run_config_server_app
-from pfxab_flower.simulations.harness import flower_result
-from pfxab_flower.strategies.run_config import AppOptions, parse_run_config
-from pfxab_flower.strategies.strategy import PhasedStrategy, strategy_for
 
 from pfxab_flower.config import RunConfig
 from pfxab_flower.engine import describe_problem
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
+from pfxab_flower.simulations.apps import run_config_server_app
+from pfxab_flower.simulations.harness import flower_result
+from pfxab_flower.strategies.run_config import AppOptions, parse_run_config
+from pfxab_flower.strategies.strategy import PhasedStrategy, strategy_for
 
 LOGGER = logging.getLogger("pfxab_flower")
 BASE_DIR_ENV = "PFXAB_BASE_DIR"

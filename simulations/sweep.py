@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pfxab_flower.simulations.experiment import Experiment, load_experiment, run_id
 
 from pfxab_flower.config import ENGINES, RunConfig
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.parallel import federation_key, run_in_processes, shared_federation
 from pfxab_flower.results import RunResult, write_files_atomically
+from pfxab_flower.simulations.experiment import Experiment, load_experiment, run_id
 
 #: Columns of runs.parquet taken from each run's summary.json (besides the config fields).
 SUMMARY_COLUMNS = (

@@ -28,14 +28,14 @@ import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
-from pfxab_flower.strategies import records, serde
-from pfxab_flower.strategies.strategy import PhasedStrategy, close_fit_round, strategy_for
 
 from pfxab_flower.accounting import CommunicationLog
 from pfxab_flower.algorithms.messages import FinishInstruction, GlobalUpdate, PhaseInstruction
 from pfxab_flower.algorithms.phased import ServerMachine, Settings
 from pfxab_flower.config import RunConfig
 from pfxab_flower.errors import RunStoppedError
+from pfxab_flower.strategies import records, serde
+from pfxab_flower.strategies.strategy import PhasedStrategy, close_fit_round, strategy_for
 
 LOGGER = logging.getLogger("pfxab_flower")
 

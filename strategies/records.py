@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 from flwr.common import Parameters
+
 from pfxab_flower.strategies import serde
 
 ARRAYS = "arrays"

@@ -25,7 +25,6 @@ from flwr.common import EvaluateIns, EvaluateRes, FitIns, FitRes, Parameters, Sc
 from flwr.server.client_manager import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
-from pfxab_flower.strategies import secure, serde
 
 from pfxab_flower.accounting import CommunicationLog
 from pfxab_flower.algorithms import make_policy
@@ -35,6 +34,7 @@ from pfxab_flower.config import RunConfig, validate_algorithm_parameters
 from pfxab_flower.engine import make_settings
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION
+from pfxab_flower.strategies import secure, serde
 
 LOGGER = logging.getLogger("pfxab_flower")
 

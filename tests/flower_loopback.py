@@ -15,6 +15,7 @@ from flwr.client import Client
 from flwr.common import DisconnectRes, EvaluateIns, EvaluateRes, FitIns, FitRes
 from flwr.server import Server, SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
+
 from pfxab_flower.strategies.strategy import PhasedStrategy
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from flwr.app import ArrayRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.supercore.task_identity import TaskIdentity
+
 from pfxab_flower.strategies.message_strategy import MessagePhasedStrategy
 
 

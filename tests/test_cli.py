@@ -3,8 +3,8 @@
 import json
 
 import pytest
-from pfxab_flower.simulations.cli import main
 
+from pfxab_flower.simulations.cli import main
 from tests.conftest import cli_error_line
 
 REQUIRED_KEYS = {

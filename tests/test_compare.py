@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from pfxab_flower.simulations.cli import main
 
 from pfxab_flower.compare import COMPARE_FILES, METRICS, RUN_COLUMNS, compare
 from pfxab_flower.config import RunConfig, parse_seeds
 from pfxab_flower.engine import run_config
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.simulations.cli import main
 from tests.conftest import cli_error_line
 
 SMALL = RunConfig(problem="garland", clients=3, alpha=0.5, horizon=20_000)

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from pfxab_flower.client_apps import federation_client_fn
-from pfxab_flower.simulations.harness import flower_result
-from pfxab_flower.strategies import strategy_for
-from pfxab_flower.strategies.run_config import parse_run_config
 
 from pfxab_flower import engine
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.phased import FIRST_ACTIVE_SET, ClientMachine, ServerMachine
+from pfxab_flower.client_apps import federation_client_fn
 from pfxab_flower.config import ALGORITHMS, RunConfig
 from pfxab_flower.errors import ConfigError, RunStoppedError
 from pfxab_flower.faults import FaultPlan, InjectedFailureError, required_replies
 from pfxab_flower.partition import children
 from pfxab_flower.problems import build_federation
 from pfxab_flower.sampling import SimulatedEnvironment
+from pfxab_flower.simulations.harness import flower_result
+from pfxab_flower.strategies import strategy_for
+from pfxab_flower.strategies.run_config import parse_run_config
 from tests.flower_loopback import run_loopback
 
 SAME_KEYS = (

@@ -11,14 +11,14 @@ import re
 
 import numpy as np
 import pytest
-from pfxab_flower.client_apps import objective_client_fn
-from pfxab_flower.strategies import strategy_for
-from pfxab_flower.strategies.run_config import AppOptions
-from pfxab_flower.strategies.strategy import failure_reason
 
+from pfxab_flower.client_apps import objective_client_fn
 from pfxab_flower.config import RunConfig
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.problems.federation import Federation
+from pfxab_flower.strategies import strategy_for
+from pfxab_flower.strategies.run_config import AppOptions
+from pfxab_flower.strategies.strategy import failure_reason
 from tests.flower_loopback import run_loopback
 
 DOMAIN = {"x": (0.0, 1.0)}

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 from flwr.common import Code, FitRes, Parameters, Status
 from flwr.server import SimpleClientManager
-from pfxab_flower.client_apps import federation_client_fn
-from pfxab_flower.strategies import serde, strategy_for
 
 from pfxab_flower.algorithms.phased import FIRST_ACTIVE_SET, pooled_means
+from pfxab_flower.client_apps import federation_client_fn
 from pfxab_flower.config import RunConfig
 from pfxab_flower.partition import children
 from pfxab_flower.problems import build_federation
+from pfxab_flower.strategies import serde, strategy_for
 from tests.flower_loopback import LoopbackProxy
 
 M = 6

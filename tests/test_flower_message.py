@@ -13,13 +13,6 @@ import logging
 import numpy as np
 import pytest
 from flwr.app import ConfigRecord, Error, Message, MessageType, RecordDict
-from pfxab_flower.client_apps import federation_client_fn
-from pfxab_flower.client_apps.client import load_client_state, load_pull_log, save_client_state
-from pfxab_flower.client_apps.message_app import message_client_app
-from pfxab_flower.simulations.harness import flower_result
-from pfxab_flower.strategies import records, serde
-from pfxab_flower.strategies.message_strategy import MessagePhasedStrategy
-from pfxab_flower.strategies.run_config import APIS, AppOptions, parse_run_config, to_run_config
 
 from pfxab_flower import engine
 from pfxab_flower.algorithms.messages import (
@@ -31,11 +24,18 @@ from pfxab_flower.algorithms.messages import (
     PhaseInstruction,
 )
 from pfxab_flower.algorithms.phased import ClientState
+from pfxab_flower.client_apps import federation_client_fn
+from pfxab_flower.client_apps.client import load_client_state, load_pull_log, save_client_state
+from pfxab_flower.client_apps.message_app import message_client_app
 from pfxab_flower.config import ALGORITHMS, RunConfig
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.results import RunResult
 from pfxab_flower.sampling import PullLog
+from pfxab_flower.simulations.harness import flower_result
+from pfxab_flower.strategies import records, serde
+from pfxab_flower.strategies.message_strategy import MessagePhasedStrategy
+from pfxab_flower.strategies.run_config import APIS, AppOptions, parse_run_config, to_run_config
 from tests.message_loopback import LoopbackGrid, run_loopback
 
 SAME_KEYS = (

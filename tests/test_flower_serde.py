@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from flwr.common import Parameters, parameters_to_ndarrays
-from pfxab_flower.strategies import serde
 
 from pfxab_flower.algorithms.messages import (
     ActiveSetReport,
@@ -16,6 +15,7 @@ from pfxab_flower.algorithms.messages import (
     PhaseInstruction,
     payload_size,
 )
+from pfxab_flower.strategies import serde
 
 UNION = np.array([4, 5, 7, 9], dtype=np.int64)
 

@@ -16,14 +16,14 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
+
+from pfxab_flower.config import RunConfig
+from pfxab_flower.errors import ConfigError
 from pfxab_flower.simulations import flwr_run
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.environment import check_num_cpus
 from pfxab_flower.simulations.processes import processes_with_marker, stop_processes
 from pfxab_flower.strategies.run_config import APP_DEFAULTS, AppOptions, parse_run_config
-
-from pfxab_flower.config import RunConfig
-from pfxab_flower.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 

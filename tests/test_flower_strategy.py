@@ -13,17 +13,17 @@ import numpy as np
 import pytest
 from flwr.common import Parameters
 from flwr.server import SimpleClientManager
-from pfxab_flower.client_apps import federation_client_fn, objective_client_fn
-from pfxab_flower.simulations.harness import flower_result
-from pfxab_flower.strategies import FedPNEStrategy, PFPNEStrategy, PFXABStrategy, serde, strategy_for
-from pfxab_flower.strategies.strategy import PhasedStrategy
 
 from pfxab_flower import engine
 from pfxab_flower.algorithms.phased import pooled_means
+from pfxab_flower.client_apps import federation_client_fn, objective_client_fn
 from pfxab_flower.config import ALGORITHMS, RunConfig
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
+from pfxab_flower.simulations.harness import flower_result
+from pfxab_flower.strategies import FedPNEStrategy, PFPNEStrategy, PFXABStrategy, serde, strategy_for
+from pfxab_flower.strategies.strategy import PhasedStrategy
 from tests.flower_loopback import LoopbackProxy, run_loopback
 
 SAME_KEYS = (

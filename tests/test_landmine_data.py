@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from pfxab_flower.simulations import cli
 from sklearn.model_selection import train_test_split
 
 from pfxab_flower.config import RunConfig
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import landmine_data
 from pfxab_flower.problems.landmine_data import ENV_VAR, load_fields, load_splits, resolve_path
+from pfxab_flower.simulations import cli
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from pfxab_flower.simulations.cli import main
 
 FIGURE3_SMALL = """

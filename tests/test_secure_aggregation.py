@@ -12,8 +12,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from flwr.common.secure_aggregation.quantization import dequantize, quantize
-from pfxab_flower.strategies import secure
-from pfxab_flower.strategies.run_config import AppOptions, parse_run_config
 
 from pfxab_flower import engine
 from pfxab_flower.algorithms import make_policy
@@ -23,6 +21,8 @@ from pfxab_flower.config import ALGORITHMS, RunConfig
 from pfxab_flower.errors import ObjectiveError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.sampling import SimulatedEnvironment
+from pfxab_flower.strategies import secure
+from pfxab_flower.strategies.run_config import AppOptions, parse_run_config
 
 MODULUS = 2**32
 STEP = 2 * secure.SECURE_CLIP / secure.QUANTIZATION_RANGE

@@ -18,20 +18,20 @@ import numpy as np
 import pytest
 from flwr.app import RecordDict
 from flwr.server.superlink.linkstate.in_memory_linkstate import InMemoryLinkState
-from pfxab_flower.client_apps.client import STATE_KEY, PhasedClient
-from pfxab_flower.simulations import harness
-from pfxab_flower.simulations.run_flower import run_flower_simulation
-from pfxab_flower.strategies import serde
-from pfxab_flower.strategies.run_config import AppOptions, parse_run_config, to_run_config
 
 from pfxab_flower import engine
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.phased import ServerMachine
+from pfxab_flower.client_apps.client import STATE_KEY, PhasedClient
 from pfxab_flower.config import RunConfig
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.faults import FaultPlan, InjectedFailureError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.sampling import SimulatedEnvironment
+from pfxab_flower.simulations import harness
+from pfxab_flower.simulations.run_flower import run_flower_simulation
+from pfxab_flower.strategies import serde
+from pfxab_flower.strategies.run_config import AppOptions, parse_run_config, to_run_config
 from tests.test_flower_ray import shared_ray  # noqa: F401  (Ray started once for the module, checked stopped)
 
 SAME_KEYS = (

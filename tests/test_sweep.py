@@ -7,8 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pfxab_flower.simulations.sweep as sweep_module
 import pytest
+
+import pfxab_flower.simulations.sweep as sweep_module
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.experiment import load_experiment, run_id
 from pfxab_flower.simulations.sweep import CONFIG_COLUMNS, REFERENCE_COLUMNS, SUMMARY_COLUMNS, time_grid

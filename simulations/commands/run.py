@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from pfxab_flower.simulations.commands.options import add_run_options, config_from_args
-
 from pfxab_flower.config import ENGINES
+from pfxab_flower.simulations.commands.options import add_run_options, config_from_args
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
