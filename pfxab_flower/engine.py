@@ -1,27 +1,30 @@
-"""The in-process engine: drives one server and ``M`` client machines in a plain loop.
+"""The in-process engine: drives one :class:`ServerDriver` and ``M`` :class:`ClientSession` in a plain loop.
 
-It is a transport and nothing more: it moves the messages between the machines
-in the same order as the Flower strategy and clients do, so both give the same
-numbers for the same seed.
+It is a transport and nothing more: it hands the driver's broadcasts to every session
+and the replies back to the driver, in the same order as the Flower strategies do, and
+the driver and sessions are the very objects the Flower adapters use; so every engine
+gives the same numbers for the same seed.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from pfxab_flower.accounting import CommunicationLog, score
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.messages import FinishInstruction, Message, payload_size
-from pfxab_flower.algorithms.phased import ClientMachine, Policy, ServerMachine, Settings
+from pfxab_flower.algorithms.phased import Policy, ServerMachine, Settings
 from pfxab_flower.algorithms.schedule import Schedule
 from pfxab_flower.config import RunConfig, validate_algorithm_parameters
-from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS, FaultPlan, parse_min_fraction
+from pfxab_flower.driver import Exchange, ServerDriver
+from pfxab_flower.errors import RunStoppedError
+from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS, FaultPlan, InjectedFailureError, parse_min_fraction
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
-from pfxab_flower.results import RunResult, build_result
-from pfxab_flower.sampling import PullLog, SimulatedEnvironment
+from pfxab_flower.results import RunResult
+from pfxab_flower.sampling import SimulatedEnvironment
+from pfxab_flower.session import ClientSession, LateReplyError, MemoryStore
 
 
 def make_settings(
@@ -42,72 +45,86 @@ def make_settings(
 
 
 def record_exchange(
-    log: CommunicationLog, phase: int, kind: str, broadcast: Message, replies: list[Message],
-    recipients: int | None = None,
+    driver: ServerDriver, phase: int, kind: str, broadcast: Message, replies: list[Message], recipients: int
 ) -> None:
-    """Log one exchange: the broadcast reaches ``recipients`` clients (default: one per reply), each replies once."""
+    """Log one exchange: the broadcast reaches ``recipients`` clients, each reply is counted once."""
     values_down, bytes_down = payload_size(broadcast)
     sizes = [payload_size(r) for r in replies]
-    sent = len(replies) if recipients is None else recipients
-    log.record(
-        phase,
-        kind,
-        values_down * sent,
-        bytes_down * sent,
-        sum(v for v, _ in sizes),
-        sum(b for _, b in sizes),
-    )
+    driver.record(phase, kind, values_down * recipients, bytes_down * recipients,
+                  sum(v for v, _ in sizes), sum(b for _, b in sizes))
 
 
 @dataclass
 class Simulation:
-    """The machines, environments and communication log of one finished in-process run."""
+    """The driver, client sessions and their stores of one finished in-process run."""
 
-    server: ServerMachine
-    clients: list[ClientMachine]
-    envs: list[SimulatedEnvironment]
-    communication: CommunicationLog
+    driver: ServerDriver
+    sessions: list[ClientSession]
+    stores: list[MemoryStore]
+    federation: Federation
     messages: list[tuple[Message, list[Message]]] = field(default_factory=list)
+
+    @property
+    def server(self) -> ServerMachine:
+        return self.driver.machine
+
+    @property
+    def envs(self) -> list[SimulatedEnvironment]:
+        """Each client's environment as it ended (its pull log)."""
+        return [SimulatedEnvironment.restored(self.federation, m, store.environment)
+                for m, store in enumerate(self.stores)]
+
+
+def _no_wait(seconds: float) -> None:
+    """The in-process engine has no clock: a straggler's lateness is decided by the fault plan alone."""
 
 
 def simulate(
     federation: Federation, policy: Policy, settings: Settings, keep_messages: bool = False,
-    faults: FaultPlan = NO_FAULTS,
+    faults: FaultPlan = NO_FAULTS, report_pulls: bool = True,
 ) -> Simulation:
-    """Drive one server and ``M`` clients to the horizon: the reference order of calls.
+    """Drive one :class:`ServerDriver` and ``M`` :class:`ClientSession` to the horizon: the reference order of calls.
 
     With ``keep_messages`` every broadcast and its replies are kept (for tests and debugging).
-    ``faults`` drops clients from phases as a Flower client injecting the same plan does:
-    a client that misses a phase gets neither of its messages (it catches up later).
+    ``faults`` drops clients from phases exactly as a Flower client applying the same plan
+    does (the sessions apply it): a client that misses a phase sends neither of its replies.
     """
     M = federation.num_clients
-    sim = Simulation(
-        server=ServerMachine(policy, settings),
-        clients=[ClientMachine(policy, settings, m) for m in range(M)],
-        envs=[SimulatedEnvironment(federation, m) for m in range(M)],
-        communication=CommunicationLog(),
-    )
-    pairs = list(zip(sim.clients, sim.envs, strict=True))
+    driver = ServerDriver(policy.name, settings, federation if report_pulls else None)
+    stores = [MemoryStore() for _ in range(M)]
+    sessions = [
+        ClientSession(m, stores[m], partial(SimulatedEnvironment.restored, federation, m), faults, sleep=_no_wait)
+        for m in range(M)
+    ]
+    sim = Simulation(driver, sessions, stores, federation)
 
-    def exchange(phase: int, kind: str, broadcast: Message, replies: list[Message]) -> None:
-        record_exchange(sim.communication, phase, kind, broadcast, replies, recipients=M)
+    def exchange(phase: int, kind: str, broadcast: Message) -> Exchange:
+        result = Exchange()
+        for session in sessions:
+            try:
+                reply = session.handle(broadcast)  # type: ignore[arg-type]
+            except (InjectedFailureError, LateReplyError) as exc:
+                result.failures.append(str(exc))
+                continue
+            result.reports.append(reply.report)
+            if reply.harness is not None:
+                result.harness[session.client] = reply.harness
+        record_exchange(driver, phase, kind, broadcast, result.reports, recipients=M)
         if keep_messages:
-            sim.messages.append((broadcast, replies))
+            sim.messages.append((broadcast, result.reports))
+        return result
 
-    while True:
-        instruction = sim.server.next_instruction()
+    while (instruction := driver.next_instruction()) is not None:
         if isinstance(instruction, FinishInstruction):
-            finals = [c.finish(instruction, e) for c, e in pairs]
-            exchange(instruction.phases + 1, "finish", instruction, finals)
-            sim.server.finish(finals)
-            return sim
-        present = [(c, e) for c, e in pairs if not faults.misses(c.client, instruction.phase)]
-        reports = [c.explore(instruction, e) for c, e in present]
-        exchange(instruction.phase, "explore", instruction, reports)
-        update = sim.server.aggregate(reports)
-        active_sets = [c.eliminate(update, e) for c, e in present]
-        exchange(instruction.phase, "eliminate", update, active_sets)
-        sim.server.collect(active_sets)
+            driver.final_nodes(instruction, exchange(instruction.phases + 1, "finish", instruction))
+            break
+        update = driver.local_means(instruction, exchange(instruction.phase, "explore", instruction))
+        if update is None:
+            break
+        driver.active_sets(update, exchange(instruction.phase, "eliminate", update))
+    if driver.stop_reason is not None:
+        raise RunStoppedError(driver.stop_reason)
+    return sim
 
 
 def run(
@@ -131,60 +148,13 @@ def run(
     """
     validate_algorithm_parameters(algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps)
     parse_min_fraction(min_fraction)
-    started = time.perf_counter()
     M = federation.num_clients
     settings = make_settings(
         M, alpha=alpha, horizon=horizon, seed=seed, nu1=nu1, rho=rho, max_depth=max_depth, pf_pne_eps=pf_pne_eps,
         min_fraction=min_fraction,
     )
     sim = simulate(federation, make_policy(algorithm), settings, faults=faults)
-    return scored_result(
-        federation, algorithm, "inprocess", sim.server, [e.log for e in sim.envs], sim.communication,
-        describe, time.perf_counter() - started,
-    )
-
-
-def scored_result(
-    federation: Federation,
-    algorithm: str,
-    engine: str,
-    server: ServerMachine,
-    logs: list[PullLog],
-    communication: CommunicationLog,
-    describe: dict[str, Any] | None,
-    wall_seconds: float,
-) -> RunResult:
-    """Score the clients' pull logs exactly and assemble the result: the last step of every engine."""
-    settings = server.settings
-    return build_result(
-        federation=federation,
-        server=server,
-        ledger=score(federation, settings.alpha, settings.horizon, logs),
-        communication=communication.frame(),
-        parameters=run_parameters(algorithm, federation.name, engine, settings, describe),
-        wall_seconds=wall_seconds,
-    )
-
-
-def run_parameters(
-    algorithm: str, problem: str, engine: str, settings: Settings, describe: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """The leading entries of a run's summary: what ran, where, with which parameters."""
-    schedule = settings.schedule
-    return {
-        "algorithm": algorithm,
-        "problem": problem,
-        "engine": engine,
-        "alpha": settings.alpha,
-        "clients": settings.num_clients,
-        "horizon": settings.horizon,
-        "seed": settings.seed,
-        "nu1": schedule.nu1,
-        "rho": schedule.rho,
-        "max_depth": schedule.max_depth,
-        "pf_pne_eps": settings.pf_pne_eps,
-        **(describe or {}),
-    }
+    return sim.driver.result("inprocess", describe)
 
 
 def settings_of(config: RunConfig) -> Settings:

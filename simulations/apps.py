@@ -1,103 +1,116 @@
-"""The ``ServerApp``/``ClientApp`` of a run on either Flower API, chosen by the ``api`` run-config key.
+"""The bundled Flower apps: one run of a :class:`RunConfig` on either Flower API, results written.
 
-* ``message`` (default): :class:`pfxab_flower.strategies.message_strategy.MessagePhasedStrategy` driven
-  by ``Strategy.start`` in the ServerApp's ``main``, and :func:`message_client_app`;
-* ``legacy``: the ``server_fn`` / ``client_fn`` apps (``PhasedStrategy`` + ``PhasedClient``).
+* ``message`` (default): a Message-API strategy (:class:`~pfxab_flower.strategies.PFXAB`, ...)
+  driven by its own ``start``, and :func:`~pfxab_flower.client_apps.message_client_app`;
+* ``legacy``: a legacy strategy (:class:`~pfxab_flower.strategies.PFXABStrategy`, ...) in
+  Flower's legacy workflow, and :func:`~pfxab_flower.client_apps.legacy_client_app`; with
+  ``secure-aggregation = true`` every fit round goes through SecAgg+.
 
-Both are built from the same ``server_fn`` (:func:`pfxab_flower.simulations.server_app.make_server_fn`:
-run config, federation, legacy strategy with its ``on_finish``) and ``client_fn``: the
-Message-API strategy takes the legacy strategy's machine and callbacks
-(:meth:`MessagePhasedStrategy.from_legacy`), and the Message-API client app calls the
-legacy client's ``fit``/``evaluate``. So the two paths differ only in transport.
-Under ``flwr run`` the apps read ``api`` from ``context.run_config`` for every run.
+The ServerApp reads the whole run config (it is the one source of truth of the algorithm's
+parameters, which reach the clients with every message); the ClientApp reads only the
+problem's and the fault plan's keys. Under ``flwr run`` both read ``api`` from the run config.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from flwr.app import ArrayRecord, Context, Message
-from flwr.client import ClientApp
-from flwr.server import ServerApp, ServerAppComponents
-from flwr.serverapp import Grid
+from flwr.app import Context, Message
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
 
-from pfxab_flower.client_apps.factory import ClientFn
-from pfxab_flower.client_apps.message_app import evaluate_handler, message_client_app, train_handler
-from pfxab_flower.strategies.message_strategy import MessagePhasedStrategy
-from pfxab_flower.strategies.run_config import parse_run_config
-from pfxab_flower.strategies.secure import secure_client_app, secure_server_app
+from pfxab_flower.client_apps import federation_sessions, legacy_client_app, message_client_app
+from pfxab_flower.client_apps.sessions import SessionFn
+from pfxab_flower.config import RunConfig
+from pfxab_flower.engine import describe_problem
+from pfxab_flower.problems import build_federation
+from pfxab_flower.problems.federation import Federation
+from pfxab_flower.results import RunResult
+from pfxab_flower.strategies import LEGACY_STRATEGIES, STRATEGIES
+from pfxab_flower.strategies.run_config import AppOptions, parse_run_config
+from pfxab_flower.strategies.secure import run_legacy_workflow
 
-ServerFn = Callable[[Context], ServerAppComponents]
-
-#: Seconds between two polls for replies of the simulation's in-memory grid (Flower: 0.1 s).
-#: Measured (docs/performance.md): ~0.05 s less per phase at M = 10; no cost seen at M = 100.
-PULL_INTERVAL = 0.01
-
-
-def message_main(server_fn: ServerFn) -> Callable[[Grid, Context], None]:
-    """A ServerApp ``main`` running the Message-API twin of ``server_fn``'s strategy."""
-
-    def main(grid: Grid, context: Context) -> None:
-        if hasattr(grid, "pull_interval"):  # the simulation's in-memory grid polls for replies
-            grid.pull_interval = min(grid.pull_interval, PULL_INTERVAL)
-        components = server_fn(context)
-        strategy = MessagePhasedStrategy.from_legacy(components.strategy)
-        config = components.config
-        strategy.start(grid, ArrayRecord(), num_rounds=config.num_rounds, timeout=config.round_timeout or 3600.0)
-
-    return main
+#: Called with the run's result, or with the reason the server stopped it.
+ResultFn = Callable[[RunResult], None]
+StopFn = Callable[[str], None]
 
 
-def server_app_for(api: str, server_fn: ServerFn) -> ServerApp:
-    """The ServerApp of ``api`` (``message`` or ``legacy``) around ``server_fn``."""
-    if api == "legacy":
-        return ServerApp(server_fn=server_fn)
-    app = ServerApp()
-    app.main()(message_main(server_fn))
-    return app
+def strategy_of(config: RunConfig, options: AppOptions, federation: Federation | None) -> Any:
+    """The strategy of a run config on the API its options name (``message``, or ``legacy`` / secure)."""
+    kwargs: dict[str, Any] = dict(
+        num_clients=config.clients, horizon=config.horizon, alpha=config.alpha, seed=config.seed, nu1=config.nu1,
+        rho=config.rho, max_depth=config.max_depth, min_fraction=options.min_fraction,
+        round_timeout=options.round_timeout, federation=federation,
+    )
+    if config.algorithm == "pf-pne":
+        kwargs["pf_pne_eps"] = config.pf_pne_eps
+    if options.api == "legacy" or options.secure_aggregation:
+        return LEGACY_STRATEGIES[config.algorithm](secure_aggregation=options.secure_aggregation, **kwargs)
+    return STRATEGIES[config.algorithm](**kwargs)
 
 
-def client_app_for(api: str, client_fn: ClientFn) -> ClientApp:
-    """The ClientApp of ``api`` (``message`` or ``legacy``) around ``client_fn``."""
-    return ClientApp(client_fn=client_fn) if api == "legacy" else message_client_app(client_fn)
+def run_server(
+    grid: Grid, context: Context, config: RunConfig, options: AppOptions, federation: Federation,
+    describe: dict[str, Any],
+) -> RunResult | str:
+    """One run on ``grid``: its scored result, or the reason the server stopped it."""
+    strategy = strategy_of(config, options, federation)
+    if options.api == "legacy" or options.secure_aggregation:
+        run_legacy_workflow(grid, context, strategy, strategy.num_rounds, options.round_timeout)
+    else:
+        strategy.start(grid=grid)
+    if strategy.stop_reason is not None:
+        return strategy.stop_reason
+    return strategy.run_result(describe)
 
 
-def _api(context: Context) -> str:
-    """``secure`` (SecAgg+, on the legacy API), ``legacy`` or ``message``, from the run config."""
-    options = parse_run_config(context.run_config)[1]
-    return "secure" if options.secure_aggregation else options.api
-
-
-def run_config_server_app(server_fn: ServerFn) -> ServerApp:
-    """The ServerApp of ``flwr run``: the API named by the run config's ``api`` key."""
-    apps = {"legacy": ServerApp(server_fn=server_fn), "secure": secure_server_app(server_fn)}
-    main_of_message = message_main(server_fn)
+def server_app(
+    config: RunConfig | None = None,
+    options: AppOptions | None = None,
+    *,
+    federation: Federation | None = None,
+    describe: dict[str, Any] | None = None,
+    on_result: ResultFn | None = None,
+    on_stop: StopFn | None = None,
+) -> ServerApp:
+    """The ServerApp of a run; without ``config`` it reads ``context.run_config`` (``flwr run``)."""
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        api = _api(context)
-        if api in apps:
-            apps[api](grid, context)
-        else:
-            main_of_message(grid, context)
+        run, opts = (config, options or AppOptions()) if config is not None else parse_run_config(context.run_config)
+        fed = federation if federation is not None else build_federation(run)
+        facts = describe if describe is not None else (describe_problem(run) if federation is None else {})
+        outcome = run_server(grid, context, run, opts, fed, facts)
+        if isinstance(outcome, str):
+            if on_stop is not None:
+                on_stop(outcome)
+        elif on_result is not None:
+            on_result(outcome)
 
     return app
 
 
-def run_config_client_app(client_fn: ClientFn) -> ClientApp:
-    """The ClientApp of ``flwr run``: the API named by the run config's ``api`` key."""
-    apps = {"legacy": ClientApp(client_fn=client_fn), "secure": secure_client_app(client_fn)}
-    handlers = {"train": train_handler(client_fn), "evaluate": evaluate_handler(client_fn)}
+def client_app(session_fn: SessionFn | None = None, options: AppOptions | None = None) -> ClientApp:
+    """The ClientApp of a run: the API ``options`` name or, without them, the run config's ``api`` key."""
+    sessions = session_fn or federation_sessions()
+    apps = {"message": message_client_app(sessions), "legacy": legacy_client_app(sessions),
+            "secure": legacy_client_app(sessions, secure_aggregation=True)}
+
+    def api_of(context: Context) -> str:
+        opts = options if options is not None else parse_run_config(
+            {k: v for k, v in context.run_config.items() if k in ("api", "secure-aggregation")})[1]
+        return "secure" if opts.secure_aggregation else opts.api
+
     app = ClientApp()
 
-    def dispatch(kind: str) -> Callable[[Message, Context], Message]:
-        def handle(message: Message, context: Context) -> Message:
-            api = _api(context)
-            return apps[api](message, context) if api in apps else handlers[kind](message, context)
+    @app.train()
+    def train(message: Message, context: Context) -> Message:
+        return apps[api_of(context)](message, context)
 
-        return handle
+    @app.evaluate()
+    def evaluate(message: Message, context: Context) -> Message:
+        return apps[api_of(context)](message, context)
 
-    app.train()(dispatch("train"))
-    app.evaluate()(dispatch("evaluate"))
     return app

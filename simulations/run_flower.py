@@ -12,24 +12,26 @@ from __future__ import annotations
 import logging
 import warnings
 
-from pfxab_flower.client_apps.factory import ClientFn, federation_client_fn
+from pfxab_flower.client_apps import federation_sessions
+from pfxab_flower.client_apps.sessions import SessionFn
 from pfxab_flower.config import RunConfig
+from pfxab_flower.driver import IncompleteRunError
 from pfxab_flower.engine import describe_problem
 from pfxab_flower.errors import ConfigError, RunStoppedError
+from pfxab_flower.faults import DEFAULT_ROUND_TIMEOUT
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
-from pfxab_flower.simulations.apps import client_app_for, server_app_for
+from pfxab_flower.simulations.apps import client_app, server_app
 from pfxab_flower.simulations.environment import backend_config, check_num_cpus, ray_environment
-from pfxab_flower.simulations.harness import IncompleteRunError
-from pfxab_flower.simulations.server_app import make_server_fn, show_phase_log
+from pfxab_flower.simulations.server_app import show_phase_log
+from pfxab_flower.strategies.common import failure_reason
 from pfxab_flower.strategies.run_config import AppOptions
-from pfxab_flower.strategies.secure import secure_client_app, secure_server_app
-from pfxab_flower.strategies.strategy import failure_reason
 
 
 def run_flower_simulation(
-    config: RunConfig, *, round_timeout: float = 600.0, num_cpus: float = 1.0, options: AppOptions | None = None
+    config: RunConfig, *, round_timeout: float = DEFAULT_ROUND_TIMEOUT, num_cpus: float = 1.0,
+    options: AppOptions | None = None,
 ) -> RunResult:
     """Run a validated :class:`RunConfig` on Flower's simulation engine (its built-in problem)."""
     return run_flower(build_federation(config), config, describe=describe_problem(config),
@@ -41,17 +43,17 @@ def run_flower(
     config: RunConfig,
     *,
     describe: dict | None = None,
-    client_fn: ClientFn | None = None,
-    round_timeout: float = 600.0,
+    session_fn: SessionFn | None = None,
+    round_timeout: float = DEFAULT_ROUND_TIMEOUT,
     num_cpus: float = 1.0,
     options: AppOptions | None = None,
 ) -> RunResult:
     """Run ``config``'s algorithm on ``federation`` with one Flower SuperNode per client.
 
-    ``client_fn`` defaults to simulated clients of ``federation``; pass
-    :func:`pfxab_flower.client_apps.objective_client_fn` (or your own) to change what clients pull.
-    ``options`` (validated app options: injected failures, ``min-fraction``) override
-    ``round_timeout``. Raises :class:`RunStoppedError` if too few clients answered.
+    ``session_fn`` defaults to simulated clients of ``federation``; pass
+    :func:`~pfxab_flower.client_apps.objective_sessions` (or your own) to change what clients pull.
+    ``options`` (validated app options: API, injected failures, ``min-fraction``) override
+    ``round_timeout``. Raises :class:`RunStoppedError` if the server stopped the run.
     """
     if config.clients != federation.num_clients:
         raise ConfigError(f"clients={config.clients} is invalid; allowed: {federation.num_clients} "
@@ -60,17 +62,9 @@ def run_flower(
     options = options or AppOptions(round_timeout=round_timeout)
     results: list[RunResult] = []
     stopped: list[str] = []
-    server_fn = make_server_fn(
-        config, options, federation=federation, describe=describe or {}, on_result=results.append,
-        on_stop=stopped.append, write=False,
-    )
-    client_fn = client_fn or federation_client_fn(
-        federation, config, options.faults(config.seed), secure_aggregation=options.secure_aggregation
-    )
-    if options.secure_aggregation:  # SecAgg+ (legacy API: Flower's secaggplus_mod and SecAggPlusWorkflow)
-        server_app, client_app = secure_server_app(server_fn), secure_client_app(client_fn)
-    else:
-        server_app, client_app = server_app_for(options.api, server_fn), client_app_for(options.api, client_fn)
+    server = server_app(config, options, federation=federation, describe=describe or {},
+                        on_result=results.append, on_stop=stopped.append)
+    client = client_app(session_fn or federation_sessions(federation, options.faults(config.seed)), options)
     show_phase_log()
     from flwr.simulation import run_simulation
 
@@ -82,7 +76,7 @@ def run_flower(
     try:
         with ray_environment() as ray_dir, warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            run_simulation(server_app, client_app, num_supernodes=config.clients,
+            run_simulation(server, client, num_supernodes=config.clients,
                            backend_config=backend_config(num_cpus, ray_dir))
     finally:
         flwr_logger.removeFilter(_drop_run_simulation_deprecation)

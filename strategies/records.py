@@ -1,11 +1,6 @@
-"""The one place where the Message API's ``RecordDict`` becomes tensors and config, and back.
+"""The Message API's wire: a payload (tensors + config, :mod:`.serde`) as a ``RecordDict``, and back.
 
-The Message API carries a ``RecordDict``; the legacy API carries ``Parameters`` plus a
-config dict. Both carry the same *payload*, which :mod:`pfxab_flower.strategies.serde` defines once
-for every core message (``instruction_payload``, ``update_payload``,
-``report_to_fit_reply``, ``active_set_to_evaluate_reply``; and back ``fit_ins_to_instruction``,
-``evaluate_ins_to_update``, ``reply_to_report``, ``metrics_to_active_set``). This module
-only packs a payload into a record and unpacks it::
+::
 
     RecordDict {"arrays": ArrayRecord {"0000": tensor 0, "0001": tensor 1, ...},
                 "config": ConfigRecord {config or metrics}}
@@ -13,7 +8,7 @@ only packs a payload into a record and unpacks it::
 Tensors are numpy ``Array``s (``.npy`` bytes, as in the legacy ``Parameters``), keyed by
 their position so that their order survives; config values are the legacy ones
 (``bool | bytes | float | int | str``). :func:`record_size` counts what crossed Flower with
-the same rule as :func:`serde.wire_size`, so both APIs log the same values and bytes.
+:func:`serde.wire_size`, so both APIs log the same values.
 """
 
 from __future__ import annotations
@@ -23,7 +18,6 @@ from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
-from flwr.common import Parameters
 
 from pfxab_flower.strategies import serde
 
@@ -48,9 +42,8 @@ def from_record(record: RecordDict) -> tuple[list[np.ndarray], dict[str, Any]]:
     return arrays, config
 
 
-def record_size(record: RecordDict, skip_tensors_after: int | None = None) -> tuple[int, int]:
-    """``(values, bytes)`` of a payload, counted as :func:`serde.wire_size` counts a legacy one."""
+def record_size(record: RecordDict) -> tuple[int, int]:
+    """``(values, bytes)`` of a payload record, counted by :func:`serde.wire_size`."""
     tensors = record.array_records.get(ARRAYS, ArrayRecord())
     config = record.config_records.get(CONFIG, ConfigRecord())
-    parameters = Parameters(tensors=[tensors[key].data for key in sorted(tensors)], tensor_type="numpy.ndarray")
-    return serde.wire_size(parameters, config, skip_tensors_after)
+    return serde.wire_size([tensors[key].data for key in sorted(tensors)], config)

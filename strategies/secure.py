@@ -16,19 +16,17 @@ rounded stochastically to ``2 * SECURE_CLIP / 2**22``). Holders are summed secur
 too, so the server never learns which client sampled which node.
 
 What the server still sees in the clear: each client's new active set (it needs
-them to form the next union) and, in the final round, each client's final node
-(and, in simulation only, its pull log, to score regret).
+them to form the next union) and, in the final round, each client's final node and
+point (and, in simulation only, its pull log, to score regret).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from flwr.app import Context
-from flwr.client import ClientApp
-from flwr.client.mod import secaggplus_mod
-from flwr.server import LegacyContext, ServerApp, ServerAppComponents
+from flwr.server import LegacyContext, ServerConfig
 from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
 from flwr.serverapp import Grid
 
@@ -38,8 +36,7 @@ from pfxab_flower.errors import ObjectiveError
 SECURE_CLIP = 8.0  # SecAgg+ clipping range (Flower's default): local means must lie in [-8, 8]
 QUANTIZATION_RANGE = 2**22  # Flower's default: the quantisation step is 2 * SECURE_CLIP / 2**22
 FINAL_NODE = "final-node"
-LOG_NODES = "pull-log-nodes"
-LOG_COUNTS = "pull-log-counts"
+FINAL_POINT = "final-point"
 
 
 def local_vector(report: LocalReport) -> np.ndarray:
@@ -66,51 +63,35 @@ def split_aggregate(average: np.ndarray, reporters: int, size: int) -> tuple[np.
     return vector[:size] * reporters, np.rint(vector[size:] * reporters)
 
 
-def finish_metrics(final_node: int, harness: list[np.ndarray]) -> dict:
-    """The final reply's content in metrics (SecAgg+ replaces every fit reply's tensors by the sum)."""
-    metrics: dict = {FINAL_NODE: int(final_node)}
-    if len(harness) == 2:
-        metrics[LOG_NODES] = np.asarray(harness[0], dtype="<i8").tobytes()
-        metrics[LOG_COUNTS] = np.asarray(harness[1], dtype="<i8").tobytes()
-    return metrics
+def finish_payload(arrays: list[np.ndarray], config: dict) -> tuple[list[np.ndarray], dict]:
+    """A final reply's payload with its tensors moved into the config (SecAgg+ sums every fit reply's tensors)."""
+    node, point = arrays
+    moved = {FINAL_NODE: int(np.asarray(node).reshape(-1)[0]), FINAL_POINT: np.asarray(point, dtype="<f8").tobytes()}
+    return [np.zeros(1)], {**config, **moved}
 
 
-def finish_from_metrics(metrics: dict) -> tuple[int, list[np.ndarray]]:
-    node = metrics.get(FINAL_NODE)
-    if isinstance(node, bool) or not isinstance(node, int):
-        raise ValueError(f"{FINAL_NODE!r} is {node!r}, not an integer")
-    nodes, counts = metrics.get(LOG_NODES), metrics.get(LOG_COUNTS)
-    if isinstance(nodes, bytes) and isinstance(counts, bytes) and len(nodes) % 8 == 0 and len(counts) % 8 == 0:
-        return node, [np.frombuffer(nodes, dtype="<i8").astype(np.int64),
-                      np.frombuffer(counts, dtype="<i8").astype(np.int64)]
-    return node, []
+def unpack_finish(config: dict) -> tuple[list[np.ndarray], dict]:
+    """The ordinary final-reply payload of :func:`finish_payload`'s config (unreadable parts passed on as empty)."""
+    node, point = config.get(FINAL_NODE), config.get(FINAL_POINT)
+    rest = {k: v for k, v in config.items() if k not in (FINAL_NODE, FINAL_POINT)}
+    if isinstance(node, bool) or not isinstance(node, int) or not isinstance(point, bytes) or len(point) % 8:
+        return [], rest
+    return [np.array([node], dtype=np.int64), np.frombuffer(point, dtype="<f8").copy()], rest
 
 
-def secure_server_app(server_fn: Callable[[Context], ServerAppComponents]) -> ServerApp:
-    """A ServerApp running ``server_fn``'s strategy with every fit round through SecAgg+.
+def run_legacy_workflow(grid: Grid, context: Context, strategy: Any, num_rounds: int, round_timeout: float) -> None:
+    """Flower's legacy round loop for a legacy strategy, every fit round through SecAgg+ if the strategy is secure.
 
     SecAgg+ can unmask the sum when ``max(0.5, min-fraction)`` of the clients took part.
     """
-    app = ServerApp()
-
-    @app.main()
-    def main(grid: Grid, context: Context) -> None:
-        components = server_fn(context)
-        strategy = components.strategy
-        strategy.secure_aggregation = True  # type: ignore[union-attr]
-        legacy = LegacyContext(context=context, config=components.config, strategy=strategy)
+    legacy = LegacyContext(context=context, config=ServerConfig(num_rounds=num_rounds, round_timeout=round_timeout),
+                           strategy=strategy)
+    fit = None
+    if strategy.secure_aggregation:
         fit = SecAggPlusWorkflow(
             num_shares=1.0,  # every client shares its mask keys with every other
-            reconstruction_threshold=max(0.5, min(1.0, strategy.settings.min_fraction)),  # type: ignore[union-attr]
+            reconstruction_threshold=max(0.5, min(1.0, strategy.driver.settings.min_fraction)),
             max_weight=1.0, clipping_range=SECURE_CLIP, quantization_range=QUANTIZATION_RANGE,
-            timeout=components.config.round_timeout,
+            timeout=round_timeout,
         )
-        DefaultWorkflow(fit_workflow=fit)(grid, legacy)
-
-    return app
-
-
-def secure_client_app(client_fn: Callable) -> ClientApp:
-    """A ClientApp whose fit replies go through Flower's ``secaggplus_mod``."""
-    return ClientApp(client_fn=client_fn, mods=[secaggplus_mod])
-
+    DefaultWorkflow(fit_workflow=fit)(grid, legacy)

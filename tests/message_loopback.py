@@ -10,11 +10,12 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable
 
-from flwr.app import ArrayRecord, Context, Message, RecordDict
+from flwr.app import Context, Message, RecordDict
 from flwr.clientapp import ClientApp
+from flwr.serverapp.strategy import Result
 from flwr.supercore.task_identity import TaskIdentity
 
-from pfxab_flower.strategies.message_strategy import MessagePhasedStrategy
+from pfxab_flower.strategies import PhasedEliminationStrategy
 
 
 class LoopbackGrid:

@@ -12,13 +12,57 @@ One phase is two exchanges::
 and the run ends with one more::
 
     server --FinishInstruction-> clients --FinishReport-->     server   (Flower: last fit)
+
+Every message from the server carries the run's :class:`AlgorithmParameters`: the server
+is the one source of truth for them, so a client needs nothing but its objective, and a
+server/client mismatch cannot happen (nor can a client that joins late miss them).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class AlgorithmParameters:
+    """What every client needs to run its machine, sent by the server with every message.
+
+    ``max_depth = 0`` means no depth limit (a wire format has no ``None``). ``report_pulls``
+    belongs to the simulation harness, not to the algorithm: it asks every client to attach
+    its pull log to its replies, from which the server scores the exact regret.
+    """
+
+    algorithm: str
+    num_clients: int
+    horizon: int
+    alpha: float
+    seed: int
+    nu1: float = 1.0
+    rho: float = 0.5
+    max_depth: int = 0
+    pf_pne_eps: float = 0.1
+    report_pulls: bool = False
+
+    def to_wire(self) -> dict[str, str | int | float]:
+        """The parameters as flat scalars (kebab-case keys), for a Flower config record."""
+        return {f"param-{f.name.replace('_', '-')}": getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_wire(cls, values: Mapping[str, object]) -> AlgorithmParameters:
+        """The parameters in a received config; ``KeyError``/``TypeError``/``ValueError`` if absent or mistyped."""
+        kwargs = {}
+        for f in fields(cls):
+            value = values[f"param-{f.name.replace('_', '-')}"]
+            kind = {"str": str, "int": int, "float": float, "bool": bool}[str(f.type)]
+            if kind is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+                raise TypeError(f"parameter {f.name} is {value!r}, not {kind.__name__}")
+            kwargs[f.name] = value
+        return cls(**kwargs)
 
 
 @dataclass(frozen=True)
@@ -29,6 +73,7 @@ class PhaseInstruction:
     node_ids: np.ndarray  # A(p), sorted int64
     global_pulls: int  # pulls of every node of A(p)
     local_pulls: int  # further pulls of every node of the client's own A^m(p)
+    parameters: AlgorithmParameters
 
 
 @dataclass(frozen=True)
@@ -50,6 +95,7 @@ class GlobalUpdate:
     global_means: np.ndarray
     phase_length: int
     eliminated: np.ndarray  # bool, one per node of A(p): dropped for everyone by the server
+    parameters: AlgorithmParameters
 
 
 @dataclass(frozen=True)
@@ -65,14 +111,16 @@ class FinishInstruction:
     """No further phase fits: exploit until the horizon."""
 
     phases: int  # completed phases
+    parameters: AlgorithmParameters
 
 
 @dataclass(frozen=True)
 class FinishReport:
-    """The node a client exploits until the horizon."""
+    """The node a client exploits until the horizon, and its centre in the user's units."""
 
     client: int
     node_id: int
+    point: np.ndarray  # (d,) float: the node's cell centre, in the domain's units
 
 
 Message = PhaseInstruction | LocalReport | GlobalUpdate | ActiveSetReport | FinishInstruction | FinishReport
@@ -84,7 +132,10 @@ def payload_size(message: Message) -> tuple[int, int]:
     nbytes = 0
     for field in fields(message):
         value = getattr(message, field.name)
-        if isinstance(value, np.ndarray):
+        if isinstance(value, AlgorithmParameters):
+            values += len(fields(value))
+            nbytes += 8 * len(fields(value))
+        elif isinstance(value, np.ndarray):
             values += value.size
             nbytes += value.nbytes
         else:

@@ -18,12 +18,14 @@ in the same order, so every engine gives the same numbers for the same seed.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from pfxab_flower.algorithms.messages import (
     ActiveSetReport,
+    AlgorithmParameters,
     FinishInstruction,
     FinishReport,
     GlobalUpdate,
@@ -55,6 +57,25 @@ class Settings:
     seed: int
     pf_pne_eps: float = 0.1
     min_fraction: float = DEFAULT_MIN_FRACTION  # share of the M clients an exchange needs (ServerMachine)
+
+    @classmethod
+    def from_parameters(cls, parameters: AlgorithmParameters, min_fraction: float = DEFAULT_MIN_FRACTION) -> Settings:
+        """The settings of the parameters a server sends (``min_fraction`` is the server's own)."""
+        schedule = Schedule(
+            horizon=parameters.horizon, num_clients=parameters.num_clients, nu1=parameters.nu1, rho=parameters.rho,
+            max_depth=parameters.max_depth or None,
+        )
+        return cls(schedule=schedule, alpha=parameters.alpha, seed=parameters.seed,
+                   pf_pne_eps=parameters.pf_pne_eps, min_fraction=min_fraction)
+
+    def parameters(self, algorithm: str, report_pulls: bool = False) -> AlgorithmParameters:
+        """What the server sends every client: these settings (but the quorum) and the algorithm."""
+        schedule = self.schedule
+        return AlgorithmParameters(
+            algorithm=algorithm, num_clients=schedule.num_clients, horizon=schedule.horizon, alpha=self.alpha,
+            seed=self.seed, nu1=schedule.nu1, rho=schedule.rho, max_depth=schedule.max_depth or 0,
+            pf_pne_eps=self.pf_pne_eps, report_pulls=report_pulls,
+        )
 
     @property
     def num_clients(self) -> int:
@@ -259,7 +280,7 @@ class ClientMachine:
             env.play(s.choice, remaining)
         s.pulls = self.settings.horizon
         s.finished = True
-        return FinishReport(self.client, s.choice)
+        return FinishReport(self.client, s.choice, np.asarray(env.point(s.choice), dtype=float))
 
 
 @dataclass(frozen=True)
@@ -273,14 +294,16 @@ class PhasePlan:
     length: int
     eliminated: np.ndarray | None = None
     failed_local_means: int = 0  # clients whose local report was missing or rejected
+    mean_reward: float = math.nan  # mean of every reward the valid reports observed (NaN: not seen, e.g. SecAgg+)
 
 
 class ServerMachine:
     """The server of a phased-elimination algorithm: unions, averages, budget."""
 
-    def __init__(self, policy: Policy, settings: Settings):
+    def __init__(self, policy: Policy, settings: Settings, report_pulls: bool = False):
         self.policy = policy
         self.settings = settings
+        self.parameters = settings.parameters(policy.name, report_pulls)
         self.client_sets: list[np.ndarray] = [FIRST_ACTIVE_SET.copy() for _ in range(settings.num_clients)]
         self.completed = 0
         self.pulls = 0
@@ -303,10 +326,10 @@ class ServerMachine:
         schedule = self.settings.schedule
         if schedule.depth_allowed(phase) and length >= 1 and self.pulls + length <= schedule.horizon:
             self.plan = PhasePlan(phase, union, n_global, n_local, length)
-            return PhaseInstruction(phase, union, n_global, n_local)
+            return PhaseInstruction(phase, union, n_global, n_local, self.parameters)
         self.done = True
         self.plan = None
-        return FinishInstruction(self.completed)
+        return FinishInstruction(self.completed, self.parameters)
 
     # -- first exchange: local means -> global means ----------------------------------
     def check_report(self, report: LocalReport, seen: set[int]) -> str | None:
@@ -362,7 +385,7 @@ class ServerMachine:
             else:
                 self.reject(report.client, plan.phase, "local-means", reason)
         self.require_quorum(plan.phase, "local-means", len(valid))
-        return self._close_exploration(pooled_means(plan.union, valid), len(valid))
+        return self._close_exploration(pooled_means(plan.union, valid), len(valid), observed_mean(valid))
 
     def aggregate_sums(self, sums: np.ndarray, holders: np.ndarray, reporters: int) -> GlobalUpdate:
         """``aggregate`` from sums only (secure aggregation): the server never sees a client's means.
@@ -391,13 +414,13 @@ class ServerMachine:
         pooled = np.divide(sums, holders, out=np.full(plan.union.shape, np.nan), where=holders > 0)
         return self._close_exploration(pooled, reporters)
 
-    def _close_exploration(self, pooled: np.ndarray, usable: int) -> GlobalUpdate:
+    def _close_exploration(self, pooled: np.ndarray, usable: int, mean_reward: float = math.nan) -> GlobalUpdate:
         plan = self.plan
         assert plan is not None
         eliminated = self.policy.server_eliminated(self.settings, plan.phase, pooled)
         failed = self.settings.num_clients - usable
-        self.plan = replace(plan, eliminated=eliminated, failed_local_means=failed)
-        return GlobalUpdate(plan.phase, plan.union, pooled, plan.length, eliminated)
+        self.plan = replace(plan, eliminated=eliminated, failed_local_means=failed, mean_reward=mean_reward)
+        return GlobalUpdate(plan.phase, plan.union, pooled, plan.length, eliminated, self.parameters)
 
     # -- second exchange: next active sets -------------------------------------------
     def check_active_set(self, report: ActiveSetReport, seen: set[int]) -> str | None:
@@ -449,6 +472,7 @@ class ServerMachine:
                 "rounds": 2 * plan.phase,
                 "failed_local_means": plan.failed_local_means,
                 "failed_active_sets": self.settings.num_clients - len(seen),
+                "mean_observed_reward": plan.mean_reward,
             }
         )
         row = self.history[-1]
@@ -471,6 +495,13 @@ class ServerMachine:
     def communication_rounds(self) -> int:
         """Two exchanges per completed phase, plus the final one."""
         return 2 * self.completed + (1 if self.done else 0)
+
+
+def observed_mean(reports: list[LocalReport]) -> float:
+    """The mean of every reward the reports observed (each local mean weighted by its count)."""
+    total = sum(float(np.sum(np.where(r.counts > 0, r.means, 0.0) * r.counts)) for r in reports)
+    pulls = sum(int(np.sum(r.counts)) for r in reports)
+    return total / pulls if pulls else math.nan
 
 
 def pooled_means(union: np.ndarray, reports: list[LocalReport]) -> np.ndarray:

@@ -1,0 +1,60 @@
+"""The legacy API's client: a Flower ``NumPyClient`` that is a codec over a :class:`ClientSession`.
+
+``fit`` carries the phase instruction (or the final one) and returns the local means (or the
+final point); ``evaluate`` carries the global update and returns the next active set. With
+``secure_aggregation`` the local means go out as the masked vector SecAgg+ sums
+(:mod:`pfxab_flower.strategies.secure`), and the final reply's content in its metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from flwr.app import Context
+from flwr.client import Client, ClientApp, NumPyClient
+from flwr.client.mod import secaggplus_mod
+
+from pfxab_flower.algorithms.messages import FinishInstruction, LocalReport
+from pfxab_flower.client_apps.sessions import SessionFn
+from pfxab_flower.session import ClientSession
+from pfxab_flower.strategies import secure, serde
+
+
+class PhasedNumPyClient(NumPyClient):
+    """One message of one node: decode, hand to the session, encode its reply."""
+
+    def __init__(self, session: ClientSession, secure_aggregation: bool = False) -> None:
+        self.session = session
+        self.secure_aggregation = secure_aggregation
+
+    def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[list[np.ndarray], int, dict]:
+        instruction = serde.read_broadcast(parameters, config)
+        if self.session.stands_by(instruction.parameters):
+            arrays, metrics = serde.standby_payload(self.session.client)
+            return arrays, 0, metrics
+        reply = self.session.handle(instruction)
+        arrays, metrics = serde.reply_payload(reply.report, reply.harness)
+        if self.secure_aggregation and isinstance(instruction, FinishInstruction):
+            arrays, metrics = secure.finish_payload(arrays, metrics)
+        elif self.secure_aggregation:
+            assert isinstance(reply.report, LocalReport)
+            arrays = [secure.local_vector(reply.report)]
+        return arrays, 1, metrics
+
+    def evaluate(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[float, int, dict]:
+        update = serde.read_broadcast(parameters, config)
+        if self.session.stands_by(update.parameters):
+            return 0.0, 0, serde.standby_payload(self.session.client)[1]
+        reply = self.session.handle(update)
+        _, metrics = serde.reply_payload(reply.report, reply.harness)
+        return 0.0, 1, metrics
+
+
+def legacy_client_app(session_fn: SessionFn, secure_aggregation: bool = False) -> ClientApp:
+    """A legacy ``ClientApp`` of the sessions ``session_fn`` builds (through ``secaggplus_mod`` if secure)."""
+
+    def client_fn(context: Context) -> Client:
+        return PhasedNumPyClient(session_fn(context), secure_aggregation).to_client()
+
+    return ClientApp(client_fn=client_fn, mods=[secaggplus_mod] if secure_aggregation else None)

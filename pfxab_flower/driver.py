@@ -1,0 +1,242 @@
+"""The server side of a run, whatever carries its messages: machine, ledger of the wire, end, result.
+
+Every engine drives one :class:`ServerDriver`: the in-process loop, the legacy Flower
+``Strategy`` and the Message-API strategy. A transport only encodes the driver's
+instructions, decodes the replies into core messages (or a reason they cannot be
+read), and hands them back; the driver judges, averages, counts failures, stops the
+run below quorum, keeps what crossed the wire and builds the final result. So no
+transport takes a decision, and every engine gives the same numbers for a seed.
+
+In simulation the driver also holds the ground truth (a :class:`Federation`): it asks
+the clients to attach their pull logs (``report_pulls``) and scores the exact regret
+at the end, as :func:`pfxab_flower.engine.scored_result` does.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pfxab_flower.accounting import CommunicationLog, score
+from pfxab_flower.algorithms import make_policy
+from pfxab_flower.algorithms.messages import (
+    FinishInstruction,
+    FinishReport,
+    GlobalUpdate,
+    PhaseInstruction,
+)
+from pfxab_flower.algorithms.phased import ServerMachine, Settings
+from pfxab_flower.errors import RunStoppedError
+from pfxab_flower.problems.federation import Federation
+from pfxab_flower.results import RunResult, build_result
+from pfxab_flower.sampling import PullLog
+
+LOGGER = logging.getLogger("pfxab_flower")
+
+STAGE_KINDS = {"local-means": "explore", "active-set": "eliminate", "finish": "finish"}
+
+
+@dataclass
+class Unreadable:
+    """A reply no core message could be read from: who claimed to send it (if known) and why."""
+
+    client: object
+    reason: str
+
+
+@dataclass
+class Exchange:
+    """The replies of one exchange, decoded by a transport."""
+
+    reports: list[Any] = field(default_factory=list)
+    unreadable: list[Unreadable] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)  # clients that sent an error or nothing readable
+    harness: dict[int, Mapping[str, np.ndarray]] = field(default_factory=dict)
+
+
+class ServerDriver:
+    """The server of one run of ``algorithm`` with ``settings``; ``federation`` only in simulation."""
+
+    def __init__(self, algorithm: str, settings: Settings, federation: Federation | None = None) -> None:
+        self.algorithm = algorithm
+        self.federation = federation
+        self.machine = ServerMachine(make_policy(algorithm), settings, report_pulls=federation is not None)
+        self.communication = CommunicationLog()
+        self.stop_reason: str | None = None
+        self.finished = False
+        self.final_reports: dict[int, FinishReport] = {}
+        self.harness: dict[int, Mapping[str, np.ndarray]] = {}
+        self.started = time.perf_counter()
+
+    @property
+    def settings(self) -> Settings:
+        return self.machine.settings
+
+    @property
+    def num_clients(self) -> int:
+        return self.settings.num_clients
+
+    @property
+    def max_rounds(self) -> int:
+        """Flower rounds the run can take: one per phase (bounded from the horizon) plus the final one."""
+        return self.settings.schedule.max_phases() + 1
+
+    @property
+    def running(self) -> bool:
+        return not (self.finished or self.stop_reason is not None)
+
+    # -- the exchanges ---------------------------------------------------------------------
+    def next_instruction(self) -> PhaseInstruction | FinishInstruction | None:
+        """The next broadcast (a phase, or the final exploitation); ``None`` once the run is over."""
+        if not self.running or self.machine.done:
+            return None
+        return self.machine.next_instruction()
+
+    def local_means(self, instruction: PhaseInstruction, exchange: Exchange) -> GlobalUpdate | None:
+        """Average the exploration reports; ``None`` if the run stopped (below quorum)."""
+        self._take(instruction.phase, "local-means", exchange)
+        try:
+            return self.machine.aggregate(exchange.reports)
+        except RunStoppedError as exc:
+            self.stop(str(exc), exchange.failures)
+            return None
+
+    def secure_sums(
+        self, instruction: PhaseInstruction, sums: np.ndarray, holders: np.ndarray, exchange: Exchange
+    ) -> GlobalUpdate | None:
+        """Average from SecAgg+ sums over ``len(exchange.reports)`` clients; ``None`` if the run stopped."""
+        self._take(instruction.phase, "local-means", exchange)
+        try:
+            return self.machine.aggregate_sums(sums, holders, len(exchange.reports))
+        except RunStoppedError as exc:
+            self.stop(str(exc), exchange.failures)
+            return None
+
+    def active_sets(self, update: GlobalUpdate, exchange: Exchange) -> None:
+        """Close the phase with the clients' next active sets (or stop below quorum)."""
+        self._take(update.phase, "active-set", exchange)
+        try:
+            self.machine.collect(exchange.reports)
+        except RunStoppedError as exc:
+            self.stop(str(exc), exchange.failures)
+
+    def final_nodes(self, instruction: FinishInstruction, exchange: Exchange) -> None:
+        """Keep each client's final recommendation; the run is finished."""
+        phase = instruction.phases + 1
+        self._take(phase, "finish", exchange)
+        valid: list[FinishReport] = []
+        for report in sorted(exchange.reports, key=lambda r: repr(r.client)):
+            reason = self.check_final(report)
+            if reason is None:
+                valid.append(report)
+                self.final_reports[int(report.client)] = report
+            else:
+                self.machine.reject(report.client, phase, "finish", reason)
+        self.machine.finish(valid)
+        self.finished = True
+
+    def check_final(self, report: FinishReport) -> str | None:
+        """Why a final report cannot be used, or ``None`` if it can."""
+        client = report.client
+        if isinstance(client, bool) or not isinstance(client, int | np.integer) or not 0 <= client < self.num_clients:
+            return f"client id {client!r} is not in [0, {self.num_clients})"
+        if int(client) in self.final_reports:
+            return f"client {client} replied twice"
+        point = np.asarray(report.point)
+        if point.ndim != 1 or point.size == 0 or not np.issubdtype(point.dtype, np.floating) or \
+                not np.all(np.isfinite(point)):
+            return "final point is not a non-empty vector of finite numbers"
+        return None
+
+    def record(self, phase: int, kind: str, values_down: int, bytes_down: int, values_up: int, bytes_up: int) -> None:
+        """Log what crossed the wire in one exchange (each transport counts its own encoding)."""
+        self.communication.record(phase, kind, values_down, bytes_down, values_up, bytes_up)
+
+    def stop(self, reason: str, failures: list[str] | None = None) -> None:
+        """End the run early (too few replies, too few nodes): say why once; nothing more is sent."""
+        if self.stop_reason is not None:
+            return
+        self.stop_reason = reason + (f"; first client failure: {failures[0]}" if failures else "")
+        LOGGER.error("run stopped: %s", self.stop_reason)
+
+    def _take(self, phase: int, stage: str, exchange: Exchange) -> None:
+        """Log the failures and unreadable replies of an exchange, and keep the harness data."""
+        for reason in exchange.failures:
+            LOGGER.warning("phase %d: %s round failed on a client: %s", phase, stage, reason)
+        for bad in exchange.unreadable:
+            self.machine.reject(bad.client, phase, stage, bad.reason)
+        for client, data in exchange.harness.items():
+            if isinstance(client, int) and 0 <= client < self.num_clients:
+                self.harness[client] = data
+
+    # -- the outcome -----------------------------------------------------------------------
+    def phase_metrics(self) -> list[dict[str, int | float]]:
+        """One row per completed phase: active and eliminated nodes, pulls per client, failures, ..."""
+        return [dict(row) for row in self.machine.history]
+
+    def final_points(self) -> np.ndarray:
+        """Every client's final recommendation in the user's units, ``(M, d)`` in client order (NaN if none)."""
+        points = [np.asarray(self.final_reports[m].point, dtype=float) if m in self.final_reports else None
+                  for m in range(self.num_clients)]
+        dims = {p.size for p in points if p is not None}
+        d = dims.pop() if len(dims) == 1 else 0
+        return np.array([p if p is not None and p.size == d else np.full(d, np.nan) for p in points]).reshape(-1, d)
+
+    def pull_logs(self) -> list[PullLog]:
+        """Each client's pull log from its harness data (simulation only)."""
+        logs = []
+        for m in range(self.num_clients):
+            data = self.harness.get(m)
+            if data is None or "pull-nodes" not in data or "pull-counts" not in data:
+                raise IncompleteRunError(f"client {m} sent no pull log")
+            logs.append(PullLog(np.asarray(data["pull-nodes"], dtype=np.int64),
+                                np.asarray(data["pull-counts"], dtype=np.int64)))
+        return logs
+
+    def result(self, engine: str, describe: Mapping[str, Any] | None = None) -> RunResult:
+        """The scored result of a finished simulated run (the same for every engine but ``engine`` and bytes)."""
+        if self.federation is None:
+            raise IncompleteRunError("the run has no ground truth to score (no federation was given)")
+        if self.stop_reason is not None:
+            raise RunStoppedError(self.stop_reason)
+        if not self.finished:
+            raise IncompleteRunError(f"the run stopped after {self.machine.completed} phases, before the final round")
+        settings = self.settings
+        return build_result(
+            federation=self.federation,
+            server=self.machine,
+            ledger=score(self.federation, settings.alpha, settings.horizon, self.pull_logs()),
+            communication=self.communication.frame(),
+            parameters=run_parameters(self.algorithm, self.federation.name, engine, settings, describe),
+            wall_seconds=time.perf_counter() - self.started,
+        )
+
+
+def run_parameters(
+    algorithm: str, problem: str, engine: str, settings: Settings, describe: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The leading entries of a run's summary: what ran, where, with which parameters."""
+    schedule = settings.schedule
+    return {
+        "algorithm": algorithm,
+        "problem": problem,
+        "engine": engine,
+        "alpha": settings.alpha,
+        "clients": settings.num_clients,
+        "horizon": settings.horizon,
+        "seed": settings.seed,
+        "nu1": schedule.nu1,
+        "rho": schedule.rho,
+        "max_depth": schedule.max_depth,
+        "pf_pne_eps": settings.pf_pne_eps,
+        **(describe or {}),
+    }
+
+
+class IncompleteRunError(RuntimeError):
+    """The run ended without what its result needs (every client's final report and pull log)."""

@@ -1,0 +1,139 @@
+"""What both Flower strategy trees share: validated constructor arguments, node checks, decoding.
+
+The Message-API strategies (:mod:`.message`) and the legacy ones (:mod:`.legacy`) are two
+independent class trees, as in Flower; neither builds the other. Both are thin codecs
+over a :class:`~pfxab_flower.driver.ServerDriver`, which this module builds from the
+strategy's keyword arguments after checking each of them with the one configuration
+(:func:`pfxab_flower.config.validate_algorithm_parameters`, one-line ``ConfigError``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from pfxab_flower.config import validate_algorithm_parameters
+from pfxab_flower.driver import Exchange, ServerDriver, Unreadable
+from pfxab_flower.engine import make_settings
+from pfxab_flower.errors import ConfigError
+from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT, parse_min_fraction
+from pfxab_flower.problems.federation import Federation
+from pfxab_flower.strategies import serde
+
+LOGGER = logging.getLogger("pfxab_flower")
+
+#: Flower's own strategies log their configuration with this tree (``FedAvg.summary``).
+SUMMARY_FORMAT = "\t├──> %s: %s"
+
+
+def make_driver(
+    algorithm: str,
+    *,
+    num_clients: int,
+    horizon: int,
+    alpha: float,
+    seed: int,
+    nu1: float,
+    rho: float,
+    max_depth: int | None,
+    pf_pne_eps: float,
+    min_fraction: float,
+    round_timeout: float,
+    federation: Federation | None,
+) -> ServerDriver:
+    """The driver of a strategy's validated arguments (a one-line ``ConfigError`` names a bad one)."""
+    if isinstance(num_clients, bool) or not isinstance(num_clients, int | np.integer) or num_clients < 1:
+        raise ConfigError(f"num_clients={num_clients!r} is invalid; allowed: an integer >= 1")
+    validate_algorithm_parameters(algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps)
+    min_fraction = parse_min_fraction(min_fraction)
+    if isinstance(round_timeout, bool) or not isinstance(round_timeout, int | float) or not round_timeout > 0:
+        raise ConfigError(f"round_timeout={round_timeout!r} is invalid; allowed: a number of seconds > 0")
+    if federation is not None and federation.num_clients != num_clients:
+        raise ConfigError(f"num_clients={num_clients!r} is invalid; allowed: {federation.num_clients} "
+                          "(the number of objectives of the federation given)")
+    settings = make_settings(int(num_clients), alpha=alpha, horizon=int(horizon), seed=int(seed), nu1=nu1, rho=rho,
+                             max_depth=max_depth, pf_pne_eps=pf_pne_eps, min_fraction=min_fraction)
+    return ServerDriver(algorithm, settings, federation)
+
+
+def summary_lines(driver: ServerDriver) -> list[tuple[str, Any]]:
+    """The configuration a strategy logs in ``summary()``."""
+    s = driver.settings
+    schedule = s.schedule
+    return [
+        ("Algorithm", driver.algorithm),
+        ("Clients", f"{s.num_clients} (min-fraction {s.min_fraction:g} must answer every exchange)"),
+        ("Horizon", f"{s.horizon} pulls per client, at most {driver.max_rounds} rounds"),
+        ("Personalisation alpha", s.alpha),
+        ("Smoothness", f"nu1={schedule.nu1:g}, rho={schedule.rho:g}, max depth {schedule.max_depth or 'none'}"),
+        ("Seed", s.seed),
+        ("Scored against a known federation", driver.federation is not None),
+    ]
+
+
+def log_summary(driver: ServerDriver, name: str) -> None:
+    LOGGER.info("%s:", name)
+    for key, value in summary_lines(driver):
+        LOGGER.info(SUMMARY_FORMAT, key, value)
+
+
+def decode_replies(
+    driver: ServerDriver,
+    payloads: Iterable[tuple[list[np.ndarray], Mapping[str, Any]] | Unreadable | str],
+    expected: type,
+    standby: set[int],
+) -> Exchange:
+    """Turn decoded payloads (or unreadable replies, or failure reasons) into an :class:`Exchange`, in a fixed order.
+
+    Arrival order is random in Flower: sorting by the partition id a reply claims makes
+    every number reproducible. Standby replies (nodes beyond ``num_clients``) are noted once.
+    """
+    exchange = Exchange()
+    readable = []
+    for payload in payloads:
+        if isinstance(payload, str):
+            exchange.failures.append(failure_reason(payload))
+        elif isinstance(payload, Unreadable):
+            exchange.unreadable.append(payload)
+        else:
+            readable.append(payload)
+    for arrays, config in sorted(readable, key=lambda p: repr(p[1].get(serde.PARTITION_ID))):
+        claimed = config.get(serde.PARTITION_ID)
+        if serde.is_standby(config):
+            if claimed not in standby:
+                standby.add(claimed)  # type: ignore[arg-type]
+                LOGGER.info("a node with partition-id %r stands by: the run has %d clients",
+                            claimed, driver.num_clients)
+            continue
+        try:
+            report = serde.read_reply(arrays, config, expected)
+        except serde.WireError as exc:
+            exchange.unreadable.append(Unreadable(claimed, str(exc)))
+            continue
+        exchange.reports.append(report)
+        harness = serde.read_harness(config)
+        if harness:
+            exchange.harness[report.client] = harness
+    return exchange
+
+
+def failure_reason(failure: BaseException | str) -> str:
+    """A client failure as one line: the client's own message, without Ray's or Flower's wrapping."""
+    text = str(failure)
+    if "Message: " in text:  # Flower's ClientAppException wraps the original message (and a Ray traceback)
+        text = text.rsplit("Message: ", 1)[1].split("'>", 1)[0]
+    text = " ".join(text.split()).rstrip("'>")
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def too_few_nodes(driver: ServerDriver, nodes: int, waited: float) -> str:
+    """The one line that stops a run whose federation has fewer nodes than clients."""
+    M = driver.num_clients
+    return (f"only {nodes} of the {M} nodes the run needs are connected (waited {waited:.0f} s); allowed: at "
+            f"least num_clients={M} SuperNodes (simulation: num-supernodes={M}), or num_clients={nodes}")
+
+
+__all__ = ["DEFAULT_MIN_FRACTION", "DEFAULT_ROUND_TIMEOUT", "decode_replies", "failure_reason", "make_driver"]

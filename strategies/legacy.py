@@ -1,0 +1,282 @@
+"""PF-XAB, Fed-PNE and PF-PNE as legacy Flower strategies (``flwr.server.strategy.Strategy``), for existing deployments.
+
+Same driver and same rounds as the Message-API strategies (:mod:`.message`), on the
+``Strategy``/``NumPyClient`` API: ``configure_fit`` -> phase (or final) instruction,
+``aggregate_fit`` -> local means (or final points), ``configure_evaluate`` -> global update,
+``aggregate_evaluate`` -> next active sets. Metrics reach Flower's ``History``:
+``metrics_distributed_fit[p]`` (exploration of phase ``p``) and ``metrics_distributed[p]``
+(the whole phase: active nodes, eliminated, pulls per client, failures, mean observed
+reward). With ``secure_aggregation=True`` the local means arrive as SecAgg+ sums
+(:mod:`.secure`; run it with :func:`~pfxab_flower.strategies.secure.secure_server_app`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar
+
+import numpy as np
+from flwr.common import (
+    Code,
+    EvaluateIns,
+    EvaluateRes,
+    FitIns,
+    FitRes,
+    Parameters,
+    Scalar,
+    Status,
+    ndarrays_to_parameters,
+    parameters_to_ndarrays,
+)
+from flwr.server.client_manager import ClientManager
+from flwr.server.client_proxy import ClientProxy
+from flwr.server.strategy import Strategy
+
+from pfxab_flower.algorithms.messages import (
+    ActiveSetReport,
+    FinishInstruction,
+    FinishReport,
+    GlobalUpdate,
+    LocalReport,
+    PhaseInstruction,
+)
+from pfxab_flower.driver import Exchange, ServerDriver, Unreadable
+from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
+from pfxab_flower.problems.federation import Federation
+from pfxab_flower.results import RunResult
+from pfxab_flower.strategies import secure, serde
+from pfxab_flower.strategies.common import decode_replies, log_summary, make_driver, too_few_nodes
+
+LOGGER = logging.getLogger("pfxab_flower")
+
+
+class LegacyPhasedEliminationStrategy(Strategy):
+    """A phased-elimination algorithm on the legacy API; the arguments are the Message-API strategy's."""
+
+    algorithm: ClassVar[str]
+
+    def __init__(
+        self,
+        *,
+        num_clients: int,
+        horizon: int,
+        alpha: float = 0.5,
+        seed: int = 0,
+        nu1: float = 1.0,
+        rho: float = 0.5,
+        max_depth: int | None = None,
+        min_fraction: float = DEFAULT_MIN_FRACTION,
+        round_timeout: float = DEFAULT_ROUND_TIMEOUT,
+        federation: Federation | None = None,
+        secure_aggregation: bool = False,
+        _pf_pne_eps: float = 0.1,
+    ) -> None:
+        super().__init__()
+        self.driver: ServerDriver = make_driver(
+            self.algorithm, num_clients=num_clients, horizon=horizon, alpha=alpha, seed=seed, nu1=nu1, rho=rho,
+            max_depth=max_depth, pf_pne_eps=_pf_pne_eps, min_fraction=min_fraction, round_timeout=round_timeout,
+            federation=federation,
+        )
+        self.round_timeout = float(round_timeout)
+        self.secure_aggregation = bool(secure_aggregation)
+        self._sent: list[ClientProxy] = []
+        self._standby: set[int] = set()
+        self._pending: Any = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_clients={self.driver.num_clients}, horizon={self.driver.settings.horizon})"
+
+    @property
+    def num_rounds(self) -> int:
+        """Flower rounds the run can take: one per phase (bounded from the horizon) plus the final one."""
+        return self.driver.max_rounds
+
+    @property
+    def stop_reason(self) -> str | None:
+        return self.driver.stop_reason
+
+    def final_points(self) -> np.ndarray:
+        """Each client's final recommendation, ``(M, d)`` in the user's units."""
+        return self.driver.final_points()
+
+    def run_result(self, describe: dict[str, Any] | None = None) -> RunResult:
+        """The scored result (simulation: a federation was given), as the in-process engine builds it."""
+        return self.driver.result("flower", {**(describe or {}), "secure_aggregation": self.secure_aggregation})
+
+    # -- Flower hooks -----------------------------------------------------------------------------
+    def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:
+        """No global model: empty parameters (so Flower does not ask a client for any)."""
+        log_summary(self.driver, type(self).__name__)
+        return Parameters(tensors=[], tensor_type="numpy.ndarray")
+
+    def configure_fit(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, FitIns]]:
+        if not self._sent:
+            self._sent = self._clients(client_manager)
+        instruction = self.driver.next_instruction()
+        if instruction is None:
+            return []
+        self._pending = instruction
+        arrays, config = serde.broadcast_payload(instruction)
+        fit_ins = FitIns(ndarrays_to_parameters(arrays), config)
+        return [(client, fit_ins) for client in self._sent]
+
+    def aggregate_fit(
+        self,
+        server_round: int,
+        results: list[tuple[ClientProxy, FitRes]],
+        failures: list[tuple[ClientProxy, FitRes] | BaseException],
+    ) -> tuple[Parameters | None, dict[str, Scalar]]:
+        instruction, self._pending = self._pending, None
+        if instruction is None:
+            return None, {}
+        if isinstance(instruction, FinishInstruction):
+            exchange = self._exchange(instruction, instruction.phases + 1, "finish", results, failures, FinishReport)
+            self.driver.final_nodes(instruction, exchange)
+            return ndarrays_to_parameters([self.driver.final_points()]), {"final-reports": len(exchange.reports)}
+        assert isinstance(instruction, PhaseInstruction)
+        if self.secure_aggregation:
+            update = self._aggregate_secure(instruction, results, failures)
+        else:
+            exchange = self._exchange(instruction, instruction.phase, "explore", results, failures, LocalReport)
+            update = self.driver.local_means(instruction, exchange)
+        self._pending = update
+        plan = self.driver.machine.plan
+        if update is None or plan is None:
+            return None, {}
+        return None, {"phase": instruction.phase, "active_nodes": int(instruction.node_ids.size),
+                      "pulls_per_client": plan.length, "failed_local_means": plan.failed_local_means}
+
+    def configure_evaluate(
+        self, server_round: int, parameters: Parameters, client_manager: ClientManager
+    ) -> list[tuple[ClientProxy, EvaluateIns]]:
+        if not isinstance(self._pending, GlobalUpdate):
+            return []
+        arrays, config = serde.broadcast_payload(self._pending)
+        evaluate_ins = EvaluateIns(ndarrays_to_parameters(arrays), config)
+        return [(client, evaluate_ins) for client in self._sent]
+
+    def aggregate_evaluate(
+        self,
+        server_round: int,
+        results: list[tuple[ClientProxy, EvaluateRes]],
+        failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
+    ) -> tuple[float | None, dict[str, Scalar]]:
+        update, self._pending = self._pending, None
+        if not isinstance(update, GlobalUpdate):
+            return None, {}
+        self.driver.active_sets(update, self._exchange(update, update.phase, "eliminate", results, failures,
+                                                       ActiveSetReport))
+        rows = self.driver.phase_metrics()
+        return None, (dict(rows[-1]) if rows and rows[-1]["phase"] == update.phase else {})
+
+    def evaluate(self, server_round: int, parameters: Parameters) -> tuple[float, dict[str, Scalar]] | None:
+        """No centralised evaluation: the regret is scored from the clients' pulls."""
+        return None
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _clients(self, client_manager: ClientManager) -> list[ClientProxy]:
+        """Every connected node, in a fixed order; stops the run if fewer than ``num_clients`` connect."""
+        M = self.driver.num_clients
+        if not client_manager.wait_for(M, timeout=int(self.round_timeout)):
+            self.driver.stop(too_few_nodes(self.driver, client_manager.num_available(), self.round_timeout))
+            return []
+        return [client_manager.all()[cid] for cid in sorted(client_manager.all())]
+
+    def _exchange(
+        self, broadcast: Any, phase: int, kind: str, results: list[tuple[ClientProxy, Any]], failures: list,
+        expected: type,
+    ) -> Exchange:
+        """Decode an exchange's replies and log what crossed the wire."""
+        payloads: list[Any] = [_failure_text(f) for f in failures]
+        up_values = up_bytes = 0
+        for _, res in results:
+            tensors = list(res.parameters.tensors) if isinstance(res, FitRes) else []
+            values, nbytes = serde.wire_size(tensors, res.metrics)
+            up_values, up_bytes = up_values + values, up_bytes + nbytes
+            if self.secure_aggregation and expected is FinishReport:  # the content travels in the metrics
+                payloads.append(secure.unpack_finish(dict(res.metrics)))
+                continue
+            try:
+                arrays = parameters_to_ndarrays(res.parameters) if isinstance(res, FitRes) else []
+            except Exception as exc:  # any decoding failure of foreign bytes is the peer's fault
+                payloads.append(Unreadable(res.metrics.get(serde.PARTITION_ID), f"tensors cannot be decoded: {exc!r}"))
+                continue
+            payloads.append((arrays, dict(res.metrics)))
+        exchange = decode_replies(self.driver, payloads, expected, self._standby)
+        arrays, config = serde.broadcast_payload(broadcast)
+        down_values, down_bytes = serde.wire_size(list(ndarrays_to_parameters(arrays).tensors), config)
+        sent = len(self._sent)
+        self.driver.record(phase, kind, down_values * sent, down_bytes * sent, up_values, up_bytes)
+        return exchange
+
+    def _aggregate_secure(
+        self, instruction: PhaseInstruction, results: list[tuple[ClientProxy, FitRes]], failures: list
+    ) -> GlobalUpdate | None:
+        """A fit round through SecAgg+: every reply carries the same sum; only metrics are per client."""
+        exchange = Exchange(failures=[_failure_text(f) for f in failures])
+        clients: dict[int, FitRes] = {}
+        for _, res in sorted(results, key=lambda pair: repr(pair[1].metrics.get(serde.PARTITION_ID))):
+            try:
+                client = serde.partition_id(res.metrics)
+            except serde.WireError as exc:
+                exchange.unreadable.append(Unreadable(res.metrics.get(serde.PARTITION_ID), str(exc)))
+                continue
+            if client in clients or not 0 <= client < self.driver.num_clients:
+                exchange.unreadable.append(Unreadable(client, f"client id {client} is repeated or out of range"))
+                continue
+            clients[client] = res
+        exchange.reports = list(clients)  # the driver counts the reporters
+        arrays, config = serde.broadcast_payload(instruction)
+        down_values, down_bytes = serde.wire_size(list(ndarrays_to_parameters(arrays).tensors), config)
+        up = [serde.wire_size(list(res.parameters.tensors), res.metrics) for res in clients.values()]
+        sent = len(self._sent)
+        self.driver.record(instruction.phase, "explore", down_values * sent, down_bytes * sent,
+                           sum(v for v, _ in up), sum(b for _, b in up))
+        try:
+            vectors = parameters_to_ndarrays(next(iter(clients.values())).parameters) if clients else []
+        except Exception:  # an undecodable sum: nothing can be averaged
+            vectors = []
+        average = vectors[0] if len(vectors) == 1 else np.zeros(0)
+        sums, holders = secure.split_aggregate(average, len(clients), len(instruction.node_ids))
+        return self.driver.secure_sums(instruction, sums, holders, exchange)
+
+
+def _failure_text(failure: BaseException | tuple[ClientProxy, Any]) -> str:
+    return str(failure if isinstance(failure, BaseException) else failure[1].status.message)
+
+
+def ok_fit_res(arrays: list[np.ndarray], num_examples: int, metrics: dict[str, Any]) -> FitRes:
+    """The ``FitRes`` Flower's NumPyClient wrapper makes of a ``fit`` return (for tests and tools)."""
+    return FitRes(Status(Code.OK, "Success"), ndarrays_to_parameters(arrays), num_examples, metrics)
+
+
+def ok_evaluate_res(loss: float, num_examples: int, metrics: dict[str, Any]) -> EvaluateRes:
+    return EvaluateRes(Status(Code.OK, "Success"), loss, num_examples, metrics)
+
+
+class PFXABStrategy(LegacyPhasedEliminationStrategy):
+    """PF-XAB on the legacy API (prefer :class:`~pfxab_flower.strategies.PFXAB`, Message API)."""
+
+    algorithm = "pf-xab"
+
+
+class FedPNEStrategy(LegacyPhasedEliminationStrategy):
+    """Fed-PNE on the legacy API (prefer :class:`~pfxab_flower.strategies.FedPNE`, Message API)."""
+
+    algorithm = "fed-pne"
+
+
+class PFPNEStrategy(LegacyPhasedEliminationStrategy):
+    """PF-PNE on the legacy API (prefer :class:`~pfxab_flower.strategies.PFPNE`, Message API)."""
+
+    algorithm = "pf-pne"
+
+    def __init__(self, *, pf_pne_eps: float = 0.1, **kwargs: Any) -> None:
+        super().__init__(_pf_pne_eps=pf_pne_eps, **kwargs)
+
+
+LEGACY_STRATEGIES: dict[str, type[LegacyPhasedEliminationStrategy]] = {
+    cls.algorithm: cls for cls in (PFXABStrategy, FedPNEStrategy, PFPNEStrategy)
+}

@@ -1,0 +1,256 @@
+"""PF-XAB, Fed-PNE and PF-PNE as Message-API strategies (``flwr.serverapp.strategy.Strategy``).
+
+Used like Flower's ``FedAvg``::
+
+    strategy = PFXAB(num_clients=10, horizon=2_000_000, alpha=0.5, seed=0)
+    result = strategy.start(grid=grid)             # rounds derived from the horizon
+    result.arrays["final-points"].numpy()           # (M, d): each client's recommendation
+    result.train_metrics_clientapp[1]               # phase 1: active nodes, eliminated, pulls, ...
+
+One Flower round is one phase: ``configure_train`` broadcasts the ``PhaseInstruction``,
+``aggregate_train`` averages the local means, ``configure_evaluate`` broadcasts the
+``GlobalUpdate``, ``aggregate_evaluate`` collects the next active sets; one more round
+sends the ``FinishInstruction`` and gathers the final points. Every decision is the
+:class:`~pfxab_flower.driver.ServerDriver`'s; this module only encodes and decodes.
+Once the run is over, Flower's remaining rounds (an upper bound from the horizon) are
+empty and end at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Result, Strategy
+from flwr.superlink.grid import InMemoryGrid
+
+from pfxab_flower.algorithms.messages import ActiveSetReport, FinishInstruction, FinishReport, LocalReport
+from pfxab_flower.driver import Exchange, ServerDriver, Unreadable
+from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
+from pfxab_flower.problems.federation import Federation
+from pfxab_flower.results import RunResult
+from pfxab_flower.strategies import records, serde
+from pfxab_flower.strategies.common import decode_replies, log_summary, make_driver, too_few_nodes
+
+LOGGER = logging.getLogger("pfxab_flower")
+
+#: Seconds between two polls for replies of the simulation's in-memory grid (Flower: 0.1 s).
+#: Measured (docs/performance.md): ~0.05 s less per phase at M = 10; no cost seen at M = 100.
+PULL_INTERVAL = 0.01
+#: What ``Result.evaluate_metrics_serverapp`` reports when the federation is known (simulation).
+SCORE_KEYS = ("regret", "mean_reward_personalised", "mean_reward_global", "mean_reward_local")
+
+
+class PhasedEliminationStrategy(Strategy):
+    """A phased-elimination algorithm over ``num_clients`` nodes; subclasses fix ``algorithm``.
+
+    ``num_clients`` nodes take part (Flower's ``partition-id`` 0..M-1; a node beyond them
+    stands by). ``min_fraction`` of them must answer every exchange or the run stops.
+    ``round_timeout`` is how long a round waits for replies (and a deployment for its
+    nodes to connect). ``federation`` (simulation only) is the ground truth: the clients
+    then attach their pull logs and the result carries the exact regret.
+    """
+
+    algorithm: ClassVar[str]
+
+    def __init__(
+        self,
+        *,
+        num_clients: int,
+        horizon: int,
+        alpha: float = 0.5,
+        seed: int = 0,
+        nu1: float = 1.0,
+        rho: float = 0.5,
+        max_depth: int | None = None,
+        min_fraction: float = DEFAULT_MIN_FRACTION,
+        round_timeout: float = DEFAULT_ROUND_TIMEOUT,
+        federation: Federation | None = None,
+        _pf_pne_eps: float = 0.1,
+    ) -> None:
+        self.driver: ServerDriver = make_driver(
+            self.algorithm, num_clients=num_clients, horizon=horizon, alpha=alpha, seed=seed, nu1=nu1, rho=rho,
+            max_depth=max_depth, pf_pne_eps=_pf_pne_eps, min_fraction=min_fraction, round_timeout=round_timeout,
+            federation=federation,
+        )
+        self.round_timeout = float(round_timeout)
+        self._nodes: list[int] | None = None
+        self._standby: set[int] = set()
+        self._pending: Any = None
+        self._broadcast: RecordDict | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_clients={self.driver.num_clients}, horizon={self.driver.settings.horizon})"
+
+    @property
+    def num_rounds(self) -> int:
+        """Flower rounds the run can take: one per phase (bounded from the horizon) plus the final one."""
+        return self.driver.max_rounds
+
+    def summary(self) -> None:
+        log_summary(self.driver, type(self).__name__)
+
+    # -- the run ------------------------------------------------------------------------------
+    def start(
+        self,
+        grid: Grid,
+        initial_arrays: ArrayRecord | None = None,
+        num_rounds: int | None = None,
+        timeout: float | None = None,
+        train_config: ConfigRecord | None = None,
+        evaluate_config: ConfigRecord | None = None,
+        evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
+    ) -> Result:
+        """Flower's round loop (``Strategy.start``), rounds derived from the horizon; the outcome in the ``Result``.
+
+        ``result.arrays`` holds ``final-points`` (``(M, d)``, the user's units, client order)
+        and ``final-nodes``; ``train_metrics_clientapp[p]`` phase ``p``'s metrics; with a
+        known federation, ``evaluate_metrics_serverapp`` the regret and mean rewards.
+        """
+        if isinstance(grid, InMemoryGrid):  # the simulation's grid polls for replies
+            grid.pull_interval = min(grid.pull_interval, PULL_INTERVAL)
+        result = super().start(
+            grid, initial_arrays if initial_arrays is not None else ArrayRecord(),
+            num_rounds=num_rounds or self.num_rounds, timeout=timeout or self.round_timeout,
+            train_config=train_config, evaluate_config=evaluate_config, evaluate_fn=evaluate_fn,
+        )
+        for row in self.driver.phase_metrics():
+            result.train_metrics_clientapp[int(row["phase"])] = MetricRecord(_metric_values(row))
+        if self.driver.finished and self.driver.federation is not None:
+            summary = self.run_result().summary
+            rounds = self.driver.machine.completed + 1
+            result.evaluate_metrics_serverapp[rounds] = MetricRecord({k: float(summary[k]) for k in SCORE_KEYS})
+        return result
+
+    def run_result(self, describe: dict[str, Any] | None = None) -> RunResult:
+        """The scored result (simulation: a federation was given), as the in-process engine builds it."""
+        return self.driver.result("flower", describe)
+
+    @property
+    def stop_reason(self) -> str | None:
+        return self.driver.stop_reason
+
+    # -- Flower hooks -------------------------------------------------------------------------
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        if self._nodes is None:
+            self._nodes = self._connected_nodes(grid)
+        instruction = self.driver.next_instruction()
+        if instruction is None:
+            return []
+        self._pending = instruction
+        return self._messages(instruction, MessageType.TRAIN)
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        instruction, self._pending = self._pending, None
+        if instruction is None:
+            return None, None
+        if isinstance(instruction, FinishInstruction):
+            self.driver.final_nodes(instruction, self._exchange(instruction.phases + 1, "finish", replies,
+                                                                FinishReport))
+            nodes = np.array([self.driver.final_reports[m].node_id if m in self.driver.final_reports else 0
+                              for m in range(self.driver.num_clients)], dtype=np.int64)
+            final = ArrayRecord({"final-points": Array(self.driver.final_points()), "final-nodes": Array(nodes)})
+            return final, MetricRecord({"final-reports": len(self.driver.final_reports)})
+        update = self.driver.local_means(instruction, self._exchange(instruction.phase, "explore", replies,
+                                                                     LocalReport))
+        self._pending = update
+        plan = self.driver.machine.plan
+        if update is None or plan is None:
+            return None, None
+        return None, MetricRecord({"phase": instruction.phase, "active_nodes": int(instruction.node_ids.size),
+                                   "pulls_per_client": plan.length,
+                                   "failed_local_means": plan.failed_local_means})
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        if self._pending is None:
+            return []
+        return self._messages(self._pending, MessageType.EVALUATE)
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
+        update, self._pending = self._pending, None
+        if update is None:
+            return None
+        self.driver.active_sets(update, self._exchange(update.phase, "eliminate", replies, ActiveSetReport))
+        return None
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _connected_nodes(self, grid: Grid) -> list[int]:
+        """The nodes of the run, in a fixed order; stops the run if fewer than ``num_clients`` connect.
+
+        A simulation's nodes all exist before the ServerApp starts, so a short federation
+        fails at once; a deployment's SuperNodes may still be connecting: wait for them,
+        up to ``round_timeout``.
+        """
+        M = self.driver.num_clients
+        started = time.monotonic()
+        patience = 0.0 if isinstance(grid, InMemoryGrid) else self.round_timeout
+        while len(nodes := sorted(grid.get_node_ids())) < M and time.monotonic() - started < patience:
+            time.sleep(0.2)
+        if len(nodes) < M:
+            self.driver.stop(too_few_nodes(self.driver, len(nodes), time.monotonic() - started))
+        return nodes
+
+    def _messages(self, message: Any, message_type: str) -> list[Message]:
+        self._broadcast = records.to_record(*serde.broadcast_payload(message))
+        return [Message(content=self._broadcast, message_type=message_type, dst_node_id=node)
+                for node in self._nodes or []]
+
+    def _exchange(self, phase: int, kind: str, replies: Iterable[Message], expected: type) -> Exchange:
+        """Decode an exchange's replies and log what crossed the wire."""
+        payloads: list[Any] = []
+        up_values = up_bytes = 0
+        for reply in replies:
+            if reply.has_error():
+                payloads.append(reply.error.reason)
+                continue
+            values, nbytes = records.record_size(reply.content)
+            up_values, up_bytes = up_values + values, up_bytes + nbytes
+            try:
+                payloads.append(records.from_record(reply.content))
+            except serde.WireError as exc:
+                payloads.append(Unreadable(None, str(exc)))
+        exchange = decode_replies(self.driver, payloads, expected, self._standby)
+        assert self._broadcast is not None
+        down_values, down_bytes = records.record_size(self._broadcast)
+        sent = len(self._nodes or [])
+        self.driver.record(phase, kind, down_values * sent, down_bytes * sent, up_values, up_bytes)
+        return exchange
+
+
+def _metric_values(row: dict[str, Any]) -> dict[str, int | float]:
+    return {key: (float(value) if isinstance(value, float) else int(value)) for key, value in row.items()}
+
+
+class PFXAB(PhasedEliminationStrategy):
+    """PF-XAB (Arabzadeh, Grant, Leslie, TMLR 2024): each client optimises ``alpha*local + (1-alpha)*global``."""
+
+    algorithm = "pf-xab"
+
+
+class FedPNE(PhasedEliminationStrategy):
+    """Fed-PNE (Li et al., AAAI 2024): federated phased node elimination on the global objective."""
+
+    algorithm = "fed-pne"
+
+
+class PFPNE(PhasedEliminationStrategy):
+    """PF-PNE (Li et al., AISTATS 2024): personalised phased node elimination, heterogeneity slack ``pf_pne_eps``."""
+
+    algorithm = "pf-pne"
+
+    def __init__(self, *, pf_pne_eps: float = 0.1, **kwargs: Any) -> None:
+        super().__init__(_pf_pne_eps=pf_pne_eps, **kwargs)
+
+
+STRATEGIES: dict[str, type[PhasedEliminationStrategy]] = {cls.algorithm: cls for cls in (PFXAB, FedPNE, PFPNE)}
