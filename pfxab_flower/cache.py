@@ -12,12 +12,20 @@ exact point as float64 bytes.
 The cache lives in ``$PFXAB_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/pfxab-flower``,
 else ``~/.cache/pfxab-flower``. If it cannot be opened or written, a warning
 is issued once and evaluation goes on without it: the cache is only a speed-up.
+A *corrupt* file (not a database, a malformed page) heals instead: it is moved
+aside to ``<name>.corrupt-<time>`` with one line on stderr and a new cache is
+started, so one damaged file does not make every later run cold. Values read
+back can be checked against the objective's range (``load(..., bounds=)``):
+values outside it are dropped from the file and recomputed, never used.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
+import sys
+import time
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -57,17 +65,43 @@ class EvaluationStore:
             return self._connection
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            connection = sqlite3.connect(self.path, timeout=_TIMEOUT_SECONDS, isolation_level=None)
+            try:
+                self._connection = self._open()
+            except sqlite3.Error as exc:
+                if not _is_corruption(exc):
+                    raise
+                self._move_aside(exc)
+                self._connection = self._open()
+        except (OSError, sqlite3.Error) as exc:
+            self._disable(exc)
+        return self._connection
+
+    def _open(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(self.path, timeout=_TIMEOUT_SECONDS, isolation_level=None)
+        try:
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=NORMAL")
             connection.execute(
                 "CREATE TABLE IF NOT EXISTS evaluations (namespace TEXT NOT NULL, item INTEGER NOT NULL, "
                 "point BLOB NOT NULL, value REAL NOT NULL, PRIMARY KEY (namespace, item, point)) WITHOUT ROWID"
             )
-            self._connection = connection
-        except (OSError, sqlite3.Error) as exc:
-            self._disable(exc)
-        return self._connection
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _move_aside(self, exc: sqlite3.Error) -> None:
+        """Rename the corrupt file (and its WAL/SHM companions) so a fresh cache can take its place."""
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+        for suffix in ("", "-wal", "-shm"):
+            source = Path(f"{self.path}{suffix}")
+            if source.exists():
+                os.replace(source, f"{aside}{suffix}")
+        print(f"pfxab: evaluation cache {self.path} was corrupt ({exc}); moved it to {aside} and started a new one",
+              file=sys.stderr)
 
     @property
     def enabled(self) -> bool:
@@ -80,39 +114,76 @@ class EvaluationStore:
         self._connection = None
         self._disabled = True
 
-    def load(self, namespace: str, items: Iterable[int]) -> dict[int, dict[bytes, float]]:
-        """Every stored value of these items: ``{item: {point bytes: value}}``."""
+    def load(
+        self, namespace: str, items: Iterable[int], bounds: tuple[float, float] = (-math.inf, math.inf)
+    ) -> dict[int, dict[bytes, float]]:
+        """Every stored value of these items: ``{item: {point bytes: value}}``.
+
+        Values outside ``bounds`` (the objective's range) or not finite cannot be
+        right: they are deleted from the file (so they get recomputed and stored
+        again) and left out, with one line on stderr.
+        """
         result: dict[int, dict[bytes, float]] = {int(i): {} for i in items}
-        connection = self._connect()
-        if connection is None or not result:
+        if not result:
             return result
         marks = ",".join("?" * len(result))
-        try:
-            rows = connection.execute(
-                f"SELECT item, point, value FROM evaluations WHERE namespace = ? AND item IN ({marks})",
-                (namespace, *result),
-            ).fetchall()
-        except sqlite3.Error as exc:
-            self._disable(exc)
-            return result
+        query = f"SELECT item, point, value FROM evaluations WHERE namespace = ? AND item IN ({marks})"
+        rows = self._read(query, (namespace, *result))
+        low, high = bounds
+        bad = []
         for item, point, value in rows:
-            result[item][bytes(point)] = value
+            if isinstance(value, float) and math.isfinite(value) and low <= value <= high:
+                result[item][bytes(point)] = value
+            else:
+                bad.append((namespace, item, point))
+        if bad:
+            print(f"pfxab: evaluation cache {self.path} held {len(bad)} value(s) outside [{low:g}, {high:g}]; "
+                  "dropped them (they are recomputed)", file=sys.stderr)
+            self._write("DELETE FROM evaluations WHERE namespace = ? AND item = ? AND point = ?", bad)
         return result
 
-    def save(self, namespace: str, rows: Iterable[tuple[int, bytes, float]]) -> None:
-        """Store ``(item, point bytes, value)`` rows in one transaction (existing keys are kept)."""
-        rows = [(namespace, int(i), p, float(v)) for i, p, v in rows]
+    def _read(self, query: str, parameters: tuple) -> list[tuple]:
+        """Run a query; a corrupt file is moved aside once (then it reads as empty)."""
+        for attempt in (1, 2):
+            connection = self._connect()
+            if connection is None:
+                return []
+            try:
+                return connection.execute(query, parameters).fetchall()
+            except sqlite3.Error as exc:
+                if attempt == 1 and _is_corruption(exc):
+                    self._move_aside(exc)
+                    continue
+                self._disable(exc)
+        return []
+
+    def _write(self, statement: str, rows: list[tuple]) -> None:
         connection = self._connect()
         if connection is None or not rows:
             return
         try:
             with connection:  # BEGIN ... COMMIT, ROLLBACK on error
                 connection.execute("BEGIN IMMEDIATE")
-                connection.executemany("INSERT OR IGNORE INTO evaluations VALUES (?, ?, ?, ?)", rows)
+                connection.executemany(statement, rows)
         except sqlite3.Error as exc:
             self._disable(exc)
+
+    def save(self, namespace: str, rows: Iterable[tuple[int, bytes, float]]) -> None:
+        """Store ``(item, point bytes, value)`` rows in one transaction (existing keys are kept)."""
+        self._write("INSERT OR IGNORE INTO evaluations VALUES (?, ?, ?, ?)",
+                    [(namespace, int(i), p, float(v)) for i, p, v in rows])
 
     def close(self) -> None:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+
+
+def _is_corruption(exc: sqlite3.Error) -> bool:
+    """Whether the file itself is damaged (not a database, malformed), as opposed to locked or unwritable."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) or (
+        code is None and isinstance(exc, sqlite3.DatabaseError)
+    )

@@ -10,6 +10,10 @@ phase, so a node pulled ``n`` times is one draw of that sum:
   drawn exactly in O(1).
 * ``bernoulli``: the reward is Bernoulli(``mu``); the sum is Binomial(``n, mu``),
   drawn exactly in O(1). Needs ``mu`` in ``[0, 1]``.
+* ``none``: the reward is ``mu`` itself (``sigma`` is ignored): a deterministic
+  black box, like a training run scored on a fixed validation set. A client then
+  evaluates each point once and reuses the value (see
+  :class:`~pfxab_flower.sampling.SimulatedEnvironment`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import numpy as np
 
 from pfxab_flower.errors import ConfigError, ObjectiveError
 
-NOISE_KINDS = ("uniform", "gaussian", "bernoulli")
+NOISE_KINDS = ("uniform", "gaussian", "bernoulli", "none")
 
 # Largest block of uniforms drawn at once: bounds memory at 32 MiB per block.
 _CHUNK = 1 << 22
@@ -39,6 +43,11 @@ class NoiseModel:
         if not (np.isfinite(self.sigma) and self.sigma >= 0):
             raise ConfigError(f"noise-sigma={self.sigma} is invalid; allowed: a finite number >= 0")
 
+    @property
+    def deterministic(self) -> bool:
+        """Whether a pull's reward is exactly the objective's value (so one evaluation per point suffices)."""
+        return self.kind == "none"
+
     def sample_sums(self, means: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Sum of ``counts[i]`` noisy rewards at true mean ``means[i]``, for every ``i``."""
         means = np.asarray(means, dtype=float)
@@ -48,7 +57,7 @@ class NoiseModel:
                 raise ObjectiveError("bernoulli noise needs objective values in [0, 1]")
             return rng.binomial(counts, means).astype(float)
         sums = counts * means
-        if self.sigma == 0:
+        if self.sigma == 0 or self.deterministic:
             return sums
         if self.kind == "gaussian":
             return sums + self.sigma * np.sqrt(counts) * rng.standard_normal(means.shape)

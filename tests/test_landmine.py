@@ -8,27 +8,25 @@ import pytest
 from pfxab_flower.cache import EvaluationStore, cache_dir
 from pfxab_flower.config import RunConfig
 from pfxab_flower.engine import run_config
-from pfxab_flower.errors import ConfigError
 from pfxab_flower.noise import NoiseModel
 from pfxab_flower.partition import nodes_at_depth
 from pfxab_flower.problems import landmine
 from pfxab_flower.problems.landmine import DOMAIN, SvmEvaluator, cache_namespace, landmine_federation, svm_auc
-from pfxab_flower.problems.landmine_data import load_splits, resolve_path
+from pfxab_flower.problems.landmine_data import ENV_VAR, URL_ENV_VAR, load_splits
+from tests.landmine_files import NOWHERE, SHARED_COPY, shared_copy
 
 
 @pytest.fixture(scope="module")
 def splits():
-    try:
-        resolve_path(None)
-    except ConfigError as exc:
-        pytest.skip(f"landmine data absent: {exc}")
-    return load_splits((0, 15, 27))
+    return load_splits((0, 15, 27), str(shared_copy()))
 
 
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):
-    """Every test gets an empty cache directory, never the user's."""
+    """Every test gets an empty cache directory (never the user's), the local data and no download."""
     monkeypatch.setenv("PFXAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(ENV_VAR, str(SHARED_COPY))
+    monkeypatch.setenv(URL_ENV_VAR, NOWHERE)
 
 
 def _points(n: int, seed: int = 0) -> np.ndarray:
@@ -149,3 +147,51 @@ def test_two_writers_share_one_store(tmp_path):
     second.save("ns", [(0, b"a", 0.99), (0, b"b", 0.75)])  # an existing key keeps its first value
     assert first.load("ns", [0, 1]) == {0: {b"a": 0.25, b"b": 0.75}, 1: {b"a": 0.5}}
     assert second.load("other", [0]) == {0: {}}
+
+
+def test_corrupt_cache_is_moved_aside_and_rebuilt(tmp_path, capsys):
+    path = tmp_path / "evaluations.sqlite"
+    path.write_bytes(b"this is not a database " * 200)
+    store = EvaluationStore(path)
+    assert store.enabled
+    store.save("ns", [(0, b"a", 0.25)])
+    assert EvaluationStore(path).load("ns", [0]) == {0: {b"a": 0.25}}  # the new cache works and persists
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "corrupt" in lines[0] and "moved it to" in lines[0]
+    aside = list(tmp_path.glob("evaluations.sqlite.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_bytes().startswith(b"this is not a database")
+
+
+def test_cache_damaged_inside_heals_on_read(tmp_path, capsys):
+    path = tmp_path / "evaluations.sqlite"
+    store = EvaluationStore(path)
+    store.save("ns", [(0, bytes([i]) * 16, 0.5) for i in range(200)])
+    store.close()
+    import sqlite3
+
+    with sqlite3.connect(path) as connection:  # fold the WAL in, then damage the table's pages
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    content = bytearray(path.read_bytes())
+    content[4096:] = b"\xff" * (len(content) - 4096)
+    path.write_bytes(bytes(content))
+    assert EvaluationStore(path).load("ns", [0]) == {0: {}}  # nothing trusted from the damaged file
+    assert "corrupt" in capsys.readouterr().err
+    healed = EvaluationStore(path)
+    healed.save("ns", [(0, b"b", 0.75)])
+    assert healed.load("ns", [0]) == {0: {b"b": 0.75}}
+
+
+def test_cached_values_outside_the_objectives_range_are_refit(splits, capsys):
+    fields, sha = splits
+    namespace = cache_namespace(sha)
+    points = _points(3, seed=6)
+    fresh = SvmEvaluator(fields[:1], namespace, store=None, workers=1).evaluate_all(points)
+    EvaluationStore().save(namespace, [(fields[0].field, row.tobytes(), 7.5) for row in points])
+    evaluator = SvmEvaluator(fields[:1], namespace, store=EvaluationStore(), workers=1)
+    np.testing.assert_array_equal(evaluator.evaluate_all(points), fresh)
+    assert evaluator.fits == 3  # the bad values were not used
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "outside [0, 1]" in lines[0]
+    again = SvmEvaluator(fields[:1], namespace, store=EvaluationStore(), workers=1)
+    np.testing.assert_array_equal(again.evaluate_all(points), fresh)
+    assert again.fits == 0  # the refit values replaced them on disk

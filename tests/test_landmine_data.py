@@ -9,16 +9,21 @@ from sklearn.model_selection import train_test_split
 from pfxab_flower.config import RunConfig
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import landmine_data
-from pfxab_flower.problems.landmine_data import ENV_VAR, load_fields, load_splits, resolve_path
+from pfxab_flower.problems.landmine_data import ENV_VAR, URL_ENV_VAR, load_fields, load_splits, resolve_path
 from pfxab_flower.simulations import cli
+from tests.landmine_files import NOWHERE, shared_copy
 
 
 @pytest.fixture(scope="module")
 def data_path():
-    try:
-        return resolve_path(None)
-    except ConfigError as exc:
-        pytest.skip(f"landmine data absent: {exc}")
+    return shared_copy()
+
+
+@pytest.fixture(autouse=True)
+def local_only(tmp_path, monkeypatch):
+    """An empty cache, and any download pointed at a port where nothing listens."""
+    monkeypatch.setenv("PFXAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(URL_ENV_VAR, NOWHERE)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +46,7 @@ def test_the_29_fields_have_the_documented_sizes_and_labels(data):
 def test_split_is_the_spec_stratified_half(data):
     features, labels = data
     fields = (0, 15, 28)
-    splits, sha = load_splits(fields)
+    splits, sha = load_splits(fields, str(shared_copy()))
     assert sha == landmine_data.LANDMINE_SHA256
     for split in splits:
         X, y = features[split.field], labels[split.field]
@@ -62,7 +67,7 @@ def _run_landmine(capsys, *extra: str) -> tuple[int, str]:
 def _assert_one_line_with_instructions(err: str) -> None:
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
-    assert "LandmineData.mat" in lines[0] and "put it at" in lines[0] and "github.com" in lines[0]
+    assert "LandmineData.mat" in lines[0] and "put it at" in lines[0] and "http" in lines[0]
 
 
 def test_missing_file_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
@@ -81,12 +86,11 @@ def test_missing_file_from_environment_exits_2(tmp_path, capsys, monkeypatch):
     assert ENV_VAR in err
 
 
-def test_no_file_anywhere_names_the_default_place(tmp_path, monkeypatch):
+def test_no_file_anywhere_tries_the_download_and_says_where_to_put_it(monkeypatch, capsys):
     monkeypatch.delenv(ENV_VAR, raising=False)
-    monkeypatch.setattr(landmine_data, "PROJECT_ROOT", tmp_path / "a" / "b")
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(ConfigError, match=r"not found at .*shared/data/landmine/LandmineData\.mat"):
+    with pytest.raises(ConfigError, match=r"download from http://127\.0\.0\.1:9/.* failed .*put it at .*landmine"):
         resolve_path(None)
+    assert "downloading" in capsys.readouterr().err
 
 
 def test_corrupted_file_exits_2_with_one_line(data_path, tmp_path, capsys, monkeypatch):

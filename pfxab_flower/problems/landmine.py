@@ -7,19 +7,21 @@ other half (``decision_function`` scores, so it is deterministic).
 
 A fit costs milliseconds and the algorithms pull the same cell midpoints again
 and again (and the regret oracle evaluates every field at every pulled
-midpoint), so :class:`SvmEvaluator` fits each distinct ``(field, point)`` once:
-values are kept in memory and in the on-disk :class:`~pfxab_flower.cache.EvaluationStore`,
-and many missing ones are fit in worker processes (a reused loky pool).
+midpoint), so :class:`SvmEvaluator` fits each distinct ``(field, point)`` once.
+Every cell centre down to the shipped table's depth is read from the table
+(:mod:`~pfxab_flower.problems.landmine_table`: no fit at all on a cold start);
+deeper points are kept in memory and in the on-disk
+:class:`~pfxab_flower.cache.EvaluationStore`, and many missing ones are fit in
+worker processes (a reused loky pool whose workers exit if this process dies).
 
 The personalised optimum cannot be computed exactly. It is *estimated* as the
-maximum over every partition cell centre down to depth :data:`OPTIMUM_GRID_DEPTH`
-(which holds every arm an algorithm can pull at those depths, and at the deepest
-one a 64 x 32 log-spaced grid) plus every other point this federation has
-evaluated: the oracle evaluates the pulled midpoints before it asks for the
-optimum, so no pulled arm beats the "optimum". As long as no run pulls deeper
-than that (none of the runs measured at T = 2e6 did), the estimate does not
-depend on what else the process ran: runs that share a federation object
-(``pfxab compare``) get the same numbers as standalone runs.
+maximum over every partition cell centre down to the table's depth (every arm an
+algorithm can pull at those depths; at depth 12 a 64 x 64 log-spaced grid) plus
+every other point this federation has evaluated: the oracle evaluates the pulled
+midpoints before it asks for the optimum, so no pulled arm beats the "optimum".
+As long as no run pulls deeper than that (none of the runs measured at T = 2e6
+did), the estimate does not depend on what else the process ran: runs that share
+a federation object (``pfxab compare``) get the same numbers as standalone runs.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -40,14 +43,18 @@ from pfxab_flower.noise import NoiseModel
 from pfxab_flower.partition import Partition
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.landmine_data import SPLIT_ID, FieldSplit, load_splits
+from pfxab_flower.problems.landmine_table import RewardTable, load_table, table_points
 from pfxab_flower.problems.optimum import Optimum
 
 DOMAIN = Domain.from_mapping({"C": (1e-4, 1e4, "log"), "gamma": (1e-2, 10, "log")})
 #: Bump when the meaning of a cached value changes (objective, model, scoring).
 OBJECTIVE_VERSION = 1
-#: The optimum's candidates include every cell centre of depths 0..11: 4,095 points, the
-#: deepest 64 x 32 (steps of 1/8 decade in C and 3/32 decade in gamma).
-OPTIMUM_GRID_DEPTH = 11
+#: The optimum's candidates include every cell centre of depths 0..12: 8,191 points, the
+#: deepest 64 x 64 (steps of 1/8 decade in C and 3/64 decade in gamma). The shipped table
+#: holds exactly these, so the estimate costs no fit; without the table it is 8,191 fits per field.
+OPTIMUM_GRID_DEPTH = 12
+#: Rewards are ROC-AUCs: a cached value outside this range is damaged and is refit.
+REWARD_RANGE = (0.0, 1.0)
 #: Fits per task sent to a worker process (and saved to disk per transaction).
 _CHUNK = 64
 #: Fit in worker processes from this many missing fits on (measured on 2 cores, 2,560 fits:
@@ -55,6 +62,8 @@ _CHUNK = 64
 _PARALLEL_FROM = 128
 #: Idle worker processes exit after this long.
 _WORKER_IDLE_SECONDS = 30
+#: How often a fitting worker checks that its parent is alive.
+_PARENT_POLL_SECONDS = 0.2
 #: Show a progress bar on stderr when at least this many fits are missing.
 _PROGRESS_FROM = 200
 
@@ -87,14 +96,19 @@ class SvmEvaluator:
         namespace: str,
         store: EvaluationStore | None = None,
         workers: int | None = None,
+        table: RewardTable | None = None,
     ) -> None:
         self.splits = list(splits)
         self.namespace = namespace
         self.store = store
         self.workers = workers or os.cpu_count() or 1
         fields_ = [s.field for s in self.splits]
-        loaded = store.load(namespace, fields_) if store is not None else {f: {} for f in fields_}
+        loaded = store.load(namespace, fields_, REWARD_RANGE) if store is not None else {f: {} for f in fields_}
         self._values: list[dict[bytes, float]] = [loaded[f] for f in fields_]
+        if table is not None:  # the shipped rewards of every cell centre down to table.depth: no fit needed there
+            keys = [row.tobytes() for row in table_points(table.depth)[1]]
+            for values, f in zip(self._values, fields_, strict=True):
+                values.update(zip(keys, table.values[f].tolist(), strict=True))
         #: Every distinct point asked for through this evaluator, in order (user units).
         self._seen: dict[bytes, None] = {}
         self.fits = 0
@@ -148,7 +162,8 @@ class SvmEvaluator:
         if self.workers > 1 and len(missing) >= _PARALLEL_FROM:
             from joblib.externals.loky import get_reusable_executor
 
-            pool = get_reusable_executor(max_workers=self.workers, timeout=_WORKER_IDLE_SECONDS)
+            pool = get_reusable_executor(max_workers=self.workers, timeout=_WORKER_IDLE_SECONDS,
+                                         initializer=_exit_with_parent, initargs=(os.getpid(),))
             futures = [pool.submit(_fit_chunk, self.splits[m], [row for _, row in items]) for m, items in chunks]
             results = (future.result() for future in futures)
             on_error = _stop_workers
@@ -187,6 +202,23 @@ def _stop_workers() -> None:
     for child in multiprocessing.active_children():
         if type(child).__module__.startswith("joblib.externals.loky"):
             child.terminate()
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """Make a fitting worker exit as soon as its parent is gone (runs in the worker, at start).
+
+    A parent killed with SIGKILL cannot stop its loky workers, which would go on
+    fitting (and holding cores) for queued tasks. A daemon thread polls the
+    parent pid; once the worker has been re-parented it exits at once.
+    """
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(_PARENT_POLL_SECONDS)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="pfxab-exit-with-parent", daemon=True).start()
 
 
 def _fit_chunk(split: FieldSplit, points: list[np.ndarray]) -> list[float]:
@@ -229,7 +261,8 @@ def landmine_federation(config: RunConfig, noise: NoiseModel) -> Federation:
     """The federation of ``config.landmine_fields`` (one client per field)."""
     fields_ = config.landmine_fields
     splits, sha = load_splits(fields_, config.landmine_data)
-    evaluator = SvmEvaluator(splits, cache_namespace(sha), EvaluationStore())
+    namespace = cache_namespace(sha)
+    evaluator = SvmEvaluator(splits, namespace, EvaluationStore(), table=load_table(namespace))
     return LandmineFederation(
         objectives=[partial(evaluator.evaluate, m) for m in range(len(splits))],
         domain=DOMAIN,

@@ -1,40 +1,45 @@
-"""The landmine data set: find ``LandmineData.mat``, verify it, split each field.
+"""The landmine data set: find or fetch ``LandmineData.mat``, verify it, split each field.
 
 The file (29 fields of radar features, Xue et al., JMLR 2007) is not shipped
-with the package. It is looked up, in order, at the path given by
-``--landmine-data`` (run-config ``landmine-data``), the environment variable
-``PFXAB_LANDMINE_DATA``, and ``../shared/data/landmine/LandmineData.mat``
-relative to the project root (then to the current directory). Its sha256 is
-checked, so a truncated or different file fails at once, with one line that
-says where to get the file and where to put it, instead of producing
-silently different rewards.
+with the package; like a scientific library's ``fetch_*``, it is looked up at
+the path given by ``--landmine-data`` (run-config ``landmine-data``), then the
+environment variable ``PFXAB_LANDMINE_DATA``, then the cache directory
+(``<cache>/landmine/LandmineData.mat``), and if absent there it is downloaded
+from its public source (``PFXAB_LANDMINE_URL`` overrides the URL) with
+:mod:`pooch`, which writes to a temporary file and moves it into place only
+after the sha256 matched: a refused connection, a truncated download or a wrong
+checksum leaves nothing behind and stops the run with one line. The sha256 is
+checked again on every load, so a different file never yields silently
+different rewards.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from pfxab_flower.cache import cache_dir
 from pfxab_flower.errors import ConfigError
 
 #: sha256 of the one file the rewards are defined on.
 LANDMINE_SHA256 = "2163ab20a80e33a8b65593c48cf283c540599dcb291105e63fa4af2ce24c2bea"
 ENV_VAR = "PFXAB_LANDMINE_DATA"
+URL_ENV_VAR = "PFXAB_LANDMINE_URL"
 FILE_NAME = "LandmineData.mat"
-#: Default location, relative to the project root (the parent of the package directory).
-DEFAULT_RELATIVE = Path("..") / "shared" / "data" / "landmine" / FILE_NAME
 SOURCE_URL = (
     "https://github.com/daizhongxiang/Federated_Bayesian_Optimization/raw/"
     "9f46a1dfbbcfd5823e026ad9418a4cb881676ae9/LandmineData.mat"
 )
+#: Seconds without a byte before a download is given up (a silent server must not hang the run).
+DOWNLOAD_TIMEOUT = 30.0
 #: The split of earlier federated tuning work (PyXAB, FTS), applied per field.
 SPLIT = {"test_size": 0.5, "stratify": True, "random_state": 0}
 SPLIT_ID = "train_test_split(test_size=0.5,stratify=y,random_state=0)"
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -48,32 +53,59 @@ class FieldSplit:
     y_test: np.ndarray
 
 
-def default_locations() -> list[Path]:
-    """Where the file is looked for when neither the option nor the environment names it."""
-    places = [PROJECT_ROOT / DEFAULT_RELATIVE, Path.cwd() / DEFAULT_RELATIVE]
-    return list(dict.fromkeys(p.resolve() for p in places))
+def cached_path() -> Path:
+    """Where a fetched copy is kept: ``<cache dir>/landmine/LandmineData.mat``."""
+    return cache_dir() / "landmine" / FILE_NAME
 
 
-def _problem(what: str) -> ConfigError:
-    home = default_locations()[0]
-    return ConfigError(
-        f"{what}; get {FILE_NAME} (sha256 {LANDMINE_SHA256[:12]}...) from {SOURCE_URL} "
-        f"and put it at {home} (or pass --landmine-data PATH, or set {ENV_VAR})"
+def source_url() -> str:
+    return os.environ.get(URL_ENV_VAR) or SOURCE_URL
+
+
+def _by_hand(url: str) -> str:
+    return (
+        f"download {FILE_NAME} (sha256 {LANDMINE_SHA256[:12]}...) from {url} by hand and put it at "
+        f"{cached_path()} (or pass --landmine-data PATH, or set {ENV_VAR})"
     )
 
 
+def fetch(url: str | None = None) -> Path:
+    """Download the file into the cache directory, checked against its sha256; one-line error on any failure."""
+    import pooch
+    import requests
+
+    url = url or source_url()
+    target = cached_path()
+    print(f"pfxab: {FILE_NAME} not found locally; downloading it from {url} to {target}", file=sys.stderr)
+    pooch.get_logger().setLevel("WARNING")  # our line above says it once
+    try:
+        return Path(
+            pooch.retrieve(
+                url,
+                known_hash=f"sha256:{LANDMINE_SHA256}",
+                fname=FILE_NAME,
+                path=target.parent,
+                downloader=pooch.HTTPDownloader(progressbar=False, timeout=DOWNLOAD_TIMEOUT),
+            )
+        )
+    except (requests.RequestException, OSError, ValueError) as exc:
+        reason = " ".join(str(exc).split())[:200]
+        raise ConfigError(f"landmine data download from {url} failed ({type(exc).__name__}: {reason}); "
+                          f"{_by_hand(url)}") from exc
+
+
 def resolve_path(explicit: str | None = None) -> Path:
-    """The data file to use: the explicit path, else ``$PFXAB_LANDMINE_DATA``, else the default place."""
+    """The data file to use: the explicit path, else ``$PFXAB_LANDMINE_DATA``, else the cached copy, else fetch it."""
     for source, value in (("landmine-data", explicit), (ENV_VAR, os.environ.get(ENV_VAR))):
         if value:
             path = Path(value).expanduser()
             if not path.is_file():
-                raise _problem(f"landmine data file {str(path)!r} (from {source}) does not exist")
+                raise ConfigError(f"{source}={value!r} is invalid; allowed: an existing file ({_by_hand(SOURCE_URL)})")
             return path
-    for path in default_locations():
-        if path.is_file():
-            return path
-    raise _problem(f"landmine data file not found at {default_locations()[0]}")
+    path = cached_path()
+    if path.is_file() and file_sha256(path) == LANDMINE_SHA256:
+        return path
+    return fetch()  # also replaces a cached copy that no longer matches its checksum
 
 
 def file_sha256(path: Path) -> str:
@@ -88,7 +120,8 @@ def load_fields(path: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """All 29 fields' features ``(N_m, 9)`` float64 and labels ``(N_m,)`` int, after the sha256 check."""
     actual = file_sha256(path)
     if actual != LANDMINE_SHA256:
-        raise _problem(f"landmine data file {str(path)!r} has sha256 {actual[:12]}..., not the expected one")
+        raise ConfigError(f"landmine data file {str(path)!r} has sha256 {actual[:12]}..., not the expected one; "
+                          f"{_by_hand(SOURCE_URL)}")
     import scipy.io
 
     mat = scipy.io.loadmat(path)

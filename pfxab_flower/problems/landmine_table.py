@@ -1,0 +1,169 @@
+"""The shipped table of landmine rewards: every field at every cell centre down to a depth.
+
+Why a table: the regret oracle needs every client's reward at every cell centre
+down to :data:`~pfxab_flower.problems.landmine.OPTIMUM_GRID_DEPTH` (thousands of
+SVM fits per field), which made a cold run take minutes. The rewards are
+deterministic functions of the data file, the split, the objective and
+scikit-learn, so they are computed once by ``pfxab landmine-table`` and shipped
+inside the package (``landmine_table.npz``): ``values[f, k - 1]`` is field
+``f``'s reward at the centre of partition node ``k`` (heap numbering), for every
+node of depths ``0..depth``. The file records what the values depend on (the
+data's sha256, the split, the objective version, scikit-learn's version) and
+when and how long it took to make; a table that does not match the run's
+namespace is not used (the run fits live and says so once).
+
+Generation goes through :class:`~pfxab_flower.problems.landmine.SvmEvaluator`
+with the on-disk cache, depth by depth, so an interrupted generation resumes
+where it stopped and a shallower table can be written from a deeper partial one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from pfxab_flower.errors import ConfigError
+from pfxab_flower.partition import Partition, nodes_at_depth
+
+#: Where the shipped table lives (package data).
+PACKAGE_TABLE = Path(__file__).resolve().parent / "landmine_table.npz"
+#: ``PFXAB_LANDMINE_TABLE=PATH`` uses another table; ``=none`` fits every SVM live.
+ENV_VAR = "PFXAB_LANDMINE_TABLE"
+NUM_FIELDS = 29
+
+
+@dataclass(frozen=True)
+class RewardTable:
+    """``values[f, k - 1]``: field ``f``'s reward at the centre of node ``k``, for depths ``0..depth``."""
+
+    values: np.ndarray
+    depth: int
+    namespace: str
+    data_sha256: str
+    split: str
+    sklearn_version: str
+    generated_at: str
+    generation_seconds: float
+
+    @property
+    def node_ids(self) -> np.ndarray:
+        return np.arange(1, 2 ** (self.depth + 1), dtype=np.int64)
+
+    def write(self, path: Path) -> None:
+        """Write atomically (temporary file, then rename): a reader never sees half a table."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                np.savez_compressed(
+                    out,
+                    values=np.asarray(self.values, dtype=np.float64),
+                    depth=np.int64(self.depth),
+                    namespace=np.str_(self.namespace),
+                    data_sha256=np.str_(self.data_sha256),
+                    split=np.str_(self.split),
+                    sklearn_version=np.str_(self.sklearn_version),
+                    generated_at=np.str_(self.generated_at),
+                    generation_seconds=np.float64(self.generation_seconds),
+                )
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def read(cls, path: Path) -> RewardTable:
+        with np.load(path, allow_pickle=False) as data:
+            table = cls(
+                values=np.array(data["values"], dtype=np.float64),
+                depth=int(data["depth"]),
+                namespace=str(data["namespace"]),
+                data_sha256=str(data["data_sha256"]),
+                split=str(data["split"]),
+                sklearn_version=str(data["sklearn_version"]),
+                generated_at=str(data["generated_at"]),
+                generation_seconds=float(data["generation_seconds"]),
+            )
+        expected = (NUM_FIELDS, 2 ** (table.depth + 1) - 1)
+        if table.values.shape != expected or not np.all((table.values >= 0) & (table.values <= 1)):
+            raise ValueError(f"table {path} is malformed (values shape {table.values.shape}, expected {expected})")
+        return table
+
+
+def table_location() -> Path | None:
+    """The table runs use: ``$PFXAB_LANDMINE_TABLE`` (``none``: no table), else the packaged one if present."""
+    value = os.environ.get(ENV_VAR, "")
+    if value.lower() == "none":
+        return None
+    if value:
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"{ENV_VAR}={value!r} is invalid; allowed: an existing table file, or none")
+        return path
+    return PACKAGE_TABLE if PACKAGE_TABLE.is_file() else None
+
+
+def load_table(namespace: str) -> RewardTable | None:
+    """The table for this namespace, or ``None`` (with one line on stderr if one exists but does not apply)."""
+    path = table_location()
+    if path is None:
+        return None
+    try:
+        table = RewardTable.read(path)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"pfxab: landmine reward table {path} unreadable ({exc}); fitting the SVMs instead", file=sys.stderr)
+        return None
+    if table.namespace != namespace:
+        print(
+            f"pfxab: landmine reward table {path} was made for {table.namespace!r}, this run needs "
+            f"{namespace!r}; fitting the SVMs instead (`pfxab landmine-table` makes a matching one)",
+            file=sys.stderr,
+        )
+        return None
+    return table
+
+
+def table_points(depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Node ids ``1..2**(depth+1)-1`` and their centres in user units (the exact points runs evaluate)."""
+    from pfxab_flower.problems.landmine import DOMAIN
+
+    ids = np.arange(1, 2 ** (depth + 1), dtype=np.int64)
+    return ids, Partition(DOMAIN).midpoints(ids)
+
+
+def generate_table(depth: int, data_path: str | None = None, workers: int = 1) -> RewardTable:
+    """Fit all 29 fields at every cell centre of depths ``0..depth`` (resuming from the on-disk cache)."""
+    import sklearn
+
+    from pfxab_flower.cache import EvaluationStore
+    from pfxab_flower.problems.landmine import DOMAIN, SvmEvaluator, cache_namespace
+    from pfxab_flower.problems.landmine_data import SPLIT_ID, load_splits
+
+    started = time.perf_counter()
+    splits, sha = load_splits(tuple(range(NUM_FIELDS)), data_path)
+    namespace = cache_namespace(sha)
+    evaluator = SvmEvaluator(splits, namespace, EvaluationStore(), workers=workers, table=None)
+    partition = Partition(DOMAIN)
+    for level in range(depth + 1):  # shallow levels first: a deeper run interrupted still holds every shallower level
+        evaluator.evaluate_all(partition.midpoints(nodes_at_depth(level)))
+        print(f"landmine-table: depth {level} done ({evaluator.fits} fits so far, "
+              f"{time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
+    _, points = table_points(depth)
+    return RewardTable(
+        values=evaluator.evaluate_all(points),
+        depth=depth,
+        namespace=namespace,
+        data_sha256=sha,
+        split=SPLIT_ID,
+        sklearn_version=sklearn.__version__,
+        generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        generation_seconds=time.perf_counter() - started,
+    )
+

@@ -1,0 +1,52 @@
+"""``pfxab landmine-table``: compute the shipped table of landmine rewards (every field, every cell centre to a depth).
+
+Runs read this table instead of fitting thousands of SVMs on a cold start
+(:mod:`pfxab_flower.problems.landmine_table`). Generation is CPU-heavy (about
+238k fits for depth 12), resumes from the on-disk evaluation cache if
+interrupted, and writes the file atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pfxab_flower.errors import ConfigError
+
+#: Deeper than this is more than a million fits per field: certainly a typo.
+_MAX_DEPTH = 16
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from pfxab_flower.problems.landmine_table import PACKAGE_TABLE
+
+    parser = subparsers.add_parser("landmine-table", help="compute the landmine reward table shipped in the package")
+    parser.add_argument("--depth", default="12", metavar="D", help="every cell centre of depths 0..D (default: 12)")
+    parser.add_argument("--workers", default="1", metavar="N", help="fitting processes (default: 1)")
+    parser.add_argument("--landmine-data", default=None, metavar="PATH", help="path to LandmineData.mat")
+    parser.add_argument("--output", default=str(PACKAGE_TABLE), metavar="FILE",
+                        help=f"where to write the table (default: {PACKAGE_TABLE})")
+    parser.set_defaults(handler=handle)
+
+
+def _int_in(name: str, value: str, low: int, high: int) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or not low <= number <= high:
+        raise ConfigError(f"{name}={value!r} is invalid; allowed: an integer in {low}..{high}")
+    return number
+
+
+def handle(args: argparse.Namespace) -> int:
+    from pfxab_flower.problems.landmine_table import generate_table
+
+    depth = _int_in("depth", args.depth, 0, _MAX_DEPTH)
+    workers = _int_in("workers", args.workers, 1, 64)
+    table = generate_table(depth, args.landmine_data, workers=workers)
+    table.write(Path(args.output))
+    print(f"landmine-table: wrote {args.output} (depth {depth}, {table.values.size} values, "
+          f"{table.generation_seconds:.0f} s)", file=sys.stderr)
+    return 0
