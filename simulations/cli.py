@@ -22,6 +22,7 @@ COMMANDS = (
     "pfxab_flower.simulations.commands.plot",
     "pfxab_flower.simulations.commands.report",
     "pfxab_flower.simulations.commands.simulate",
+    "pfxab_flower.simulations.commands.landmine_table",
 )
 
 
