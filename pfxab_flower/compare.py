@@ -29,9 +29,9 @@ from tqdm import tqdm
 
 from pfxab_flower.config import RunConfig
 from pfxab_flower.engine import run_config
+from pfxab_flower.outputs import write_files_atomically
 from pfxab_flower.parallel import run_in_processes, shared_federation
 from pfxab_flower.problems.federation import Federation
-from pfxab_flower.results import write_files_atomically
 
 #: The columns of one run's row, in order.
 RUN_COLUMNS = (
@@ -49,7 +49,7 @@ _LABELS = {
     "bytes_sent": "bytes sent (up+down)",
     "wall_seconds": "wall time (s)",
 }
-#: Files ``Comparison.write`` produces; ``summary.parquet`` is renamed last and marks a complete write.
+#: Files ``Comparison.write`` produces (written as one unit: all of them or none).
 COMPARE_FILES = ("runs.csv", "runs.parquet", "summary.csv", "summary.parquet")
 
 
@@ -63,7 +63,10 @@ class Comparison:
     seeds: tuple[int, ...]
 
     def write(self, out_dir: str | os.PathLike) -> Path:
-        """Write the runs and the summary as CSV and Parquet, each file atomically."""
+        """Write the runs and the summary as CSV and Parquet, as the content of ``out_dir``, as one unit.
+
+        An older comparison there is kept whole if writing fails and replaced whole otherwise.
+        """
         files: dict[str, str | bytes] = {}
         for name, frame in (("runs", self.runs), ("summary", self.summary)):
             files[f"{name}.csv"] = frame.to_csv(index=False)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ import pandas as pd
 
 from pfxab_flower.accounting import Ledger
 from pfxab_flower.algorithms.phased import ServerMachine
+from pfxab_flower.outputs import write_files_atomically
 from pfxab_flower.problems.federation import Federation
 
 
@@ -42,8 +42,8 @@ class RunResult:
     def to_json(self) -> str:
         return json.dumps(self.summary, sort_keys=False)
 
-    def write(self, out_dir: str | os.PathLike) -> Path:
-        """Write every table and ``summary.json`` into ``out_dir``, each file atomically."""
+    def files(self) -> dict[str, str]:
+        """The result as files (name -> text), ``summary.json`` last: it marks a complete result."""
         frames = {
             "clients.csv": self.clients,
             "curve.csv": self.curve,
@@ -52,35 +52,19 @@ class RunResult:
         }
         texts = {name: frame.to_csv(index=False) for name, frame in frames.items()}
         texts["summary.json"] = json.dumps(self.summary, indent=2) + "\n"
-        return write_files_atomically(out_dir, texts)
+        return texts
+
+    def write(self, out_dir: str | os.PathLike) -> Path:
+        """Write every table and ``summary.json`` as the content of ``out_dir``, as one unit.
+
+        An older result there is kept whole if writing fails and replaced whole
+        otherwise (:func:`pfxab_flower.outputs.write_files_atomically`).
+        """
+        return write_files_atomically(out_dir, self.files())
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_files_atomically(out_dir: str | os.PathLike, texts: Mapping[str, str | bytes]) -> Path:
-    """Write each file to a temporary name in ``out_dir`` then rename it, in the given order.
-
-    A crash never leaves a half-written file under a final name; files are renamed
-    in order, so the last one (``summary.json``) exists only if all the others do.
-    A ``bytes`` value (e.g. Parquet) is written as is, a ``str`` as UTF-8 text.
-    """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in texts.items():
-        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(text if isinstance(text, bytes) else text.encode("utf-8"))
-            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600: give the file the usual mode
-            os.replace(tmp, out / name)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    return out
+#: The files of a written result (``pfxab run --out``, the ServerApp's ``out-dir``).
+RESULT_FILES = ("clients.csv", "curve.csv", "phases.csv", "communication.csv", "summary.json")
 
 
 def build_result(

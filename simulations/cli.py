@@ -27,7 +27,17 @@ COMMANDS = (
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors are one line (no usage block) and exit 2."""
+    """An ``ArgumentParser`` whose errors are one line (no usage block) and exit 2.
+
+    Abbreviated flags are refused (``allow_abbrev=False``): ``--alph 0.3`` silently
+    meaning ``--alpha`` today would silently mean something else once a flag
+    sharing the prefix is added.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # also for every sub-parser (they are built with this class)
+        super().__init__(*args, **kwargs)
+
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message}\n")

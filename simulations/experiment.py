@@ -50,6 +50,8 @@ class Experiment:
     grid: dict[str, list[Any]]
     configs: tuple[RunConfig, ...]
     curve_points: int = 200
+    #: The TOML text it was read from (the sweep keeps it as ``config.toml`` beside the results).
+    source: str = ""
 
     @property
     def varying(self) -> tuple[str, ...]:
@@ -65,11 +67,16 @@ def load_experiment(path: str | Path) -> Experiment:
     """Read and validate an experiment TOML; :class:`ConfigError` (one line) on any problem."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        source = path.read_text(encoding="utf-8")
+        data = tomllib.loads(source)
     except FileNotFoundError:
         raise ConfigError(f"config={str(path)!r} is invalid; allowed: an existing TOML file") from None
+    except OSError as exc:  # a directory, no permission, an I/O error
+        raise ConfigError(f"config={str(path)!r} is invalid ({exc.strerror or exc}); "
+                          "allowed: a readable TOML file") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path.name}: not valid TOML ({exc})") from None
+        first = (str(exc).splitlines() or [""])[0]
+        raise ConfigError(f"{path.name}: not valid TOML ({first})") from None
     unknown = sorted(set(data) - {"experiment", "fixed", "grid"})
     if unknown:
         raise ConfigError(f"{path.name}: unknown table [{unknown[0]}]; allowed: [experiment], [fixed], [grid]")
@@ -103,7 +110,8 @@ def load_experiment(path: str | Path) -> Experiment:
             raise ConfigError(f"{path.name}: {exc}") from None
     if len({run_id(c) for c in configs}) != len(configs):
         raise ConfigError(f"{_where(path, 'grid')} has repeated values; allowed: distinct values per key")
-    return Experiment(str(name), kind, str(meta.get("title", name)), fixed, grid, tuple(configs), curve_points)
+    return Experiment(str(name), kind, str(meta.get("title", name)), fixed, grid, tuple(configs), curve_points,
+                      source)
 
 
 def _table(data: dict[str, Any], name: str, path: Path) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.outputs import OutputError, atomic_file
 from pfxab_flower.simulations.experiment import Experiment, series_keys, series_label
 from pfxab_flower.simulations.sweep import load_sweep
 
@@ -115,12 +116,13 @@ def plot_sweep(sweep_dir: str | Path, out: str | Path, log_x: bool = False) -> P
         fig = plot_rewards(experiment, runs)
     else:
         fig = plot_regret(experiment, curves, runs, log_x=log_x)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
     try:
-        fig.savefig(tmp, dpi=150)
-        tmp.replace(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(out) as tmp:  # an older figure stays whole if drawing or writing fails
+            fig.savefig(tmp, dpi=150, format=out.suffix.lower()[1:])
+    except OSError as exc:
+        raise OutputError(f"out={str(out)!r} could not be written ({exc.strerror or exc}); "
+                          "allowed: a file in a writable directory") from None
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
     return out

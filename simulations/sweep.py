@@ -4,15 +4,31 @@ Layout of a sweep directory ``DIR``::
 
     DIR/config.toml            copy of the experiment config
     DIR/sweep.json             engine, machine and timing of every invocation
-    DIR/runs/<run-id>/...      one finished run each (``summary.json`` written last)
+    DIR/.pfxab-sweep.lock      held (flock) by the sweep writing here; holds its pid
+    DIR/runs/<run-id>/...      one finished run each, written as a unit
     DIR/runs.parquet           one row per run (config, regret, rewards, communication, references)
     DIR/curves.parquet         cumulative regret of every run on a shared time grid (long format)
 
-A run is complete when its ``summary.json`` exists; every file is written to a
-temporary name and renamed, so an interrupted sweep (Ctrl-C, crash, power cut)
-leaves at worst an incomplete run directory, which the next invocation removes
-and redoes. Runs are independent and deterministic in their seed, so running
-them in any order or in parallel gives the same tables.
+Each run directory is written whole into a hidden temporary sibling and swapped
+into place (:func:`pfxab_flower.outputs.write_files_atomically`), so an
+interrupted sweep (Ctrl-C, crash, power cut) leaves at worst a hidden temporary
+directory, removed by the next invocation. A run is complete only when its files
+parse and hold what :func:`consolidate` needs (:func:`load_run`); a run directory
+that does not (damaged on disk, edited, written by an older version) is redone,
+with one warning line. Runs are independent and deterministic in their seed, so
+running them in any order or in parallel gives the same tables.
+
+One sweep at a time per directory: a second ``pfxab sweep`` on the same ``--out``
+is refused at once with one line naming the pid of the one running (waiting
+could hang a script for hours; refusing never redoes work twice). The lock is
+``flock`` on ``DIR/.pfxab-sweep.lock``, released by the kernel when the holder
+exits, however it exits; the file itself stays.
+
+The tables are written after every run is complete: ``curves.parquet`` first,
+then ``runs.parquet``, each fsynced and renamed whole. A crash between the two
+renames leaves new curves beside old runs; :func:`load_sweep` refuses tables
+whose runs do not match each other or ``config.toml``, and the next ``pfxab
+sweep`` rewrites tables that do not match its grid.
 
 The flower engine is imported only when asked for (the core never imports flwr),
 and runs serially: one Ray instance at a time.
@@ -20,36 +36,43 @@ and runs serially: one Ray instance at a time.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import math
 import os
 import platform
 import shutil
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow
 
 from pfxab_flower.config import ENGINES, RunConfig
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.outputs import TEMP_SUFFIX, atomic_file, write_file_atomically, write_files_atomically
 from pfxab_flower.parallel import federation_key, run_in_processes, shared_federation
-from pfxab_flower.results import RunResult, write_files_atomically
+from pfxab_flower.results import RunResult
 from pfxab_flower.simulations.experiment import Experiment, load_experiment, run_id
 
 #: Columns of runs.parquet taken from each run's summary.json (besides the config fields).
 SUMMARY_COLUMNS = (
-    "engine", "regret", "mean_reward_personalised", "mean_reward_global", "mean_reward_local",
+    "engine", "regret", "evaluations", "mean_reward_personalised", "mean_reward_global", "mean_reward_local",
     "phases", "communication_rounds", "values_down", "values_up", "bytes_down", "bytes_up",
     "rejected_replies", "optimum_estimated", "wall_seconds",
 )
 #: Reference values of the federation, stored per run (see :func:`references`).
 REFERENCE_COLUMNS = ("best_local", "best_global", "best_personalised", "oracle_local", "oracle_global")
 CONFIG_COLUMNS = tuple(RunConfig.__dataclass_fields__)
+#: Summary columns that are not numbers (every other one must be an int or a float).
+_TEXT_COLUMNS, _FLAG_COLUMNS = ("engine",), ("optimum_estimated",)
+LOCK_FILE = ".pfxab-sweep.lock"
 
 
 def time_grid(horizon: int, points: int = 200) -> np.ndarray:
@@ -96,20 +119,60 @@ def run_one(config: RunConfig, engine: str) -> RunResult:
 
 
 def execute(config: RunConfig, run_dir: str, engine: str, curve_points: int) -> float:
-    """Run one config and write it to ``run_dir`` (``summary.json`` last); returns its wall time.
-
-    A leftover incomplete directory (temp files of an interrupted write) is removed first.
-    """
-    shutil.rmtree(run_dir, ignore_errors=True)
+    """Run one config and write it to ``run_dir`` as a unit (replacing whatever was there); returns its wall time."""
     result = run_one(config, engine)
     grid = time_grid(config.horizon, curve_points)
     write_files_atomically(run_dir, {
         "grid_curve.csv": result.curve_at(grid).to_csv(index=False),
         "references.json": json.dumps(references(config), indent=2) + "\n",
         "config.json": json.dumps(config.to_dict(), indent=2) + "\n",
-    })
-    result.write(run_dir)
+        **result.files(),
+    }, replace_all=True)
     return float(result.summary["wall_seconds"])
+
+
+class IncompleteRunError(Exception):
+    """A run directory that cannot be used as is (the message says why); the run is redone."""
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def load_run(run_dir: Path, config: RunConfig) -> tuple[dict[str, Any], dict[str, float], pd.DataFrame]:
+    """The summary, references and grid curve of a complete run; :class:`IncompleteRunError` otherwise.
+
+    Complete means more than ``summary.json`` existing: every file parses, holds the
+    fields :func:`consolidate` takes, and ``config.json`` is this run's config, so
+    a damaged directory is redone instead of crashing every later consolidation.
+    """
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+        refs = json.loads((run_dir / "references.json").read_text(encoding="utf-8"))
+        saved = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+        curve = pd.read_csv(run_dir / "grid_curve.csv")
+    except FileNotFoundError as exc:
+        raise IncompleteRunError(f"{Path(exc.filename).name} is missing") from None
+    except (OSError, ValueError) as exc:  # JSON, CSV and UTF-8 errors are ValueErrors
+        first = (str(exc).splitlines() or [""])[0]
+        raise IncompleteRunError(f"unreadable ({type(exc).__name__}: {first})") from None
+    if not isinstance(summary, dict) or not isinstance(refs, dict):
+        raise IncompleteRunError("summary.json or references.json is not a JSON object")
+    for key in SUMMARY_COLUMNS:
+        value = summary.get(key)
+        ok = (isinstance(value, str) if key in _TEXT_COLUMNS
+              else isinstance(value, bool) if key in _FLAG_COLUMNS else _number(value))
+        if not ok:
+            raise IncompleteRunError(f"summary.json {key}={value!r} is missing or of the wrong type")
+    bad = [key for key in REFERENCE_COLUMNS if not _number(refs.get(key))]
+    if bad:
+        raise IncompleteRunError(f"references.json {bad[0]} is missing or not a number")
+    if saved != json.loads(json.dumps(config.to_dict())):  # as written (tuples become lists)
+        raise IncompleteRunError("config.json is not this run's config")
+    if (list(curve.columns) != ["t", "regret"] or curve.empty
+            or not all(pd.api.types.is_numeric_dtype(curve[c]) for c in curve.columns)):
+        raise IncompleteRunError("grid_curve.csv is not a numeric t,regret table")
+    return summary, refs, curve
 
 
 @dataclass
@@ -124,8 +187,53 @@ class SweepOutcome:
     seconds: float = 0.0
 
 
-def is_complete(run_dir: Path) -> bool:
-    return (run_dir / "summary.json").is_file()
+def damaged_runs(experiment: Experiment, runs_dir: Path) -> tuple[list[RunConfig], list[tuple[str, str]]]:
+    """The runs still to do, and those among them whose directory exists but is unusable (id, why)."""
+    pending, damaged = [], []
+    for config in experiment.configs:
+        run_dir = runs_dir / run_id(config)
+        if not run_dir.exists():
+            pending.append(config)
+            continue
+        try:
+            load_run(run_dir, config)
+        except IncompleteRunError as exc:
+            pending.append(config)
+            damaged.append((run_dir.name, str(exc)))
+    return pending, damaged
+
+
+@contextlib.contextmanager
+def sweep_lock(out: Path) -> Iterator[None]:
+    """Hold ``out``'s sweep lock, or refuse at once (:class:`ConfigError` naming the holder's pid)."""
+    fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise ConfigError(f"out={str(out)!r} is invalid (another pfxab sweep, pid {holder}, is writing there); "
+                              "allowed: a directory no other sweep is using (wait for it, or choose another --out)"
+                              ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock (forked workers that inherited it have exited by now)
+
+
+def _remove_leftovers(out: Path) -> None:
+    """Hidden temporary files and directories of writes a crash interrupted (only ever ours: we hold the lock)."""
+    for folder in (out, out / "runs"):
+        if not folder.is_dir():
+            continue
+        for entry in folder.iterdir():
+            name = entry.name
+            if name.startswith(".") and (TEMP_SUFFIX in name or name.endswith(".old")):
+                if entry.is_dir():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
 
 
 def run_sweep(
@@ -135,21 +243,44 @@ def run_sweep(
     engine: str = "inprocess",
     progress: bool = True,
     on_start: Callable[[int, int], None] | None = None,
+    on_damaged: Callable[[list[tuple[str, str]]], None] | None = None,
 ) -> SweepOutcome:
     """Run the runs of ``experiment`` not yet complete in ``out``; consolidate when all are.
 
-    ``on_start(pending, total)`` is called before any work (for a message).
-    Ctrl-C drops the queued runs, stops the running ones (their directories stay
-    incomplete and are redone next time) and returns with ``interrupted`` set.
+    Holds ``out``'s sweep lock throughout (:func:`sweep_lock`) and first copies the
+    experiment's TOML to ``out/config.toml``. ``on_damaged(runs)`` is called with
+    the (id, reason) of run directories that exist but are unusable and will be
+    redone, ``on_start(pending, total)`` before any work (both for messages).
+    Ctrl-C drops the queued runs, stops the running ones (nothing of theirs is
+    left but hidden temporary directories, removed next time) and returns with
+    ``interrupted`` set.
     """
     if engine not in ENGINES:
         raise ConfigError(f"engine={engine!r} is invalid; allowed: {', '.join(ENGINES)}")
+    out.mkdir(parents=True, exist_ok=True)
+    with sweep_lock(out):
+        if experiment.source:
+            write_file_atomically(out / "config.toml", experiment.source)  # plot and report read it
+        _remove_leftovers(out)
+        return _run_locked(experiment, out, workers, engine, progress, on_start, on_damaged)
+
+
+def _run_locked(
+    experiment: Experiment,
+    out: Path,
+    workers: int,
+    engine: str,
+    progress: bool,
+    on_start: Callable[[int, int], None] | None,
+    on_damaged: Callable[[list[tuple[str, str]]], None] | None,
+) -> SweepOutcome:
     runs_dir = out / "runs"
-    pending = [c for c in experiment.configs if not is_complete(runs_dir / run_id(c))]
+    pending, damaged = damaged_runs(experiment, runs_dir)
     outcome = SweepOutcome(total=len(experiment.configs), skipped=len(experiment.configs) - len(pending))
+    if damaged and on_damaged:
+        on_damaged(damaged)
     if on_start:
         on_start(len(pending), outcome.total)
-    out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     if pending:
         from tqdm import tqdm
@@ -175,7 +306,7 @@ def run_sweep(
                 bar.close()
     outcome.seconds = time.perf_counter() - started
     _record_invocation(out, experiment, engine, workers, outcome)
-    if not outcome.interrupted and not outcome.failures and (outcome.executed or not _tables_exist(out)):
+    if not outcome.interrupted and not outcome.failures and (outcome.executed or not _tables_match(experiment, out)):
         consolidate(experiment, out)
     return outcome
 
@@ -196,8 +327,17 @@ def prepare(configs: Iterable[RunConfig]) -> None:
             references(config)
 
 
-def _tables_exist(out: Path) -> bool:
-    return (out / "runs.parquet").is_file() and (out / "curves.parquet").is_file()
+def _table_ids(path: Path) -> set[str]:
+    return set(pd.read_parquet(path, columns=["run_id"])["run_id"])
+
+
+def _tables_match(experiment: Experiment, out: Path) -> bool:
+    """Both tables exist, parse, and hold exactly the grid's runs (else they are rewritten)."""
+    expected = {run_id(c) for c in experiment.configs}
+    try:
+        return _table_ids(out / "runs.parquet") == expected == _table_ids(out / "curves.parquet")
+    except (OSError, ValueError, KeyError, pyarrow.ArrowException):
+        return False
 
 
 def machine() -> dict[str, Any]:
@@ -232,7 +372,7 @@ def _record_invocation(out: Path, experiment: Experiment, engine: str, workers: 
         "wall_seconds": round(outcome.seconds, 3),
     })
     record = {"experiment": experiment.name, "kind": experiment.kind, "machine": machine(), "invocations": history}
-    write_files_atomically(out, {"sweep.json": json.dumps(record, indent=2) + "\n"})
+    write_file_atomically(out / "sweep.json", json.dumps(record, indent=2) + "\n")
 
 
 def consolidate(experiment: Experiment, out: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -240,45 +380,55 @@ def consolidate(experiment: Experiment, out: Path) -> tuple[pd.DataFrame, pd.Dat
     rows, curves = [], []
     for config in experiment.configs:
         rid = run_id(config)
-        run_dir = out / "runs" / rid
-        summary = json.loads((run_dir / "summary.json").read_text())
-        refs = json.loads((run_dir / "references.json").read_text())
+        try:
+            summary, refs, curve = load_run(out / "runs" / rid, config)
+        except IncompleteRunError as exc:
+            raise ConfigError(f"run {rid} in {out / 'runs'} is invalid ({exc}); allowed: a complete run "
+                              "(run `pfxab sweep` again to redo it)") from None
         row = {"run_id": rid, **config.to_dict()}
         row.update({k: summary[k] for k in SUMMARY_COLUMNS})
         row.update({k: refs[k] for k in REFERENCE_COLUMNS})
         rows.append(row)
-        curve = pd.read_csv(run_dir / "grid_curve.csv")
         curves.append(curve.assign(**{"run_id": rid, **config.to_dict()}))
     runs = pd.DataFrame(rows)
     curve_frame = pd.concat(curves, ignore_index=True)
     curve_frame = curve_frame[["run_id", *CONFIG_COLUMNS, "t", "regret"]]
-    write_parquet_atomically(runs, out / "runs.parquet")
-    write_parquet_atomically(curve_frame, out / "curves.parquet")
+    for name, frame in (("curves.parquet", curve_frame), ("runs.parquet", runs)):  # runs.parquet last
+        with atomic_file(out / name) as tmp:
+            frame.to_parquet(tmp, index=False)
     return runs, curve_frame
 
 
-def write_parquet_atomically(frame: pd.DataFrame, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def copy_config(config_path: Path, out: Path) -> None:
-    """Keep the exact config next to its results (plot and report read it)."""
-    out.mkdir(parents=True, exist_ok=True)
-    write_files_atomically(out, {"config.toml": config_path.read_text(encoding="utf-8")})
-
-
 def load_sweep(out: str | Path) -> tuple[Experiment, pd.DataFrame, pd.DataFrame]:
-    """The experiment and both tables of a finished sweep directory (for plot and report)."""
+    """The experiment and both tables of a finished sweep directory (for plot and report).
+
+    Missing, unreadable or mismatched tables (a damaged file, a crash between the
+    two renames, a config.toml from a later, unfinished sweep) are one line.
+    """
     out = Path(out)
-    if not (out / "config.toml").is_file() or not _tables_exist(out):
-        raise ConfigError(f"dir={str(out)!r} is invalid; allowed: a finished sweep directory "
-                          "(config.toml, runs.parquet, curves.parquet; run `pfxab sweep` first)")
+
+    def refuse(why: str) -> ConfigError:
+        return ConfigError(f"dir={str(out)!r} is invalid ({why}); allowed: a finished sweep directory "
+                           "(config.toml, runs.parquet, curves.parquet; run `pfxab sweep` first)")
+
+    for name in ("config.toml", "runs.parquet", "curves.parquet"):
+        if not (out / name).is_file():
+            raise refuse(f"no {name}")
     experiment = load_experiment(out / "config.toml")
-    return experiment, pd.read_parquet(out / "runs.parquet"), pd.read_parquet(out / "curves.parquet")
+    tables = {}
+    for name in ("runs.parquet", "curves.parquet"):
+        try:
+            tables[name] = pd.read_parquet(out / name)
+        except (OSError, ValueError, pyarrow.ArrowException) as exc:
+            raise refuse(f"{name} is unreadable: {type(exc).__name__}") from None
+    runs, curves = tables["runs.parquet"], tables["curves.parquet"]
+    needed = {"runs.parquet": ("run_id", *CONFIG_COLUMNS, *SUMMARY_COLUMNS, *REFERENCE_COLUMNS),
+              "curves.parquet": ("run_id", *CONFIG_COLUMNS, "t", "regret")}
+    for name, columns in needed.items():
+        missing = [c for c in columns if c not in tables[name].columns]
+        if missing:
+            raise refuse(f"{name} lacks column {missing[0]!r}")
+    expected = {run_id(c) for c in experiment.configs}
+    if not set(runs["run_id"]) == expected == set(curves["run_id"]):
+        raise refuse("its tables do not hold the runs of its config.toml; run `pfxab sweep` again")
+    return experiment, runs, curves

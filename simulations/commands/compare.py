@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from pfxab_flower.config import ALGORITHMS, parse_algorithms, parse_seeds, parse_workers
+from pfxab_flower.outputs import check_output_dir
 from pfxab_flower.simulations.commands.options import add_run_options, config_from_args
 
 
@@ -30,10 +32,14 @@ def handle(args: argparse.Namespace) -> int:
     workers = parse_workers(args.workers)
     base = config_from_args(args, algorithm=algorithms[0], seed=seeds[0])
 
-    from pfxab_flower.compare import compare
+    from pfxab_flower.compare import COMPARE_FILES, compare
+
+    if args.out is not None:
+        check_output_dir(args.out, result_files=COMPARE_FILES)  # before the runs, not after them
 
     comparison = compare(base, algorithms, seeds, workers=workers, progress=not args.no_progress)
-    if args.out:
-        comparison.write(args.out)
+    written = comparison.write(args.out) if args.out is not None else None
     print(comparison.table())
+    if written is not None:
+        print(f"pfxab compare: wrote {', '.join(COMPARE_FILES)} to {written}", file=sys.stderr)  # stdout: the table
     return 0

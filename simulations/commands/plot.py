@@ -14,7 +14,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from pfxab_flower.simulations.plots import plot_sweep
+    from pfxab_flower.outputs import check_output_file
+    from pfxab_flower.simulations.plots import FORMATS, plot_sweep
+
+    check_output_file(args.out, FORMATS)  # before reading the sweep or drawing
 
     print(f"wrote {plot_sweep(args.dir, args.out, log_x=args.log_x)}")
     return 0

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from pfxab_flower.config import ENGINES
+from pfxab_flower.outputs import check_output_dir
+from pfxab_flower.results import RESULT_FILES
 from pfxab_flower.simulations.commands.options import add_run_options, config_from_args
 
 
@@ -21,6 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    if args.out is not None:
+        check_output_dir(args.out, result_files=RESULT_FILES)  # before the run, not after it
     if args.api is not None:
         from pfxab_flower.strategies.run_config import parse_api
 
@@ -35,12 +40,15 @@ def handle(args: argparse.Namespace) -> int:
         from pfxab_flower.engine import run_config
 
         result = run_config(config)
-    if args.out:
-        result.write(args.out)
+    written = result.write(args.out) if args.out is not None else None
     if args.json:
         print(result.to_json())
+        if written is not None:
+            print(f"pfxab run: wrote {written}", file=sys.stderr)  # stdout stays one JSON object
     else:
         print(format_report(result.summary))
+        if written is not None:
+            print(f"  wrote {', '.join(RESULT_FILES)} to {written}")
     return 0
 
 

@@ -46,6 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     config = config_from_args(args)  # one-line error before anything starts
+    from pfxab_flower.outputs import check_output_dir
+    from pfxab_flower.results import RESULT_FILES
+
+    check_output_dir(args.out, result_files=RESULT_FILES)  # the ServerApp writes there, after the whole run
     from pfxab_flower.simulations.flwr_run import simulate
     from pfxab_flower.strategies.run_config import parse_run_config, to_run_config
 

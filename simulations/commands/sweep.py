@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pfxab_flower.config import ENGINES, parse_workers
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.outputs import check_output_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,10 +26,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from pfxab_flower.simulations.experiment import load_experiment
-    from pfxab_flower.simulations.sweep import copy_config, run_sweep
+    from pfxab_flower.simulations.sweep import run_sweep
 
     experiment = load_experiment(args.config)  # validates every row before any work
     workers = parse_workers(args.workers)
+    check_output_dir(args.out)  # written into (other files there are kept)
     if args.engine == "flower":
         if importlib.util.find_spec("pfxab_flower.simulations.run_flower") is None:
             raise ConfigError("engine='flower' is unavailable (simulations/run_flower.py not found); "
@@ -38,7 +40,11 @@ def handle(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         workers = 1
     out = Path(args.out)
-    copy_config(Path(args.config), out)
+
+    def on_damaged(runs: list[tuple[str, str]]) -> None:
+        rid, why = runs[0]
+        print(f"pfxab sweep: warning: {len(runs)} run(s) in {out / 'runs'} are incomplete or damaged and will "
+              f"be redone (e.g. {rid}: {why})", file=sys.stderr)
 
     def on_start(pending: int, total: int) -> None:
         if pending == 0:
@@ -48,7 +54,7 @@ def handle(args: argparse.Namespace) -> int:
                   f"{workers} worker(s), engine {args.engine}")
 
     outcome = run_sweep(experiment, out, workers=workers, engine=args.engine, progress=not args.no_progress,
-                        on_start=on_start)
+                        on_start=on_start, on_damaged=on_damaged)
     done = outcome.skipped + outcome.executed
     if outcome.interrupted:
         print(f"pfxab sweep: interrupted; {done} of {outcome.total} runs complete in {out}; "
