@@ -1,0 +1,96 @@
+"""Fetching LandmineData.mat like a scientific library: from a URL, sha256-checked, stored atomically.
+
+Every download here is served by a local HTTP server on 127.0.0.1 (see
+``tests/landmine_files.py``); a failed download must give one line naming the
+URL and how to place the file by hand, exit 2, and leave nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pfxab_flower.problems.landmine_data import (
+    ENV_VAR,
+    FILE_NAME,
+    LANDMINE_SHA256,
+    URL_ENV_VAR,
+    cached_path,
+    file_sha256,
+    resolve_path,
+)
+from tests.landmine_files import NOWHERE, serve, shared_copy
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A directory with the good file and a copy with one byte flipped, served on 127.0.0.1."""
+    root = tmp_path / "www"
+    root.mkdir()
+    content = shared_copy().read_bytes()
+    (root / FILE_NAME).write_bytes(content)
+    bad = bytearray(content)
+    bad[len(bad) // 2] ^= 0xFF
+    (root / "corrupted.mat").write_bytes(bytes(bad))
+    with serve(root) as base:
+        yield base
+
+
+@pytest.fixture(autouse=True)
+def empty_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PFXAB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.setenv(URL_ENV_VAR, NOWHERE)
+
+
+def test_missing_file_is_downloaded_checked_and_cached(served, monkeypatch, capsys):
+    monkeypatch.setenv(URL_ENV_VAR, f"{served}/{FILE_NAME}")
+    path = resolve_path(None)
+    assert path == cached_path() and file_sha256(path) == LANDMINE_SHA256
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "downloaded it from" in err[0] and served in err[0]
+    monkeypatch.setenv(URL_ENV_VAR, NOWHERE)  # the second time it is found in the cache, no download
+    assert resolve_path(None) == path
+    assert capsys.readouterr().err == ""
+    assert sorted(p.name for p in path.parent.iterdir()) == [FILE_NAME]  # no temporary file left
+
+
+def test_a_cached_copy_that_changed_is_downloaded_again(served, monkeypatch):
+    monkeypatch.setenv(URL_ENV_VAR, f"{served}/{FILE_NAME}")
+    cached_path().parent.mkdir(parents=True)
+    cached_path().write_bytes(b"half a file")
+    assert file_sha256(resolve_path(None)) == LANDMINE_SHA256
+
+
+def _cli_in_env(url: str, env_cache: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PFXAB_CACHE_DIR=env_cache, **{URL_ENV_VAR: url})
+    env.pop(ENV_VAR, None)
+    return subprocess.run(
+        [sys.executable, "-m", "pfxab_flower.simulations.cli", "run", "--problem", "landmine", "--clients", "2",
+         "--horizon", "100", "--json"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+
+
+@pytest.mark.parametrize("case", ["refused", "truncated", "wrong checksum", "not found"])
+def test_a_bad_download_is_one_line_exit_2_and_leaves_nothing(case, served, tmp_path):
+    url = {
+        "refused": NOWHERE,
+        "truncated": f"{served}/truncated/{FILE_NAME}",
+        "wrong checksum": f"{served}/corrupted.mat",
+        "not found": f"{served}/absent.mat",
+    }[case]
+    cache = tmp_path / "cache"
+    proc = _cli_in_env(url, str(cache))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    error = lines[0]
+    assert error.startswith("pfxab run: error: landmine data download from")
+    assert url in error and "by hand" in error and "put it at" in error
+    leftovers = list(cache.rglob("*")) if cache.exists() else []
+    assert leftovers == [], leftovers  # no data file, no temporary file, no empty folder
