@@ -15,8 +15,10 @@ different rewards.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,10 +78,9 @@ def fetch(url: str | None = None) -> Path:
 
     url = url or source_url()
     target = cached_path()
-    print(f"pfxab: {FILE_NAME} not found locally; downloading it from {url} to {target}", file=sys.stderr)
-    pooch.get_logger().setLevel("WARNING")  # our line above says it once
+    pooch.get_logger().setLevel("WARNING")  # one line of ours says what happened, success or failure
     try:
-        return Path(
+        path = Path(
             pooch.retrieve(
                 url,
                 known_hash=f"sha256:{LANDMINE_SHA256}",
@@ -89,9 +90,26 @@ def fetch(url: str | None = None) -> Path:
             )
         )
     except (requests.RequestException, OSError, ValueError) as exc:
-        reason = " ".join(str(exc).split())[:200]
+        reason = _reason(exc)
+        with contextlib.suppress(OSError):
+            target.parent.rmdir()  # only if the download left it empty: nothing of a failed download stays
         raise ConfigError(f"landmine data download from {url} failed ({type(exc).__name__}: {reason}); "
                           f"{_by_hand(url)}") from exc
+    print(f"pfxab: {FILE_NAME} was not found locally; downloaded it from {url} to {path} (sha256 checked)",
+          file=sys.stderr)
+    return path
+
+
+def _reason(exc: Exception) -> str:
+    """The useful part of a download error (requests nests the socket error several levels deep)."""
+    text = " ".join(str(exc).split())
+    if "does not match the known hash" in text:  # pooch's checksum error
+        return "its sha256 is not the expected one"
+    for pattern in (r"\[Errno -?\d+\] [^'\")]+", r"IncompleteRead\(\d+ bytes read, \d+ more expected\)"):
+        found = re.search(pattern, text)
+        if found:
+            return found.group(0)
+    return text.split(". ")[0][:160]
 
 
 def resolve_path(explicit: str | None = None) -> Path:
