@@ -36,14 +36,15 @@ from pfxab_flower.problems.federation import Federation
 #: The columns of one run's row, in order.
 RUN_COLUMNS = (
     "algorithm", "seed", "problem", "alpha", "clients", "horizon",
-    "regret", "phases", "communication_rounds", "bytes_up", "bytes_down", "bytes_sent",
+    "regret", "evaluations", "phases", "communication_rounds", "bytes_up", "bytes_down", "bytes_sent",
     "values_up", "values_down", "rejected_replies",
     "mean_reward_personalised", "mean_reward_global", "mean_reward_local", "wall_seconds",
 )
 #: What the summary table reports (mean and standard deviation over seeds).
-METRICS = ("regret", "phases", "communication_rounds", "bytes_sent", "wall_seconds")
+METRICS = ("regret", "evaluations", "phases", "communication_rounds", "bytes_sent", "wall_seconds")
 _LABELS = {
     "regret": "regret",
+    "evaluations": "evaluations",
     "phases": "phases",
     "communication_rounds": "comm. rounds",
     "bytes_sent": "bytes sent (up+down)",

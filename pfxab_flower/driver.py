@@ -34,7 +34,7 @@ from pfxab_flower.algorithms.phased import ServerMachine, Settings
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult, build_result
-from pfxab_flower.sampling import PullLog
+from pfxab_flower.sampling import PullLog, evaluation_counts
 
 LOGGER = logging.getLogger("pfxab_flower")
 
@@ -214,6 +214,7 @@ class ServerDriver:
             communication=self.communication.frame(),
             parameters=run_parameters(self.algorithm, self.federation.name, engine, settings, describe),
             wall_seconds=time.perf_counter() - self.started,
+            evaluations=evaluation_counts([self.harness.get(m) for m in range(self.num_clients)]),
         )
 
 

@@ -8,6 +8,7 @@ gives the same numbers for the same seed.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -170,7 +171,17 @@ def describe_problem(config: RunConfig) -> dict[str, Any]:
 
 
 def run_config(config: RunConfig, federation: Federation | None = None) -> RunResult:
-    """Run a :class:`RunConfig` in process, on ``federation`` if given (reused, e.g. across seeds)."""
+    """Run a :class:`RunConfig` in process, on ``federation`` if given (reused, e.g. across seeds).
+
+    ``wall_seconds`` is the whole call, building the federation included (loading
+    data, reading tables): ``setup_seconds`` is that part, ``run_seconds`` the rest.
+    """
+    started = time.perf_counter()
     if federation is None:
         federation = build_federation(config)
-    return run(federation, **config.algorithm_parameters(), describe=describe_problem(config))
+    setup_seconds = time.perf_counter() - started
+    result = run(federation, **config.algorithm_parameters(), describe=describe_problem(config))
+    wall_seconds = time.perf_counter() - started
+    result.summary.update(wall_seconds=wall_seconds, setup_seconds=setup_seconds,
+                          run_seconds=wall_seconds - setup_seconds)
+    return result

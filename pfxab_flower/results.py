@@ -75,8 +75,14 @@ def build_result(
     communication: pd.DataFrame,
     parameters: Mapping[str, Any],
     wall_seconds: float,
+    evaluations: list[int] | None = None,
 ) -> RunResult:
-    """Assemble the result of a finished run (``parameters`` describe the run: algorithm, seed, ...)."""
+    """Assemble the result of a finished run (``parameters`` describe the run: algorithm, seed, ...).
+
+    ``evaluations`` are each client's objective calls (distinct points for a
+    deterministic reward): what the run cost a practitioner, next to its pulls.
+    ``None`` when the engine did not count them (reported as null).
+    """
     settings = server.settings
     M, T = settings.num_clients, settings.horizon
     final_nodes = np.array([server.final_nodes[m] for m in range(M)], dtype=np.int64)
@@ -95,6 +101,8 @@ def build_result(
     clients["mean_reward_personalised"] = [c.reward_personalised / T for c in ledger.clients]
     clients["mean_reward_global"] = [c.reward_global / T for c in ledger.clients]
     clients["mean_reward_local"] = [c.reward_local / T for c in ledger.clients]
+    if evaluations is not None:
+        clients["evaluations"] = [int(e) for e in evaluations]
 
     summary: dict[str, Any] = dict(parameters)
     summary.update(
@@ -117,6 +125,8 @@ def build_result(
         optimum_personalised=optimum.values.tolist(),
         optimum_estimated=bool(optimum.estimated),
         optimum_method=optimum.method,
+        evaluations=None if evaluations is None else int(sum(evaluations)),
+        evaluations_per_client=None if evaluations is None else [int(e) for e in evaluations],
         wall_seconds=float(wall_seconds),
     )
     phases = pd.DataFrame(
@@ -124,6 +134,7 @@ def build_result(
         columns=[
             "phase", "depth", "active_nodes", "eliminated", "global_pulls", "local_pulls",
             "phase_length", "time", "next_active_nodes", "rounds", "failed_local_means", "failed_active_sets",
+            "mean_observed_reward",
         ],
     )
     return RunResult(summary, clients, ledger.curve(), phases, communication, ledger)
