@@ -71,3 +71,24 @@ def test_unknown_flag_is_one_line_exit_2(capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--alpah" in err[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "abbreviated"),
+    [
+        (("run", "--alph", "0.3"), "--alph"),
+        (("compare", "--seed", "0-2"), "--seed"),
+        (("sweep", "x.toml", "--out", "d", "--work", "2"), "--work"),
+        (("plot", "d", "--out", "f.png", "--log"), "--log"),
+    ],
+)
+def test_abbreviated_flags_are_refused_with_one_line(args, abbreviated):
+    line = cli_error_line(*args)
+    assert line == f"pfxab: error: unrecognized arguments: {' '.join(args[args.index(abbreviated):])}"
+
+
+def test_an_empty_out_is_refused_not_ignored(tmp_path):
+    line = cli_error_line("run", "--horizon", "1000", "--out", "")
+    assert line == ("pfxab run: error: out='' is invalid; allowed: a new or empty directory, or one holding only a "
+                    "previous result (clients.csv, communication.csv, curve.csv, phases.csv, summary.json), "
+                    "on a writable file system")

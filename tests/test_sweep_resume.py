@@ -1,0 +1,143 @@
+"""Sweeps that heal: damaged runs are redone, one sweep per directory, damaged tables are one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pfxab_flower.simulations.experiment import load_experiment, run_id
+from pfxab_flower.simulations.sweep import sweep_lock
+from tests.conftest import cli_error_line
+from tests.test_sweep import TINY, last_invocation, sweep, write_config
+
+
+@pytest.fixture(scope="module")
+def finished_once(tmp_path_factory) -> tuple[Path, Path]:
+    """One tiny sweep (8 runs), copied by each test that damages it."""
+    root = tmp_path_factory.mktemp("sweep")
+    config, out = write_config(root), root / "out"
+    assert sweep(config, out, "--workers", "1") == 0
+    return config, out
+
+
+@pytest.fixture
+def finished(finished_once, tmp_path) -> tuple[Path, Path]:
+    config, out = finished_once
+    shutil.copytree(out, tmp_path / "out")
+    return config, tmp_path / "out"
+
+
+DAMAGE = {
+    "truncated summary": ("summary.json", lambda text: text[: len(text) // 2]),
+    "summary without regret": ("summary.json", lambda text: json.dumps({**json.loads(text), "regret": None})),
+    "garbage curve": ("grid_curve.csv", lambda text: "\x00\x01 not a table\n"),
+    "another run's config": ("config.json", lambda text: text.replace('"seed": 1', '"seed": 7')),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_run_is_redone_with_one_warning(finished, capsys, damage):
+    config, out = finished
+    before = pd.read_parquet(out / "runs.parquet")
+    victim = out / "runs" / before.loc[before["seed"] == 1, "run_id"].iloc[0]
+    name, edit = DAMAGE[damage]
+    (victim / name).write_text(edit((victim / name).read_text()))
+    capsys.readouterr()
+    assert sweep(config, out) == 0
+    captured = capsys.readouterr()
+    warning = captured.err.strip().splitlines()
+    assert len(warning) == 1 and warning[0].startswith("pfxab sweep: warning: 1 run(s) in ")
+    assert victim.name in warning[0]
+    assert "1 of 8 runs to do (7 already complete)" in captured.out
+    assert last_invocation(out)["runs_executed"] == 1
+    after = pd.read_parquet(out / "runs.parquet")
+    numbers = [c for c in after.columns if c != "wall_seconds"]
+    pd.testing.assert_frame_equal(before[numbers], after[numbers])  # healed: same seed, same numbers
+    assert sweep(config, out) == 0 and capsys.readouterr().err == ""  # and healed for good
+
+
+def test_leftover_temporary_directories_are_removed(finished, capsys):
+    config, out = finished
+    (out / "runs" / ".some-run.abc.pfxab-tmp").mkdir()
+    (out / ".runs.parquet.xyz.pfxab-tmp.parquet").write_text("half")
+    assert sweep(config, out) == 0
+    assert [p.name for p in (out / "runs").iterdir() if p.name.startswith(".")] == []
+    assert not list(out.glob("*pfxab-tmp*"))
+
+
+def test_a_second_sweep_on_the_same_directory_is_refused_naming_the_first(finished, capsys):
+    config, out = finished
+    invocations = len(json.loads((out / "sweep.json").read_text())["invocations"])
+    with sweep_lock(out):  # as if another sweep were running
+        assert sweep(config, out) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"another pfxab sweep, pid {os.getpid()}, is writing there" in err[0]
+    assert len(json.loads((out / "sweep.json").read_text())["invocations"]) == invocations  # it did nothing
+    assert sweep(config, out) == 0  # the lock is gone with its holder
+
+
+def test_concurrent_sweeps_never_both_do_the_work(tmp_path):
+    config, out = write_config(tmp_path), tmp_path / "out"
+    command = [sys.executable, "-m", "pfxab_flower.simulations.cli", "sweep", str(config), "--out", str(out),
+               "--workers", "1", "--no-progress"]
+    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    for code, err in results:
+        assert code == 0 or (code == 2 and err.count("\n") == 1 and "another pfxab sweep, pid" in err), err
+    history = json.loads((out / "sweep.json").read_text())["invocations"]
+    assert sum(h["runs_executed"] for h in history) == 8  # every run done exactly once
+    assert len(pd.read_parquet(out / "runs.parquet")) == 8
+
+
+def test_a_config_that_is_a_directory_is_one_line(tmp_path):
+    line = cli_error_line("sweep", str(tmp_path), "--out", str(tmp_path / "out"))
+    assert line.startswith(f"pfxab sweep: error: config={str(tmp_path)!r} is invalid (Is a directory)")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_config_that_is_not_text_is_one_line(tmp_path):
+    binary = tmp_path / "x.toml"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    assert "x.toml: not valid TOML" in cli_error_line("sweep", str(binary), "--out", str(tmp_path / "out"))
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt", "wrong runs"])
+@pytest.mark.parametrize("command", ["report", "plot"])
+def test_report_and_plot_of_damaged_tables_are_one_line(finished, tmp_path, command, damage):
+    _, out = finished
+    runs = out / "runs.parquet"
+    if damage == "missing":
+        runs.unlink()
+    elif damage == "corrupt":
+        runs.write_bytes(runs.read_bytes()[:100])
+    else:  # a crash between the two renames of a larger grid: curves new, runs old
+        pd.read_parquet(runs).iloc[:5].to_parquet(runs, index=False)
+    args = [command, str(out)] + (["--out", str(tmp_path / "f.png")] if command == "plot" else [])
+    line = cli_error_line(*args)
+    assert line.startswith(f"pfxab {command}: error: dir={str(out)!r} is invalid (")
+    assert "allowed: a finished sweep directory" in line
+    assert not (tmp_path / "f.png").exists()
+
+
+def test_tables_that_do_not_match_the_grid_are_rewritten(finished, capsys):
+    config, out = finished
+    runs = pd.read_parquet(out / "runs.parquet")
+    runs.iloc[:5].to_parquet(out / "runs.parquet", index=False)
+    assert sweep(config, out) == 0
+    expected = {run_id(c) for c in load_experiment(config).configs}
+    assert set(pd.read_parquet(out / "runs.parquet")["run_id"]) == expected
+
+
+def test_the_sweep_keeps_other_files_in_its_directory(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert sweep(write_config(tmp_path, TINY.format(seeds="[0]")), out, "--workers", "1") == 0
+    assert (out / "notes.txt").read_text() == "mine"
