@@ -13,6 +13,7 @@ problem's and the fault plan's keys. Under ``flwr run`` both read ``api`` from t
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,7 @@ from pfxab_flower.client_apps import federation_sessions, legacy_client_app, mes
 from pfxab_flower.client_apps.sessions import SessionFn
 from pfxab_flower.config import RunConfig
 from pfxab_flower.engine import describe_problem
+from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
@@ -59,7 +61,8 @@ def run_server(
     if options.api == "legacy" or options.secure_aggregation:
         run_legacy_workflow(grid, context, strategy, strategy.num_rounds, options.round_timeout)
     else:
-        strategy.start(grid=grid)
+        with contextlib.suppress(RunStoppedError):  # the reason is kept by the strategy
+            strategy.start(grid=grid)
     if strategy.stop_reason is not None:
         return strategy.stop_reason
     return strategy.run_result(describe)

@@ -31,6 +31,7 @@ from flwr.superlink.grid import InMemoryGrid
 
 from pfxab_flower.algorithms.messages import ActiveSetReport, FinishInstruction, FinishReport, LocalReport
 from pfxab_flower.driver import Exchange, ServerDriver, Unreadable
+from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
@@ -42,6 +43,8 @@ LOGGER = logging.getLogger("pfxab_flower")
 #: Seconds between two polls for replies of the simulation's in-memory grid (Flower: 0.1 s).
 #: Measured (docs/performance.md): ~0.05 s less per phase at M = 10; no cost seen at M = 100.
 PULL_INTERVAL = 0.01
+#: Seconds a simulation's node count must hold before the strategy concludes no more nodes will come.
+SIMULATION_SETTLE = 3.0
 #: What ``Result.evaluate_metrics_serverapp`` reports when the federation is known (simulation).
 SCORE_KEYS = ("regret", "mean_reward_personalised", "mean_reward_global", "mean_reward_local")
 
@@ -111,6 +114,8 @@ class PhasedEliminationStrategy(Strategy):
         ``result.arrays`` holds ``final-points`` (``(M, d)``, the user's units, client order)
         and ``final-nodes``; ``train_metrics_clientapp[p]`` phase ``p``'s metrics; with a
         known federation, ``evaluate_metrics_serverapp`` the regret and mean rewards.
+        Raises :class:`RunStoppedError` (one line: why) if the server stopped the run:
+        too few nodes, or fewer than ``min_fraction`` of the clients answered an exchange.
         """
         if isinstance(grid, InMemoryGrid):  # the simulation's grid polls for replies
             grid.pull_interval = min(grid.pull_interval, PULL_INTERVAL)
@@ -119,6 +124,8 @@ class PhasedEliminationStrategy(Strategy):
             num_rounds=num_rounds or self.num_rounds, timeout=timeout or self.round_timeout,
             train_config=train_config, evaluate_config=evaluate_config, evaluate_fn=evaluate_fn,
         )
+        if self.driver.stop_reason is not None:
+            raise RunStoppedError(self.driver.stop_reason)
         for row in self.driver.phase_metrics():
             result.train_metrics_clientapp[int(row["phase"])] = MetricRecord(_metric_values(row))
         if self.driver.finished and self.driver.federation is not None:
@@ -159,7 +166,7 @@ class PhasedEliminationStrategy(Strategy):
             nodes = np.array([self.driver.final_reports[m].node_id if m in self.driver.final_reports else 0
                               for m in range(self.driver.num_clients)], dtype=np.int64)
             final = ArrayRecord({"final-points": Array(self.driver.final_points()), "final-nodes": Array(nodes)})
-            return final, MetricRecord({"final-reports": len(self.driver.final_reports)})
+            return final, None  # train_metrics_clientapp keeps one row per phase
         update = self.driver.local_means(instruction, self._exchange(instruction.phase, "explore", replies,
                                                                      LocalReport))
         self._pending = update
@@ -188,17 +195,25 @@ class PhasedEliminationStrategy(Strategy):
     def _connected_nodes(self, grid: Grid) -> list[int]:
         """The nodes of the run, in a fixed order; stops the run if fewer than ``num_clients`` connect.
 
-        A simulation's nodes all exist before the ServerApp starts, so a short federation
-        fails at once; a deployment's SuperNodes may still be connecting: wait for them,
-        up to ``round_timeout``.
+        A deployment's SuperNodes may still be connecting: wait for them, up to
+        ``round_timeout``. A simulation registers all its nodes together, just after the
+        ServerApp starts: once some are there and their number holds for
+        :data:`SIMULATION_SETTLE` seconds, no more will come, so a short federation fails
+        within seconds.
         """
         M = self.driver.num_clients
         started = time.monotonic()
-        patience = 0.0 if isinstance(grid, InMemoryGrid) else self.round_timeout
-        while len(nodes := sorted(grid.get_node_ids())) < M and time.monotonic() - started < patience:
-            time.sleep(0.2)
-        if len(nodes) < M:
-            self.driver.stop(too_few_nodes(self.driver, len(nodes), time.monotonic() - started))
+        simulated = isinstance(grid, InMemoryGrid)
+        seen, since = -1, started
+        while len(nodes := sorted(grid.get_node_ids())) < M:
+            now = time.monotonic()
+            if len(nodes) != seen:
+                seen, since = len(nodes), now
+            settled = simulated and seen > 0 and now - since >= SIMULATION_SETTLE
+            if settled or now - started >= self.round_timeout:
+                self.driver.stop(too_few_nodes(self.driver, len(nodes), now - started))
+                break
+            time.sleep(0.1)
         return nodes
 
     def _messages(self, message: Any, message_type: str) -> list[Message]:

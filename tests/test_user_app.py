@@ -1,0 +1,132 @@
+"""The user app of docs/flower.md, copied from the page into a temporary directory, run as a user would.
+
+It is a hand-written Flower app (its own pyproject, run-config keys of its own, a 2-D
+objective per site) that uses only the public API the page shows. Through ``flwr run .``
+(a local SuperLink, Flower's Ray simulation) and through ``run_simulation``, each of
+PF-XAB, Fed-PNE and PF-PNE must put the per-phase metrics and the final points in its
+``Result``, and the final points must equal the in-process engine's for the same seed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+import warnings
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pfxab_flower import Federation, run
+from pfxab_flower.simulations.environment import QUIET_ENV, backend_config, ray_environment, temporary_directory
+from pfxab_flower.simulations.flwr_run import flwr_executable, free_port
+from pfxab_flower.simulations.processes import processes_with_marker, stop_processes
+
+ROOT = Path(__file__).resolve().parents[1]
+ALGORITHMS = ("pf-xab", "fed-pne", "pf-pne")
+FILE_BLOCK = re.compile(r"<!-- file: (?P<name>[^ ]+) -->\n```[a-z]*\n(?P<body>.*?)```", re.DOTALL)
+
+
+def write_user_app(directory: Path) -> dict:
+    """Every file the page shows, written where it says; the app's run-config defaults."""
+    page = (ROOT / "docs" / "flower.md").read_text(encoding="utf-8")
+    files = {m["name"]: m["body"] for m in FILE_BLOCK.finditer(page)}
+    assert set(files) == {"pyproject.toml", "my_app/__init__.py", "my_app/task.py", "my_app/server_app.py",
+                          "my_app/client_app.py"}
+    for name, body in files.items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_text(body, encoding="utf-8")
+    import tomllib
+
+    return tomllib.loads(files["pyproject.toml"])["tool"]["flwr"]["app"]["config"]
+
+
+def expected_points(app_dir: Path, config: dict, algorithm: str) -> np.ndarray:
+    """The in-process engine's final points for the app's objective and seed."""
+    sys.path.insert(0, str(app_dir))
+    try:
+        task = importlib.import_module("my_app.task")
+    finally:
+        sys.path.remove(str(app_dir))
+    objectives = [partial(task.objective, partition_id=m) for m in range(config["num-clients"])]
+    federation = Federation.from_callables(objectives, task.DOMAIN, noise_sigma=0.1)
+    result = run(federation, algorithm=algorithm, alpha=config["alpha"], horizon=config["horizon"],
+                 seed=config["seed"])
+    return np.array(result.summary["final_points"])
+
+
+def check_outcome(outcome: dict, expected: np.ndarray) -> None:
+    np.testing.assert_array_equal(np.array(outcome["final_points"]), expected)
+    phases = outcome["phases"]
+    assert phases and sorted(map(int, phases)) == list(range(1, len(phases) + 1))
+    for row in phases.values():
+        assert {"active_nodes", "eliminated", "phase_length", "mean_observed_reward"} <= set(row)
+        assert row["active_nodes"] >= 2 and row["phase_length"] > 0 and 0.0 < row["mean_observed_reward"] < 1.5
+
+
+@pytest.fixture(scope="module")
+def user_app(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    directory = tmp_path_factory.mktemp("user-app")
+    return directory, write_user_app(directory)
+
+
+def test_the_page_shows_a_complete_app_with_keys_of_its_own(user_app: tuple[Path, dict]) -> None:
+    _, config = user_app
+    assert {"learning-rate", "num-server-rounds", "results-file"} <= set(config)
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(600)
+def test_user_app_through_flwr_run(user_app: tuple[Path, dict], tmp_path: Path) -> None:
+    app_dir, config = user_app
+    with temporary_directory("pfxab-user-") as home:
+        env = {
+            **os.environ, **QUIET_ENV, "FLWR_HOME": str(home), "RAY_TMPDIR": str(home / "ray"),
+            "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+            "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(free_port()), "FLWR_LOCAL_CONTROL_API_PORT": str(free_port()),
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        }
+        (home / "ray").mkdir()
+        try:
+            for algorithm in ALGORITHMS:
+                results = tmp_path / f"{algorithm}.json"
+                command = [flwr_executable(), "run", str(app_dir), "--stream", "--federation-config",
+                           f"num-supernodes={config['num-clients']} client-resources-num-cpus=1 "
+                           f"init-args-num-cpus={os.cpu_count() or 1}",
+                           "--run-config", f"algorithm='{algorithm}' results-file='{results}'"]
+                done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True, timeout=240)
+                assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+                assert results.exists(), done.stdout[-3000:]
+                check_outcome(json.loads(results.read_text()), expected_points(app_dir, config, algorithm))
+        finally:
+            stop_processes(str(home))
+        assert processes_with_marker(str(home)) == []
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(600)
+def test_user_app_through_run_simulation(user_app: tuple[Path, dict], tmp_path: Path) -> None:
+    from flwr.simulation import run_simulation
+
+    app_dir, config = user_app
+    sys.path.insert(0, str(app_dir))
+    try:
+        server_app = importlib.import_module("my_app.server_app")
+        client_app = importlib.import_module("my_app.client_app")
+        for algorithm in ALGORITHMS:
+            results = tmp_path / f"{algorithm}.json"
+            settings = {**config, "algorithm": algorithm, "results-file": str(results)}
+            with ray_environment() as ray_dir, warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                run_simulation(server_app.make_app(settings), client_app.app, num_supernodes=config["num-clients"],
+                               backend_config=backend_config(1.0, ray_dir))
+            check_outcome(json.loads(results.read_text()), expected_points(app_dir, config, algorithm))
+    finally:
+        sys.path.remove(str(app_dir))
+        for name in [n for n in sys.modules if n == "my_app" or n.startswith("my_app.")]:
+            del sys.modules[name]
