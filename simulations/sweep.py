@@ -72,6 +72,8 @@ REFERENCE_COLUMNS = ("best_local", "best_global", "best_personalised", "oracle_l
 CONFIG_COLUMNS = tuple(RunConfig.__dataclass_fields__)
 #: Summary columns that are not numbers (every other one must be an int or a float).
 _TEXT_COLUMNS, _FLAG_COLUMNS = ("engine",), ("optimum_estimated",)
+#: Summary columns that may be null (``evaluations``: an engine that does not count objective calls).
+_OPTIONAL_COLUMNS = ("evaluations",)
 LOCK_FILE = ".pfxab-sweep.lock"
 
 
@@ -161,7 +163,8 @@ def load_run(run_dir: Path, config: RunConfig) -> tuple[dict[str, Any], dict[str
     for key in SUMMARY_COLUMNS:
         value = summary.get(key)
         ok = (isinstance(value, str) if key in _TEXT_COLUMNS
-              else isinstance(value, bool) if key in _FLAG_COLUMNS else _number(value))
+              else isinstance(value, bool) if key in _FLAG_COLUMNS
+              else _number(value) or (value is None and key in _OPTIONAL_COLUMNS and key in summary))
         if not ok:
             raise IncompleteRunError(f"summary.json {key}={value!r} is missing or of the wrong type")
     bad = [key for key in REFERENCE_COLUMNS if not _number(refs.get(key))]
