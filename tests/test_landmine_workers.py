@@ -1,0 +1,78 @@
+"""A cold landmine run killed with SIGKILL leaves no fitting worker behind.
+
+The parent cannot clean up after SIGKILL, so the workers must notice by
+themselves (:func:`pfxab_flower.problems.landmine._exit_with_parent`). The test
+starts a cold run (no table, empty cache: thousands of fits in loky workers),
+waits for its workers, kills the parent and checks by pid that every one of its
+child processes is gone within a bounded wait.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.landmine_files import NOWHERE, shared_copy
+
+#: Bounded waits (seconds): for the workers to start, and for them to be gone after the kill.
+START_WAIT, EXIT_WAIT = 90.0, 10.0
+
+
+def _children(pid: int) -> list[int]:
+    """Pids whose parent is ``pid`` (from /proc: no extra dependency)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for a reaper does no work and counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_sigkill_of_a_cold_run_leaves_no_worker(tmp_path):
+    env = dict(os.environ, PFXAB_CACHE_DIR=str(tmp_path / "cache"), PFXAB_LANDMINE_TABLE="none",
+               PFXAB_LANDMINE_DATA=str(shared_copy()), PFXAB_LANDMINE_URL=NOWHERE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pfxab_flower.simulations.cli", "run", "--problem", "landmine", "--clients", "3",
+         "--horizon", "1000"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + START_WAIT
+        workers: list[int] = []
+        while time.monotonic() < deadline and proc.poll() is None:
+            workers = [k for k in _children(proc.pid) if _alive(k)]
+            if len(workers) >= 2:  # the loky workers (and its resource tracker) are up and fitting
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None and len(workers) >= 2, "the cold run never started its fitting workers"
+        time.sleep(1.0)  # let them take work
+        workers = [k for k in _children(proc.pid) if _alive(k)]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + EXIT_WAIT
+        while time.monotonic() < deadline and any(_alive(k) for k in workers):
+            time.sleep(0.1)
+        assert [k for k in workers if _alive(k)] == [], "workers outlived their killed parent"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for k in workers:  # never leave a stray process behind, even when the test fails
+            if _alive(k):
+                os.kill(k, signal.SIGKILL)
