@@ -1,31 +1,314 @@
-"""One validated run configuration: every error message about a parameter lives here.
+"""Every parameter of a run and of the Flower app, declared once: default, check, help, limits.
 
-Command-line flags, Flower run-config keys (kebab-case) and sweep rows all
-become a :class:`RunConfig`. Validation happens in ``__post_init__``, before
-any work starts (and before Ray starts), and raises :class:`ConfigError` with
-one line naming the parameter, the bad value and what is allowed.
+:data:`PARAMETERS` is the one declaration. Everything else is derived from it or
+tested against it: :class:`RunConfig` and :class:`AppOptions` (their defaults and
+checks), the command-line flags (``simulations/commands/options.py``), the Flower
+run-config keys (kebab-case, ``noise-sigma``) and the ``[tool.flwr.app.config]``
+defaults in ``pyproject.toml`` (``tests/test_config.py`` compares them).
+
+Two entry points check a value by its snake_case name, with the same code:
+
+* :func:`check` for Python values (API keyword arguments, a strategy's constructor):
+  the type must be right (numpy integers and floats count as integers and numbers,
+  ``bool`` is not a number), the value is returned as a plain Python value.
+* :func:`parse` for text (flags, run-config keys, CSV or TOML rows): ``"0.5"`` is
+  converted to the declared type first, then checked.
+
+Both raise :class:`ConfigError` with one line, ``"{key}={value!r} is invalid;
+allowed: {what}"``, before any work starts (and before Ray starts).
+
+The limits (``MAX_*``) are there so that a value too large to finish, or to fit in
+memory, is refused instead of running for hours or dying with a traceback; each
+comes from a measurement on the 2-core development machine, given beside it.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.noise import NOISE_KINDS
 
+if TYPE_CHECKING:
+    from pfxab_flower.faults import FaultPlan
+
 PROBLEMS = ("garland", "doublesine", "landmine")
 ALGORITHMS = ("pf-xab", "fed-pne", "pf-pne")
 ENGINES = ("inprocess", "flower")
+#: Flower APIs the app runs on: the Message API (the default: several times cheaper per round,
+#: see docs/performance.md) or the legacy Strategy/NumPyClient one.
+APIS = ("message", "legacy")
 #: The landmine data set's fields (0-based) and the default clients: both terrain types.
 LANDMINE_FIELD_COUNT = 29
 DEFAULT_LANDMINE_FIELDS = tuple(range(0, LANDMINE_FIELD_COUNT, 3))
 
+#: Pulls per client. Measured (`pfxab run --horizon T`, garland, M = 10, uniform noise): T = 1e8 takes
+#: 3.7 s, 1e9 21 s, 1e10 85 s; the time grows with T, so a larger horizon is refused rather than left to
+#: run for hours (1e30 never ended, 2**63 gave an int64 traceback).
+MAX_HORIZON = 10**10
+#: Clients. Measured (`pfxab run --clients M --horizon 1000`): M = 1000 takes 7.6 s and 316 MB, M = 10,000
+#: did not end in 300 s and held 1.8 GB (the exact optimum evaluates every client on 2**16 grid points).
+MAX_CLIENTS = 1000
+#: Seeds of one `pfxab compare`: one default run per algorithm and seed takes seconds, so 10,000 seeds are
+#: already hours of work; `--seeds 0-100000000000` is refused before the list is built.
+MAX_SEEDS = 10_000
+#: Points of a sweep's regret curve: 1e5 points take 27 ms to sample (1e6: 0.3 s) and about 2 MB of
+#: curve.csv per run, which a sweep writes for every run.
+MAX_CURVE_POINTS = 100_000
+#: Dimensions of a search space. The exact-optimum grid stays at 2**16 points whatever the dimension
+#: (it grew as 2**d: 24 dimensions wanted 3 GiB); node ids are int64, so at most 62 halvings, which
+#: must split each of the d dimensions at least once; 32 leaves room for a second split of half of them.
+MAX_DIMENSIONS = 32
+#: Flower run-config integers are signed 64-bit.
+MAX_INT64 = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One declared parameter: its type, default, what is allowed (the check) and its help text."""
+
+    name: str  # snake_case; the flag and the run-config key are its kebab-case (``key``)
+    kind: type  # int, float, str, bool, or tuple (distinct client indices)
+    default: Any
+    allowed: str  # the "allowed: ..." part of the one-line error
+    help: str
+    valid: Callable[[Any], bool] = lambda value: True  # on the converted value
+    optional: bool = False  # None (unset; "" in a run config) is allowed
+    scope: str = "run"  # "run": a RunConfig field; "app": an AppOptions field; "other": a flag or a limit
+
+    @property
+    def key(self) -> str:
+        return self.name.replace("_", "-")
+
+
+def _between(low: float, high: float, low_open: bool = False, high_open: bool = False) -> Callable[[Any], bool]:
+    def valid(value: float) -> bool:
+        above = value > low if low_open else value >= low
+        below = value < high if high_open else value <= high
+        return above and below
+
+    return valid
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any], bool]:
+    return lambda value: value in choices
+
+
+def index_list(text: str, bound: int) -> tuple[int, ...] | None:
+    """Distinct comma-separated integers in ``[0, bound)``, or ``None`` if ``text`` is not such a list."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isascii() and part.isdecimal() for part in parts):
+        return None
+    values = tuple(int(part) for part in parts)
+    if len(set(values)) != len(values) or not all(v < bound for v in values):
+        return None
+    return values
+
+
+def seed_ranges(text: str) -> list[tuple[int, int]] | None:
+    """The inclusive ranges of a ``--seeds`` text, or ``None`` if it is invalid or over the limits.
+
+    Counted, never expanded: ``0-100000000000`` is refused without building its list.
+    """
+    ranges: list[tuple[int, int]] = []
+    for item in text.split(","):
+        lo, sep, hi = item.strip().partition("-")
+        if not (_is_uint(lo) and (_is_uint(hi) if sep else True)) or max(len(lo), len(hi)) > 19:
+            return None
+        first, last = int(lo), int(hi) if sep else int(lo)
+        if not first <= last <= MAX_INT64:
+            return None
+        ranges.append((first, last))
+    total = sum(last - first + 1 for first, last in ranges)
+    ordered = sorted(ranges)
+    overlap = any(a[1] >= b[0] for a, b in itertools.pairwise(ordered))
+    return None if total > MAX_SEEDS or overlap else ranges
+
+
+def _is_uint(text: str) -> bool:
+    return text.isascii() and text.isdecimal()
+
+
+_CORES = os.cpu_count() or 1
+_SEEDS_ALLOWED = (f"an integer, a range like 0-9, or a comma-separated list like 0,3,5 (integers in [0, 2**63), "
+                  f"no repeats, at most {MAX_SEEDS:,} seeds)")
+
+#: The declaration: RunConfig fields (in order), then the Flower app's options, then other flags and limits.
+PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
+    Parameter("problem", str, "garland", ", ".join(PROBLEMS),
+              f"federation to optimise ({', '.join(PROBLEMS)})", _one_of(PROBLEMS)),
+    Parameter("algorithm", str, "pf-xab", ", ".join(ALGORITHMS),
+              f"algorithm ({', '.join(ALGORITHMS)})", _one_of(ALGORITHMS)),
+    Parameter("clients", int, 10, f"an integer in [1, {MAX_CLIENTS}]",
+              f"number of clients M, at most {MAX_CLIENTS} (M = 1000, T = 1000 runs in 7.6 s here)",
+              _between(1, MAX_CLIENTS)),
+    Parameter("alpha", float, 0.5, "a number in [0, 1]", "personalisation weight in [0, 1]", _between(0, 1)),
+    Parameter("horizon", int, 2_000_000, f"an integer in [1, {MAX_HORIZON:,}]",
+              f"pulls per client T, at most {MAX_HORIZON:,} (T = 1e10 runs in 85 s here)",
+              _between(1, MAX_HORIZON)),
+    Parameter("seed", int, 0, "an integer in [0, 2**63)", "random seed (noise)", _between(0, MAX_INT64)),
+    Parameter("nu1", float, 1.0, "a number > 0", "smoothness constant nu1 > 0", _between(0, math.inf, low_open=True)),
+    Parameter("rho", float, 0.5, "a number in (0, 1)", "smoothness rate rho in (0, 1)",
+              _between(0, 1, low_open=True, high_open=True)),
+    Parameter("noise", str, "uniform", ", ".join(NOISE_KINDS), f"noise model ({', '.join(NOISE_KINDS)})",
+              _one_of(NOISE_KINDS)),
+    Parameter("noise_sigma", float, 0.1, "a number >= 0", "noise scale sigma >= 0", _between(0, math.inf)),
+    Parameter("spread", float, 0.3, "a number in [0, 1)", "spread of the synthetic clients' shifts, in [0, 1)",
+              _between(0, 1, high_open=True)),
+    Parameter("max_depth", int, None, "an integer >= 1 (or unset for no limit)", "deepest phase (default: budget only)",
+              _between(1, MAX_INT64), optional=True),
+    Parameter("pf_pne_eps", float, 0.1, "a number >= 0", "PF-PNE heterogeneity slack eps >= 0", _between(0, math.inf)),
+    Parameter("landmine_data", str, None, "a file path", "path to LandmineData.mat (landmine problem)",
+              optional=True),
+    Parameter("fields", str, None, f"distinct comma-separated integers in 0..{LANDMINE_FIELD_COUNT - 1}",
+              "comma-separated landmine field indices (landmine problem)",
+              lambda text: index_list(text, LANDMINE_FIELD_COUNT) is not None, optional=True),
+    # The Flower app (run-config keys beside the RunConfig fields).
+    Parameter("out_dir", str, "results/latest", "a directory path",
+              "where the ServerApp writes summary.json, clients.csv, curve.csv", lambda text: bool(text.strip()),
+              scope="app"),
+    Parameter("round_timeout", float, 600.0, "a number of seconds > 0", "longest a Flower round may take, in seconds",
+              _between(0, math.inf, low_open=True), scope="app"),
+    Parameter("fail_rate", float, 0.0, "a probability in [0, 1]",
+              "inject failures: each client misses each phase with this probability", _between(0, 1), scope="app"),
+    Parameter("fail_clients", tuple, None, "distinct comma-separated client indices, or \"\" for every client",
+              "the clients fail-rate applies to, comma-separated (default: all)", optional=True, scope="app"),
+    Parameter("straggle_seconds", float, 0.0, "a number of seconds >= 0 (0: injected failures)",
+              "the clients fail-rate selects answer this many seconds late instead of failing "
+              "(a failure if at least round-timeout)", _between(0, math.inf), scope="app"),
+    Parameter("min_fraction", float, 0.5, "a number in [0, 1] (0: never stop)",
+              "stop unless this share of the clients answers in every exchange", _between(0, 1), scope="app"),
+    Parameter("secure_aggregation", bool, False, "true, false",
+              "sum the local means with Flower's SecAgg+ (true/false)", scope="app"),
+    Parameter("api", str, "message", ", ".join(APIS),
+              "Flower API: message (Message API) or legacy (Strategy/NumPyClient)", _one_of(APIS), scope="app"),
+    # Flags and limits that are not run-config keys.
+    Parameter("num_cpus", float, 1.0, f"a number in (0, {_CORES}] (this machine's cores)",
+              "CPUs per simulated client, at most this machine's cores (Ray waits forever for more)",
+              _between(0, _CORES, low_open=True), scope="other"),
+    Parameter("seeds", str, "0", _SEEDS_ALLOWED, "seeds, e.g. 0-9 or 0,3,5",
+              lambda text: seed_ranges(text) is not None, scope="other"),
+    Parameter("curve_points", int, 200, f"an integer in [2, {MAX_CURVE_POINTS}]",
+              "points of each run's regret curve in a sweep", _between(2, MAX_CURVE_POINTS), scope="other"),
+    Parameter("dimensions", int, 1, f"an integer in [1, {MAX_DIMENSIONS}] (dimensions of the domain)",
+              "dimensions of a search space", _between(1, MAX_DIMENSIONS), scope="other"),
+)}
+
+DEFAULT_ROUND_TIMEOUT: float = PARAMETERS["round_timeout"].default
+DEFAULT_MIN_FRACTION: float = PARAMETERS["min_fraction"].default
+
 
 def _fail(name: str, value: object, allowed: str) -> None:
     raise ConfigError(f"{name.replace('_', '-')}={value!r} is invalid; allowed: {allowed}")
+
+
+def _declared(name: str) -> Parameter:
+    if name not in PARAMETERS:
+        known = ", ".join(p.key for p in PARAMETERS.values())
+        raise ConfigError(f"unknown parameter {name.replace('_', '-')!r}; allowed: {known}")
+    return PARAMETERS[name]
+
+
+def check(name: str, value: Any) -> Any:
+    """Validate the Python value of the declared parameter ``name`` (snake_case); the plain value.
+
+    Numpy scalars are accepted as the Python values they hold (``np.int64(5)`` is an
+    integer); ``bool`` is neither an integer nor a number. Anything else raises
+    :class:`ConfigError` with one line naming the value and what is allowed.
+    """
+    p = _declared(name)
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None and p.optional:
+        return None
+    converted = _typed(p, value)
+    if converted is None or not p.valid(converted):
+        _fail(name, value, p.allowed)
+    return converted
+
+
+def _typed(p: Parameter, value: Any) -> Any:
+    """``value`` as ``p.kind``, or ``None`` if it is not one (a bool is never a number)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if p.kind is int:
+        return value if number and isinstance(value, int) else None
+    if p.kind is float:
+        return float(value) if number and math.isfinite(value) else None
+    if p.kind is bool:
+        return value if isinstance(value, bool) else None
+    if p.kind is tuple:
+        return _client_indices(value)
+    return value if isinstance(value, p.kind) else None
+
+
+def _client_indices(value: Any) -> tuple[int, ...] | None:
+    if isinstance(value, str):
+        return index_list(value, MAX_CLIENTS)
+    if isinstance(value, tuple | list) and all(isinstance(v, int | np.integer) and not isinstance(v, bool)
+                                               for v in value):
+        return index_list(",".join(str(int(v)) for v in value), MAX_CLIENTS)
+    return None
+
+
+def parse(name: str, value: Any) -> Any:
+    """Like :func:`check`, for a value that may be text (a flag, a run-config key, a CSV cell).
+
+    ``"0.5"`` becomes ``0.5``, ``"true"`` ``True``, ``""``/``none``/``null`` unset
+    (for an optional parameter) and ``""`` every client for ``fail_clients``; text that
+    does not convert is reported as given.
+    """
+    return check(name, _from_text(_declared(name), value))
+
+
+def _from_text(p: Parameter, value: Any) -> Any:
+    if p.kind is int and isinstance(value, float) and value.is_integer():
+        return int(value)  # a TOML or CSV number written 2e6
+    if not isinstance(value, str) or p.kind in (str, tuple):
+        return None if p.optional and isinstance(value, str) and _unset(value) else value
+    text = value.strip()
+    if p.optional and _unset(text):
+        return None
+    try:
+        if p.kind is int:
+            if text.lstrip("+-").isdecimal():
+                return int(text)
+            number = float(text)
+            return int(number) if number.is_integer() else value
+        if p.kind is float:
+            return float(text)
+    except (ValueError, OverflowError):
+        return value
+    if p.kind is bool and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    return value
+
+
+def _unset(text: str) -> bool:
+    return text.strip().lower() in ("", "none", "null")
+
+
+def run_config_value(name: str, value: Any) -> Any:
+    """How a value is written in a Flower run config / ``pyproject.toml`` (``""`` for unset, ``"1,2"`` for lists)."""
+    if value is None:
+        return ""
+    if PARAMETERS[name].kind is tuple:
+        return ",".join(map(str, value))
+    return value
+
+
+def scoped(scope: str) -> list[Parameter]:
+    """The declared parameters of one scope (``run``, ``app`` or ``other``), in declaration order."""
+    return [p for p in PARAMETERS.values() if p.scope == scope]
+
+
+_ALGORITHM_PARAMETERS = ("algorithm", "alpha", "horizon", "seed", "nu1", "rho", "max_depth", "pf_pne_eps")
 
 
 def validate_algorithm_parameters(
@@ -37,65 +320,46 @@ def validate_algorithm_parameters(
     rho: float,
     max_depth: int | None,
     pf_pne_eps: float,
-) -> None:
-    """Check the parameters of the algorithm itself (shared by RunConfig and ``engine.run``)."""
-    if algorithm not in ALGORITHMS:
-        _fail("algorithm", algorithm, ", ".join(ALGORITHMS))
-    for name, value in (("horizon", horizon), ("seed", seed)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            _fail(name, value, "an integer")
-    for name, value in (("alpha", alpha), ("nu1", nu1), ("rho", rho), ("pf_pne_eps", pf_pne_eps)):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            _fail(name, value, "a finite number")
-    if not 0.0 <= alpha <= 1.0:
-        _fail("alpha", alpha, "a number in [0, 1]")
-    if horizon < 1:
-        _fail("horizon", horizon, "an integer >= 1")
-    if seed < 0:
-        _fail("seed", seed, "an integer >= 0")
-    if not nu1 > 0:
-        _fail("nu1", nu1, "a number > 0")
-    if not 0.0 < rho < 1.0:
-        _fail("rho", rho, "a number in (0, 1)")
-    if max_depth is not None and (isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1):
-        _fail("max_depth", max_depth, "an integer >= 1 (or unset for no limit)")
-    if not pf_pne_eps >= 0:
-        _fail("pf_pne_eps", pf_pne_eps, "a number >= 0")
+) -> dict[str, Any]:
+    """Check the parameters of the algorithm itself (shared by RunConfig, ``engine.run`` and the strategies).
+
+    Returns them as plain Python values (``np.int64`` horizon -> ``int``).
+    """
+    given = dict(zip(_ALGORITHM_PARAMETERS, (algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps),
+                     strict=True))
+    return {name: check(name, value) for name, value in given.items()}
+
+
+def _default(name: str) -> Any:
+    return PARAMETERS[name].default
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Parameters of one run. Field names are the CLI flags (``--noise-sigma``) in snake case."""
+    """Parameters of one run. Field names are the CLI flags (``--noise-sigma``) in snake case.
 
-    problem: str = "garland"
-    algorithm: str = "pf-xab"
-    clients: int = 10
-    alpha: float = 0.5
-    horizon: int = 2_000_000
-    seed: int = 0
-    nu1: float = 1.0
-    rho: float = 0.5
-    noise: str = "uniform"
-    noise_sigma: float = 0.1
-    spread: float = 0.3
-    max_depth: int | None = None
-    pf_pne_eps: float = 0.1
-    landmine_data: str | None = None
-    fields: str | None = None
+    Defaults and checks are :data:`PARAMETERS`' (``tests/test_config.py`` checks the fields match it).
+    """
+
+    problem: str = _default("problem")
+    algorithm: str = _default("algorithm")
+    clients: int = _default("clients")
+    alpha: float = _default("alpha")
+    horizon: int = _default("horizon")
+    seed: int = _default("seed")
+    nu1: float = _default("nu1")
+    rho: float = _default("rho")
+    noise: str = _default("noise")
+    noise_sigma: float = _default("noise_sigma")
+    spread: float = _default("spread")
+    max_depth: int | None = _default("max_depth")
+    pf_pne_eps: float = _default("pf_pne_eps")
+    landmine_data: str | None = _default("landmine_data")
+    fields: str | None = _default("fields")
 
     def __post_init__(self) -> None:
-        self._check_types()
-        if self.problem not in PROBLEMS:
-            _fail("problem", self.problem, ", ".join(PROBLEMS))
-        validate_algorithm_parameters(**self.algorithm_parameters())
-        if self.clients < 1:
-            _fail("clients", self.clients, "an integer >= 1")
-        if self.noise not in NOISE_KINDS:
-            _fail("noise", self.noise, ", ".join(NOISE_KINDS))
-        if not self.noise_sigma >= 0:
-            _fail("noise_sigma", self.noise_sigma, "a number >= 0")
-        if not 0.0 <= self.spread < 1.0:
-            _fail("spread", self.spread, "a number in [0, 1)")
+        for f in fields(self):  # in declaration order: the first bad value is the one reported
+            object.__setattr__(self, f.name, check(f.name, getattr(self, f.name)))
         chosen = self._chosen_fields()
         if self.problem == "landmine" and self.clients > len(chosen):
             _fail("clients", self.clients, f"at most {len(chosen)}, the number of landmine fields chosen by --fields")
@@ -103,62 +367,33 @@ class RunConfig:
     def _chosen_fields(self) -> tuple[int, ...]:
         if self.fields is None:
             return DEFAULT_LANDMINE_FIELDS
-        allowed = f"distinct comma-separated integers in 0..{LANDMINE_FIELD_COUNT - 1}"
-        try:
-            chosen = tuple(int(part) for part in self.fields.split(","))
-        except ValueError:
-            _fail("fields", self.fields, allowed)
-        if len(set(chosen)) != len(chosen) or not all(0 <= f < LANDMINE_FIELD_COUNT for f in chosen):
-            _fail("fields", self.fields, allowed)
-        return chosen
+        return index_list(self.fields, LANDMINE_FIELD_COUNT) or ()
 
     @property
     def landmine_fields(self) -> tuple[int, ...]:
         """The landmine fields of the clients: the first ``clients`` of ``fields`` (default 0, 3, ..., 27)."""
         return self._chosen_fields()[: self.clients]
 
-    def _check_types(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is None and "None" in str(f.type):
-                continue
-            if "int" in str(f.type) and (isinstance(value, bool) or not isinstance(value, int)):
-                _fail(f.name, value, "an integer")
-            not_number = isinstance(value, bool) or not isinstance(value, int | float)
-            if f.type == "float" and (not_number or not math.isfinite(value)):
-                _fail(f.name, value, "a finite number")
-            if "str" in str(f.type) and not isinstance(value, str):
-                _fail(f.name, value, "a string")
-
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> RunConfig:
         """Build from Flower-style (``noise-sigma``) or Python-style (``noise_sigma``) keys.
 
-        Strings are converted to the field's type, so a run config or a CSV row
-        can be passed as is; unknown keys are an error.
+        Strings are converted to the field's type (:func:`parse`), so a run config or
+        a CSV row can be passed as is; unknown keys are an error.
         """
-        known = {f.name: f for f in fields(cls)}
+        known = {f.name for f in fields(cls)}
         kwargs: dict[str, Any] = {}
         for key, value in values.items():
             name = key.replace("-", "_")
             if name not in known:
                 allowed = ", ".join(sorted(k.replace("_", "-") for k in known))
                 raise ConfigError(f"unknown parameter {key!r}; allowed: {allowed}")
-            kwargs[name] = _coerce(name, str(known[name].type), value)
+            kwargs[name] = _from_text(PARAMETERS[name], value)
         return cls(**kwargs)
 
     def algorithm_parameters(self) -> dict[str, Any]:
         """The parameters of the algorithm itself (``engine.run``'s keyword arguments)."""
-        return {
-            "algorithm": self.algorithm,
-            "alpha": self.alpha,
-            "horizon": self.horizon,
-            "seed": self.seed,
-            "nu1": self.nu1,
-            "rho": self.rho,
-            "max_depth": self.max_depth,
-            "pf_pne_eps": self.pf_pne_eps,
-        }
+        return {name: getattr(self, name) for name in _ALGORITHM_PARAMETERS}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -167,45 +402,113 @@ class RunConfig:
         return RunConfig(**{**asdict(self), **changes})
 
 
-def _coerce(name: str, type_name: str, value: Any) -> Any:
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null")):
-        return None if "None" in type_name else value
-    try:
-        if type_name.startswith("int"):
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            if isinstance(value, str):
-                number = float(value)
-                return int(number) if number.is_integer() else value
-            return value
-        if type_name == "float" and isinstance(value, str):
-            return float(value)
-    except ValueError:
-        return value  # left for __post_init__ to reject with the standard message
-    return value
+@dataclass(frozen=True)
+class AppOptions:
+    """Options of the Flower app itself (where results go, how long a round may take, injected faults).
+
+    Defaults and checks are :data:`PARAMETERS`' (scope ``app``); see :mod:`pfxab_flower.faults`.
+    """
+
+    out_dir: str = _default("out_dir")
+    round_timeout: float = _default("round_timeout")
+    fail_rate: float = _default("fail_rate")
+    fail_clients: tuple[int, ...] | None = _default("fail_clients")  # clients that may fail (None: all)
+    straggle_seconds: float = _default("straggle_seconds")  # > 0: selected clients answer late instead
+    min_fraction: float = _default("min_fraction")  # share of clients an exchange needs
+    secure_aggregation: bool = _default("secure_aggregation")  # SecAgg+ sums of local means (legacy API)
+    api: str = _default("api")  # Flower API: "message" or "legacy" (see APIS)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            object.__setattr__(self, f.name, check(f.name, getattr(self, f.name)))
+
+    def faults(self, seed: int) -> FaultPlan:
+        """The run's failure plan (drawn from ``(seed, client, phase)``; stragglers too)."""
+        from pfxab_flower.faults import FaultPlan  # faults imports this module's defaults
+
+        return FaultPlan(seed=seed, rate=self.fail_rate, clients=self.fail_clients,
+                         straggle_seconds=self.straggle_seconds, round_timeout=self.round_timeout)
 
 
-_SEEDS_ALLOWED = "an integer, a range like 0-9, or a comma-separated list like 0,3,5 (integers >= 0, no repeats)"
+#: Keys of a Flower run config that are not RunConfig fields, with their run-config defaults.
+APP_DEFAULTS: dict[str, Any] = {p.key: run_config_value(p.name, p.default) for p in scoped("app")}
 
 
-def _is_uint(text: str) -> bool:
-    return text.isascii() and text.isdecimal()
+def parse_run_config(values: Mapping[str, Any]) -> tuple[RunConfig, AppOptions]:
+    """Split a Flower run config into the validated run and the app options."""
+    run = {k: v for k, v in values.items() if k not in APP_DEFAULTS}
+    app = {**APP_DEFAULTS, **{k: v for k, v in values.items() if k in APP_DEFAULTS}}
+    timeout, out_dir = parse_round_timeout(app["round-timeout"]), parse("out_dir", app["out-dir"])
+    config = RunConfig.from_mapping(run)
+    options = AppOptions(
+        out_dir=out_dir,
+        round_timeout=timeout,
+        fail_rate=parse_fail_rate(app["fail-rate"]),
+        fail_clients=parse_fail_clients(app["fail-clients"], config.clients),
+        straggle_seconds=parse_straggle_seconds(app["straggle-seconds"]),
+        min_fraction=parse_min_fraction(app["min-fraction"]),
+        secure_aggregation=parse_flag("secure-aggregation", app["secure-aggregation"]),
+        api=parse_api(app["api"]),
+    )
+    return config, options
+
+
+def to_run_config(config: RunConfig, options: AppOptions | None = None) -> dict[str, Any]:
+    """The Flower run config of a :class:`RunConfig` (unset optional fields left out)."""
+    values: dict[str, Any] = {k.replace("_", "-"): v for k, v in config.to_dict().items() if v is not None}
+    if options is not None:
+        values.update({p.key: run_config_value(p.name, getattr(options, p.name)) for p in scoped("app")})
+    return values
+
+
+def parse_flag(name: str, value: object) -> bool:
+    """A boolean key: ``true``/``false`` (TOML booleans, or those words as strings)."""
+    return parse(name.replace("-", "_"), value)
+
+
+def parse_api(value: object) -> str:
+    """The Flower API of a run (``api`` key, ``--api`` flag): one of :data:`APIS`."""
+    return parse("api", value)
+
+
+def parse_round_timeout(value: Any) -> float:
+    """Seconds a Flower round waits for replies: a finite number > 0."""
+    return parse("round_timeout", value)
+
+
+def parse_fail_rate(value: Any) -> float:
+    """The probability that an injected failure drops a client from a phase."""
+    return parse("fail_rate", value)
+
+
+def parse_fail_clients(value: Any, num_clients: int) -> tuple[int, ...] | None:
+    """``""`` (every client) or distinct comma-separated client indices in ``[0, clients)``."""
+    clients = parse("fail_clients", value)
+    if clients is not None and max(clients) >= num_clients:
+        _fail("fail_clients", value, f"distinct comma-separated client indices in [0, {num_clients}), "
+                                     "or \"\" for every client")
+    return clients
+
+
+def parse_straggle_seconds(value: Any) -> float:
+    """How late a selected client answers: a finite number of seconds >= 0 (0: it fails at once)."""
+    return parse("straggle_seconds", value)
+
+
+def parse_min_fraction(value: Any) -> float:
+    """The share of the clients whose replies an exchange needs."""
+    return parse("min_fraction", value)
 
 
 def parse_seeds(text: str) -> list[int]:
-    """The seeds of ``--seeds``: ``7``, ``0-9`` (inclusive) or ``0,3,5`` (items may be ranges), in order."""
-    seeds: list[int] = []
-    for item in str(text).split(","):
-        lo, sep, hi = item.strip().partition("-")
-        if not (_is_uint(lo) and (_is_uint(hi) if sep else True)):
-            _fail("seeds", text, _SEEDS_ALLOWED)
-        first, last = int(lo), int(hi) if sep else int(lo)
-        if last < first:
-            _fail("seeds", text, _SEEDS_ALLOWED)
-        seeds.extend(range(first, last + 1))
-    if len(set(seeds)) != len(seeds):
+    """The seeds of ``--seeds``: ``7``, ``0-9`` (inclusive) or ``0,3,5`` (items may be ranges), in order.
+
+    At most :data:`MAX_SEEDS`, counted before the list is built.
+    """
+    ranges = seed_ranges(str(text))
+    if ranges is None:
         _fail("seeds", text, _SEEDS_ALLOWED)
-    return seeds
+    return [seed for first, last in ranges for seed in range(first, last + 1)]
 
 
 def parse_algorithms(text: str) -> list[str]:

@@ -20,7 +20,7 @@ slow: its replies are used and it misses nothing. :meth:`FaultPlan.misses` says 
 
 ``min_fraction`` is how many of the ``M`` clients must send a usable reply in an
 exchange for the server to go on (``ServerMachine`` enforces it). Every option is
-validated here, once, before any work or process starts.
+declared and validated in :mod:`pfxab_flower.config`, once, before any work or process starts.
 """
 
 from __future__ import annotations
@@ -29,16 +29,17 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from pfxab_flower.errors import ConfigError
+# Re-exported: the engine, the phased machines and the strategies import the defaults and the quorum check here.
+from pfxab_flower.config import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT, parse_min_fraction
+
+__all__ = ["DEFAULT_MIN_FRACTION", "DEFAULT_ROUND_TIMEOUT", "NO_FAULTS", "FaultPlan", "InjectedFailureError",
+           "parse_min_fraction", "required_replies"]
 
 #: Keeps the failure stream apart from the noise stream, which is seeded by (seed, client, phase) too.
 _STREAM = 0xFA17
-DEFAULT_MIN_FRACTION = 0.5
-DEFAULT_ROUND_TIMEOUT = 600.0  # seconds a Flower round waits for replies (run-config key round-timeout)
 
 
 class InjectedFailureError(RuntimeError):
@@ -97,52 +98,6 @@ class FaultPlan:
 
 
 NO_FAULTS = FaultPlan()
-
-
-def parse_fail_rate(value: Any) -> float:
-    try:
-        rate = float(value)
-    except (TypeError, ValueError):
-        rate = math.nan
-    if isinstance(value, bool) or not 0.0 <= rate <= 1.0:
-        raise ConfigError(f"fail-rate={value!r} is invalid; allowed: a probability in [0, 1]")
-    return rate
-
-
-def parse_fail_clients(value: Any, num_clients: int) -> tuple[int, ...] | None:
-    """``""`` (every client) or distinct comma-separated client indices in ``[0, clients)``."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    allowed = f"distinct comma-separated client indices in [0, {num_clients}), or \"\" for every client"
-    parts = [p.strip() for p in str(value).split(",")] if not isinstance(value, int | bool) else [str(value)]
-    if isinstance(value, bool) or not all(p.isascii() and p.isdecimal() for p in parts):
-        raise ConfigError(f"fail-clients={value!r} is invalid; allowed: {allowed}")
-    clients = tuple(int(p) for p in parts)
-    if len(set(clients)) != len(clients) or not all(0 <= c < num_clients for c in clients):
-        raise ConfigError(f"fail-clients={value!r} is invalid; allowed: {allowed}")
-    return clients
-
-
-def parse_straggle_seconds(value: Any) -> float:
-    """How late a selected client answers: a finite number of seconds >= 0 (0: it fails at once)."""
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        seconds = math.nan
-    if isinstance(value, bool) or not (math.isfinite(seconds) and seconds >= 0.0):
-        raise ConfigError(f"straggle-seconds={value!r} is invalid; allowed: a number of seconds >= 0 "
-                          f"(0: injected failures)")
-    return seconds
-
-
-def parse_min_fraction(value: Any) -> float:
-    try:
-        fraction = float(value)
-    except (TypeError, ValueError):
-        fraction = math.nan
-    if isinstance(value, bool) or not 0.0 <= fraction <= 1.0:
-        raise ConfigError(f"min-fraction={value!r} is invalid; allowed: a number in [0, 1] (0: never stop)")
-    return fraction
 
 
 def required_replies(min_fraction: float, num_clients: int) -> int:
