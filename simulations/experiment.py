@@ -63,9 +63,27 @@ def _where(path: Path, table: str, key: str | None = None) -> str:
     return f"{path.name}: [{table}]" + (f" {key}" if key else "")
 
 
+def bundled_experiments() -> dict[str, Path]:
+    """The experiment configs shipped inside the package (the paper's figures), by name."""
+    folder = Path(__file__).resolve().parent / "configs"  # package data, installed beside this module
+    return {p.stem: p for p in sorted(folder.glob("*.toml"))}
+
+
+def resolve_experiment(spec: str | Path) -> Path:
+    """A config path as given, or the bundled config of that name (``figure1``), so sweeps work from a wheel."""
+    path = Path(spec)
+    if path.exists() or path.suffix:
+        return path
+    bundled = bundled_experiments()
+    if str(spec) in bundled:
+        return bundled[str(spec)]
+    raise ConfigError(f"config={str(spec)!r} is invalid; allowed: an existing TOML file or a bundled experiment "
+                      f"({', '.join(bundled)})")
+
+
 def load_experiment(path: str | Path) -> Experiment:
-    """Read and validate an experiment TOML; :class:`ConfigError` (one line) on any problem."""
-    path = Path(path)
+    """Read and validate an experiment TOML (or a bundled one by name); one-line :class:`ConfigError` if bad."""
+    path = resolve_experiment(path)
     try:
         source = path.read_text(encoding="utf-8")
         data = tomllib.loads(source)

@@ -15,7 +15,7 @@ from pfxab_flower.outputs import check_output_dir
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("sweep", help="run every configuration of an experiment TOML (resumable)")
-    parser.add_argument("config", help="experiment TOML (e.g. simulations/configs/figure1.toml)")
+    parser.add_argument("config", help="experiment TOML, or a bundled one by name: figure1, figure2, figure3, figure4")
     parser.add_argument("--out", required=True, metavar="DIR", help="results directory (created; reruns resume)")
     parser.add_argument("--workers", default=str(min(2, os.cpu_count() or 1)),
                         help="parallel processes (default: min(2, cpus))")
