@@ -10,7 +10,10 @@ same numbers.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
+import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from functools import lru_cache
@@ -37,9 +40,32 @@ def shared_federation(config: RunConfig) -> Federation:
     return _federation(federation_key(config))
 
 
-def _ignore_sigint() -> None:
-    """Workers ignore Ctrl-C: the parent alone handles it (and stops them), so one message is shown."""
+#: How often a worker checks that its parent is still there (seconds).
+PARENT_POLL_SECONDS = 0.2
+
+
+def exit_with_parent(parent_pid: int) -> None:
+    """Make this process exit as soon as ``parent_pid`` (its parent) is gone.
+
+    A parent killed by SIGKILL (or SIGTERM, which has no handler here) cannot
+    stop its pool, whose workers would wait for jobs for ever. A daemon thread
+    polls the parent pid; once the worker has been re-parented it exits at once.
+    Chosen over ``PR_SET_PDEATHSIG``, which fires when the *thread* that forked
+    the worker ends (not the process), is Linux-only and needs ctypes.
+    """
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="pfxab-exit-with-parent", daemon=True).start()
+
+
+def _start_worker(parent_pid: int) -> None:
+    """Workers ignore Ctrl-C (the parent alone handles it and stops them, so one message is shown)
+    and exit when the parent dies."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    exit_with_parent(parent_pid)
 
 
 def run_in_processes(
@@ -54,6 +80,7 @@ def run_in_processes(
     a job's exception is passed on, not raised, so one failing job loses no other.
     Ctrl-C drops the queued jobs, stops the running ones at once and re-raises.
     Workers are forked, so they inherit what this process has already cached.
+    If this process dies (even by SIGKILL), the workers exit within a fraction of a second.
     """
     if workers <= 1:
         for index, job in enumerate(jobs):
@@ -63,7 +90,7 @@ def run_in_processes(
                 result, error = None, exc
             on_done(index, result, error)
         return
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint)
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(os.getpid(),))
     try:
         futures = {pool.submit(fn, *job): index for index, job in enumerate(jobs)}
         remaining = set(futures)

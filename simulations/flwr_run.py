@@ -1,6 +1,10 @@
-"""``pfxab simulate``: run the app through ``flwr run .`` with nothing done by hand, and clean up.
+"""``pfxab simulate``: run the app through ``flwr run`` with nothing done by hand, and clean up.
 
 What ``flwr run`` needs on a fresh machine (see ``FLOWER-NOTES.md``), provided here:
+
+* a Flower app directory: without ``--app-dir``, a generated one holding only a
+  ``pyproject.toml`` (:func:`write_app_project`), whose components are imported
+  from the installed package, so an installed wheel works outside a clone;
 
 * a private, temporary ``FLWR_HOME`` (the local SuperLink's state, the installed app) and
   ``RAY_TMPDIR``, both removed afterwards, and free local SuperLink ports, so the run
@@ -10,9 +14,11 @@ What ``flwr run`` needs on a fresh machine (see ``FLOWER-NOTES.md``), provided h
 * ``--federation-config "num-supernodes=M client-resources-num-cpus=..."`` (the default
   federation has 2 nodes) and the run's parameters as ``--run-config``, validated first;
 * ``--stream`` so the log (one line per phase) is shown as it happens;
-* on success, failure or Ctrl-C: stop the SuperLink, superexec, flwr-simulation and Ray
-  processes this run started (found by the temporary ``FLWR_HOME`` in their environment),
-  and check ``pyproject.toml`` was not rewritten.
+* on success, failure, Ctrl-C, SIGTERM or SIGHUP (exit 143/129): stop the SuperLink,
+  superexec, flwr-simulation and Ray processes this run started (found by the temporary
+  ``FLWR_HOME`` in their environment), and check a user's ``pyproject.toml`` was not
+  rewritten; if this process is killed (SIGKILL), a watcher process does the stopping
+  and removes the temporary directories (:mod:`pfxab_flower.simulations.processes`).
 """
 
 from __future__ import annotations
@@ -24,15 +30,17 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from importlib import metadata
 from pathlib import Path
 from typing import IO, Any
 
-from pfxab_flower.config import RunConfig
+import tomli_w  # flwr's own dependency (it writes pyproject.toml files with it)
+
+from pfxab_flower.config import AppOptions, RunConfig, to_run_config
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.simulations.environment import QUIET_ENV, check_num_cpus, temporary_directory
-from pfxab_flower.simulations.processes import stop_processes
-from pfxab_flower.strategies.run_config import AppOptions, to_run_config
+from pfxab_flower.simulations.processes import exit_on_signals, stop_processes, watchdog
 
 
 @dataclass(frozen=True)
@@ -78,7 +86,43 @@ def check_app_dir(app_dir: Path) -> Path:
     pyproject = app_dir / "pyproject.toml"
     if not pyproject.is_file() or "[tool.flwr.app" not in pyproject.read_text(encoding="utf-8"):
         raise ConfigError(f"app-dir={str(app_dir)!r} is invalid; allowed: a directory whose pyproject.toml "
-                          "has [tool.flwr.app] (the project root)")
+                          "has [tool.flwr.app] (a Flower app), or no --app-dir")
+    return pyproject
+
+
+#: The generated app's components: the installed package's ServerApp and ClientApp.
+COMPONENTS = {"serverapp": "pfxab_flower.simulations.server_app:app",
+              "clientapp": "pfxab_flower.simulations.client_app:app"}
+
+
+def app_config_defaults() -> dict[str, Any]:
+    """``[tool.flwr.app.config]`` from the code's defaults: every run-config key, unset ones as ``""``.
+
+    ``flwr run`` silently drops a ``--run-config`` key that the app's config does
+    not declare, so the optional fields (``max-depth``...) must be there too.
+    """
+    unset = {f.name.replace("_", "-"): "" for f in fields(RunConfig)}
+    return {**unset, **to_run_config(RunConfig(), AppOptions())}
+
+
+def write_app_project(directory: Path) -> Path:
+    """Write the minimal Flower app project ``flwr run`` needs into ``directory``; its ``pyproject.toml``.
+
+    Only metadata: the FAB ``flwr run`` builds from it holds no code, and the
+    SuperLink's processes import the components from the installed package.
+    """
+    try:
+        version = metadata.version("pfxab-flower")
+    except metadata.PackageNotFoundError:
+        version = "0.0.0"
+    project = {
+        "project": {"name": "pfxab-flower-app", "version": version, "license": "Apache-2.0",
+                    "description": "pfxab simulate's Flower app (code from the installed pfxab-flower)"},
+        "tool": {"flwr": {"app": {"publisher": "pfxab", "components": COMPONENTS, "config": app_config_defaults()}}},
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    pyproject = directory / "pyproject.toml"
+    pyproject.write_text(tomli_w.dumps(project), encoding="utf-8")
     return pyproject
 
 
@@ -86,21 +130,30 @@ def simulate(
     config: RunConfig,
     options: AppOptions,
     *,
-    app_dir: Path,
+    app_dir: Path | None = None,
     num_cpus: float = 1.0,
     log: IO[str] = sys.stderr,
 ) -> SimulateOutcome:
-    """Run ``config`` through ``flwr run app_dir --stream`` and stop everything it started."""
+    """Run ``config`` through ``flwr run <app> --stream`` and stop everything it started.
+
+    ``app_dir`` is a user's own Flower app; without it a generated one is used.
+    """
     started = time.perf_counter()
-    app_dir = app_dir.resolve()
-    pyproject = check_app_dir(app_dir)
+    user_pyproject = check_app_dir(app_dir.resolve()) if app_dir is not None else None
     check_num_cpus(num_cpus)
     out_dir = Path(options.out_dir).expanduser().resolve()
     options = replace(options, out_dir=str(out_dir))  # every other option (api, faults) kept
     summary = out_dir / "summary.json"
     previous = summary.stat().st_mtime_ns if summary.exists() else None
-    original = pyproject.read_bytes()
-    with temporary_directory("pfxab-flwr-") as home, temporary_directory("pfxab-ray-") as ray_dir:
+    with (
+        exit_on_signals(),  # SIGTERM/SIGHUP unwind through the clean-up below
+        temporary_directory("pfxab-flwr-") as home,
+        temporary_directory("pfxab-ray-") as ray_dir,
+        watchdog(str(home), [home, ray_dir]),  # the clean-up, should this process be killed
+    ):
+        pyproject = user_pyproject or write_app_project(home / "pfxab-app")
+        app_dir = pyproject.parent
+        original = pyproject.read_bytes()
         env = {
             **os.environ,
             **QUIET_ENV,

@@ -5,15 +5,33 @@ starts ``flwr-simulation``, which starts Ray (GCS, raylet, workers, agents). Non
 of them is our child, and some outlive ``flwr run``; all of them inherit the
 environment, so a unique value in it (our temporary ``FLWR_HOME``) names exactly
 the processes this run started, and nothing else.
+
+Our own end must not leave them running either. SIGTERM and SIGHUP become a
+``SystemExit`` (:func:`exit_on_signals`), so the usual clean-up runs. SIGKILL
+reaches no handler, and ``PR_SET_PDEATHSIG`` cannot help: it only applies to our
+own children, while the SuperLink is started detached by ``flwr run`` and the
+SuperLink starts the rest. So a tiny watcher process (:func:`watchdog`) waits
+for us to disappear and then stops the marked processes and removes the
+temporary directories itself. It learns the marker on its stdin, never in its
+command line or environment, so it is not one of the processes it stops.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shutil
 import signal
+import subprocess
+import sys
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import FrameType
+
+#: How often the watcher checks that its parent is still there (seconds).
+WATCH_INTERVAL = 0.2
 
 
 def _read(path: Path) -> bytes:
@@ -26,6 +44,11 @@ def _read(path: Path) -> bytes:
 def _is_zombie(pid: int) -> bool:
     stat = _read(Path(f"/proc/{pid}/stat"))
     return b") Z " in stat
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a running process (a zombie, dead but not yet reaped, is not)."""
+    return Path(f"/proc/{pid}").exists() and not _is_zombie(pid)
 
 
 def processes_with_marker(marker: str) -> list[int]:
@@ -58,3 +81,77 @@ def stop_processes(marker: str, grace: float = 5.0) -> list[int]:
         if not pids:
             return []
     return processes_with_marker(marker)
+
+
+def clean_up(marker: str, directories: Sequence[str | Path]) -> list[int]:
+    """Stop the processes carrying ``marker``, then remove ``directories``; the processes still alive."""
+    left = stop_processes(marker)
+    for directory in directories:
+        shutil.rmtree(directory, ignore_errors=True)
+    return left
+
+
+@contextlib.contextmanager
+def watchdog(marker: str, directories: Sequence[str | Path]) -> Iterator[subprocess.Popen]:
+    """For the block: a watcher that runs :func:`clean_up` if this process dies (even by SIGKILL).
+
+    When the block ends normally the caller has cleaned up, and the watcher is
+    stopped. The watcher has a session of its own, so a signal sent to our
+    process group (Ctrl-C, a closed terminal) does not stop it before us.
+    """
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "pfxab_flower.simulations.processes"], stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    assert watcher.stdin is not None
+    watcher.stdin.write(json.dumps({"parent": os.getpid(), "marker": marker,
+                                    "directories": [str(d) for d in directories]}).encode())
+    watcher.stdin.close()
+    try:
+        yield watcher
+    finally:
+        watcher.kill()
+        watcher.wait()
+
+
+def _watch(parent: int, marker: str, directories: list[str]) -> None:
+    """The watcher's life: wait until ``parent`` is gone (we are re-parented), then clean up after it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while os.getppid() == parent:
+        time.sleep(WATCH_INTERVAL)
+    clean_up(marker, directories)
+
+
+class _Signalled(SystemExit):
+    """SIGTERM or SIGHUP, turned into a normal exit (status 128 + signal number) so clean-up runs."""
+
+
+@contextlib.contextmanager
+def exit_on_signals(signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
+    """For the block: ``signals`` raise ``SystemExit(128 + signum)`` (143 for SIGTERM, 129 for SIGHUP).
+
+    The exception unwinds through the caller's ``finally`` blocks, which stop
+    what was started; further signals are ignored meanwhile, so a second SIGTERM
+    cannot cut the clean-up short. Outside the main thread (where Python allows
+    no handlers) the block runs unchanged.
+    """
+    def handler(signum: int, frame: FrameType | None) -> None:
+        for sig in signals:
+            signal.signal(sig, signal.SIG_IGN)
+        raise _Signalled(128 + signum)
+
+    try:
+        previous = {sig: signal.signal(sig, handler) for sig in signals}
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+if __name__ == "__main__":  # the watcher started by watchdog()
+    _orders = json.loads(sys.stdin.read())
+    _watch(_orders["parent"], _orders["marker"], _orders["directories"])

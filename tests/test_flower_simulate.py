@@ -17,13 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from pfxab_flower.config import RunConfig
+from pfxab_flower.config import APP_DEFAULTS, AppOptions, RunConfig, parse_run_config
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.simulations import flwr_run
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.environment import check_num_cpus
 from pfxab_flower.simulations.processes import processes_with_marker, stop_processes
-from pfxab_flower.strategies.run_config import APP_DEFAULTS, AppOptions, parse_run_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,6 +85,23 @@ def test_simulate_rejects_bad_flags_before_starting_anything(capsys, tmp_path) -
     assert list(tmp_path.iterdir()) == []
 
 
+def test_generated_app_is_a_flower_app_of_the_installed_code_with_the_code_defaults(tmp_path) -> None:
+    from flwr.cli.build import build_fab_from_files
+    from flwr.common.config import validate_config
+
+    app_dir = tmp_path / "app"
+    pyproject = flwr_run.write_app_project(app_dir)
+    assert [p.name for p in app_dir.iterdir()] == ["pyproject.toml"]  # no code: it comes from the package
+    project = tomllib.loads(pyproject.read_text())
+    assert validate_config(project, check_module=True, project_dir=app_dir)[:2] == (True, [])
+    fab, _ = build_fab_from_files({"pyproject.toml": pyproject})
+    assert fab
+    generated = project["tool"]["flwr"]["app"]
+    assert generated["components"] == app_table()["app"]["components"]
+    assert set(generated["config"]) == set(app_table()["app"]["config"])  # flwr drops undeclared overrides
+    assert parse_run_config(generated["config"]) == (RunConfig(), AppOptions())
+
+
 def test_stop_processes_stops_exactly_the_marked_ones(tmp_path) -> None:
     marker = str(tmp_path / "marker")
     marked = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env={**os.environ, "M": marker})
@@ -123,3 +139,20 @@ def test_pfxab_simulate_runs_flwr_run_and_leaves_nothing_behind(tmp_path, monkey
     assert (ROOT / "pyproject.toml").read_bytes() == pyproject
     assert {p.name for p in Path("/tmp").glob("pfxab-*")} <= before  # FLWR_HOME and RAY_TMPDIR removed
     assert "processes still running" not in code.stderr
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(240)
+def test_pfxab_simulate_works_outside_a_clone(tmp_path) -> None:
+    """No --app-dir, run from a directory that is not the repository: the generated app is used."""
+    before = {p.name for p in Path("/tmp").glob("pfxab-*")}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = subprocess.run(
+        [sys.executable, "-m", "pfxab_flower.simulations.cli", "simulate", "--clients", "2", "--horizon", "2000",
+         "--out", str(tmp_path / "out")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=220,
+    )
+    assert code.returncode == 0, code.stderr[-2000:]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["engine"] == "flower" and summary["clients"] == 2 and summary["horizon"] == 2000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # nothing written in the working directory
+    assert {p.name for p in Path("/tmp").glob("pfxab-*")} <= before
