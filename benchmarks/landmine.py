@@ -1,73 +1,77 @@
-"""Section 5 of ``python -m benchmarks``: the landmine federation (M = 10, T = 2e6), cold and warm cache.
+"""Section 5 of ``python -m benchmarks``: the paper's landmine run as a new user meets it, cold and warm.
 
-Each run is ``pfxab run --problem landmine`` in a fresh process (federation, SVM fits,
-optimum, algorithm, exact regret: all of it timed). *Cold* uses a new, empty
-``PFXAB_CACHE_DIR`` (every SVM fit is made, the optimum grid included); *warm* runs
-again on the cache the cold run filled, as every later run on this machine does.
-``--quick`` uses 3 fields and T = 2e4. Skipped, with the reason printed, when the data
-file is absent.
+Each case is the real command, ``pfxab run --problem landmine --clients 10 --alpha 0.4
+--horizon 2000000 --seed 0 --json``, in a fresh process, timed from outside (start of
+the interpreter to the JSON on stdout). There is no local data file: the run fetches
+``LandmineData.mat`` from ``PFXAB_LANDMINE_URL``, pointed at a local HTTP server that
+serves the copy next to the repository (``../shared/data/landmine``), as a user's run
+would fetch it from GitHub.
 
-``python -m benchmarks.landmine '<json>'`` runs one case and prints its figures.
+- *cold*: a new, empty ``PFXAB_CACHE_DIR`` (download, then the shipped reward table);
+- *warm*: the same command again on the cache the cold run filled;
+- *live* (not with ``--quick``): the table switched off (``PFXAB_LANDMINE_TABLE=none``)
+  on another empty cache, so every SVM is fit (minutes): its regret must equal cold's.
+
+``--quick`` uses 3 fields and T = 2e4. Skipped, with the reason printed, when the copy
+of the data is absent. ``python -m benchmarks.landmine '<json>'`` runs one case.
 """
 
 from __future__ import annotations
 
 import json
 import resource
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+
+from tests.landmine_files import SHARED_COPY, serve
 
 CONFIG = {"problem": "landmine", "algorithm": "pf-xab", "clients": 10, "alpha": 0.4, "horizon": 2_000_000, "seed": 0}
 QUICK = {**CONFIG, "clients": 3, "fields": "0,15,27", "horizon": 20_000}
 
 
 def landmine_case(spec: dict) -> dict:
-    """One full landmine run in this (fresh) process, timed from the federation build to the scored result."""
+    """One ``pfxab run ... --json`` in a fresh interpreter, timed from outside."""
+    flags = [f"--{key.replace('_', '-')}={value}" for key, value in spec["config"].items()]
     started = time.perf_counter()
-    from pfxab_flower.config import RunConfig
-    from pfxab_flower.engine import run_config
-
-    config = RunConfig.from_mapping(spec["config"])
-    result = run_config(config)
+    proc = subprocess.run([sys.executable, "-m", "pfxab_flower.simulations.cli", "run", *flags, "--json"],
+                          capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - started
+    summary = json.loads(proc.stdout)
     return {
-        "wall_seconds": time.perf_counter() - started,
-        "phases": result.summary["phases"],
-        "rounds": result.summary["communication_rounds"],
-        "regret": result.summary["regret"],
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "wall_seconds": wall,
+        "summary_wall_seconds": summary["wall_seconds"],
+        "setup_seconds": summary.get("setup_seconds"),
+        "phases": summary["phases"],
+        "regret": summary["regret"],
+        "evaluations": summary["evaluations"],
+        "optimum_method": summary["optimum_method"],
+        "stderr": proc.stderr.strip().splitlines()[-3:],
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0,
     }
 
 
-def data_problem() -> str | None:
-    """Why the landmine data cannot be used here (``None`` if it can)."""
-    from pfxab_flower.errors import ConfigError
-    from pfxab_flower.problems.landmine_data import resolve_path
-
-    try:
-        resolve_path()
-    except ConfigError as exc:
-        return str(exc)
-    return None
-
-
 def section(number: str, quick: bool, run_case: Callable, progress: Callable[[str], None]) -> list[dict]:
-    """A cold and a warm run on one fresh cache directory (removed afterwards)."""
-    problem = data_problem()
-    if problem is not None:
-        progress(f"5. skipped: the landmine data is absent ({problem})")
+    """Cold, warm (and live) runs, each on a fresh cache directory removed afterwards."""
+    if not SHARED_COPY.is_file():
+        progress(f"5. skipped: the landmine data is absent (no {SHARED_COPY})")
         return []
     config = QUICK if quick else CONFIG
     label = f"landmine M={config['clients']} T={config['horizon']:.0e}"
+    cases = [("cold", "<= 15 s", {}), ("warm", "<= 10 s", {})]
+    if not quick:
+        cases.append(("live", "= cold regret", {"PFXAB_LANDMINE_TABLE": "none"}))
     rows = []
-    with tempfile.TemporaryDirectory(prefix="pfxab-bench-cache-") as cache:
-        for kind, target in (("cold", "(fills the cache)"), ("warm", "<= 10 s")):
-            note = " (minutes: every SVM fit is made)" if kind == "cold" else ""
-            progress(f"5. {label}, {kind} cache{note}")
+    with serve(SHARED_COPY.parent) as base, tempfile.TemporaryDirectory(prefix="pfxab-bench-cache-") as root:
+        env = {"PFXAB_LANDMINE_URL": f"{base}/{SHARED_COPY.name}", "PFXAB_LANDMINE_DATA": ""}
+        for kind, target, extra in cases:
+            cache = f"{root}/{'live' if kind == 'live' else 'shared'}"
+            progress(f"5. {label}, {kind}" + (" (minutes: every SVM is fit)" if kind == "live" else ""))
             figures = run_case({"kind": "landmine", "config": config}, module="benchmarks.landmine",
-                               env={"PFXAB_CACHE_DIR": cache}, timeout=3600)
-            rows.append({"item": number, "case": f"{label} {kind} cache", **figures, "target": target})
+                               env={**env, "PFXAB_CACHE_DIR": cache, **extra}, timeout=3600)
+            rows.append({"item": number, "case": f"{label} {kind}", **figures, "target": target})
     return rows
 
 
