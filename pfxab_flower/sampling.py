@@ -111,7 +111,8 @@ class SimulatedEnvironment:
 
     def export(self) -> dict[str, np.ndarray]:
         nodes = np.fromiter(self.memo.keys(), dtype=np.int64, count=len(self.memo))
-        values = np.fromiter(self.memo.values(), dtype=np.float64, count=len(self.memo))
+        # float64 bit patterns as int64: every store and the harness wire keep int64 arrays exactly
+        values = np.fromiter(self.memo.values(), dtype=np.float64, count=len(self.memo)).view(np.int64)
         return {
             "pull-nodes": self.log.node_ids,
             "pull-counts": self.log.counts,
@@ -128,8 +129,8 @@ class SimulatedEnvironment:
         log = PullLog(np.asarray(saved["pull-nodes"], dtype=np.int64), np.asarray(saved["pull-counts"], dtype=np.int64))
         evaluations = int(np.asarray(saved.get("evaluations", [0])).reshape(-1)[0])
         nodes, values = saved.get("memo-nodes", ()), saved.get("memo-values", ())
-        memo = dict(zip(np.asarray(nodes, dtype=np.int64).tolist(), np.asarray(values, dtype=np.float64).tolist(),
-                        strict=True))
+        values = np.ascontiguousarray(values, dtype=np.int64).view(np.float64)  # see export
+        memo = dict(zip(np.asarray(nodes, dtype=np.int64).tolist(), values.tolist(), strict=True))
         return cls(federation, client, log, evaluations, memo)
 
 

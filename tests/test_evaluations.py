@@ -93,3 +93,16 @@ def test_wall_seconds_covers_building_the_federation():
     summary = run_config(RunConfig(problem="garland", clients=3, horizon=20_000)).summary
     assert summary["setup_seconds"] > 0 and summary["run_seconds"] > 0
     assert summary["wall_seconds"] == pytest.approx(summary["setup_seconds"] + summary["run_seconds"])
+
+
+def test_the_memo_survives_a_wire_that_carries_only_int64():
+    from pfxab_flower.sampling import SimulatedEnvironment
+
+    federation, objectives = _federation("none")
+    env = SimulatedEnvironment(federation, 0)
+    env.pull(np.array([2, 3, 5]), np.array([1, 1, 1]), np.random.default_rng(0))
+    wire = {key: np.asarray(value, dtype="<i8") for key, value in env.export().items()}  # as strategies.serde does
+    again = SimulatedEnvironment.restored(federation, 0, wire)
+    assert again.memo == env.memo and again.evaluations == 3
+    again.pull(np.array([3, 5, 6]), np.array([2, 2, 2]), np.random.default_rng(0))
+    assert again.evaluations == 4 and len(objectives[0].points) == 4  # only node 6 was new
