@@ -141,17 +141,10 @@ class ServerDriver:
         self.finished = True
 
     def check_final(self, report: FinishReport) -> str | None:
-        """Why a final report cannot be used, or ``None`` if it can."""
-        client = report.client
-        if isinstance(client, bool) or not isinstance(client, int | np.integer) or not 0 <= client < self.num_clients:
-            return f"client id {client!r} is not in [0, {self.num_clients})"
-        if int(client) in self.final_reports:
-            return f"client {client} replied twice"
-        point = np.asarray(report.point)
-        if point.ndim != 1 or point.size == 0 or not np.issubdtype(point.dtype, np.floating) or \
-                not np.all(np.isfinite(point)):
-            return "final point is not a non-empty vector of finite numbers"
-        return None
+        """Why a final report cannot be used, or ``None`` if it can (the machine's check, and no repeats)."""
+        if isinstance(report.client, int | np.integer) and int(report.client) in self.final_reports:
+            return f"client {report.client} replied twice"
+        return self.machine.check_final(report)
 
     def record(self, phase: int, kind: str, values_down: int, bytes_down: int, values_up: int, bytes_up: int) -> None:
         """Log what crossed the wire in one exchange (each transport counts its own encoding)."""

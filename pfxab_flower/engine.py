@@ -70,6 +70,11 @@ class Simulation:
         return self.driver.machine
 
     @property
+    def clients(self) -> list[MemoryStore]:
+        """What each client kept: ``.state`` is its :class:`~pfxab_flower.algorithms.phased.ClientState`."""
+        return self.stores
+
+    @property
     def envs(self) -> list[SimulatedEnvironment]:
         """Each client's environment as it ended (its pull log)."""
         return [SimulatedEnvironment.restored(self.federation, m, store.environment)
@@ -147,8 +152,9 @@ def run(
     ``describe`` adds problem-level entries (noise, spread, ...) to the summary; ``faults``
     injects client failures and ``min_fraction`` is the quorum (see :mod:`pfxab_flower.faults`).
     """
-    validate_algorithm_parameters(algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps)
-    parse_min_fraction(min_fraction)
+    checked = validate_algorithm_parameters(algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps)
+    algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps = checked.values()  # np.int64 -> int
+    min_fraction = parse_min_fraction(min_fraction)
     M = federation.num_clients
     settings = make_settings(
         M, alpha=alpha, horizon=horizon, seed=seed, nu1=nu1, rho=rho, max_depth=max_depth, pf_pne_eps=pf_pne_eps,

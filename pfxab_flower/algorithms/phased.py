@@ -35,13 +35,16 @@ from pfxab_flower.algorithms.messages import (
 from pfxab_flower.algorithms.schedule import Schedule
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, required_replies
-from pfxab_flower.partition import children
+from pfxab_flower.partition import MAX_DEPTH, children, depth_of
 from pfxab_flower.sampling import Environment
 
 LOGGER = logging.getLogger("pfxab_flower")
 
 ROOT = 1
 FIRST_ACTIVE_SET = np.array([2, 3], dtype=np.int64)
+#: The largest reward magnitude any federation may declare: far beyond any real objective, far below
+#: where a sum of pulls or an average of clients could overflow (a hostile 1e308 is refused, not averaged).
+REWARD_LIMIT = 1e9
 
 
 class ProtocolError(RuntimeError):
@@ -57,6 +60,8 @@ class Settings:
     seed: int
     pf_pne_eps: float = 0.1
     min_fraction: float = DEFAULT_MIN_FRACTION  # share of the M clients an exchange needs (ServerMachine)
+    #: Where a reward (and so a local mean) can lie: the server rejects a report outside it (ServerMachine).
+    reward_range: tuple[float, float] = (-REWARD_LIMIT, REWARD_LIMIT)
 
     @classmethod
     def from_parameters(cls, parameters: AlgorithmParameters, min_fraction: float = DEFAULT_MIN_FRACTION) -> Settings:
@@ -312,6 +317,7 @@ class ServerMachine:
         self.history: list[dict] = []
         self.rejected: list[dict] = []
         self.final_nodes: dict[int, int] = {}
+        self.reported_phase = [0] * settings.num_clients  # last phase whose active set each client sent
 
     # -- phase start ----------------------------------------------------------------
     def union(self) -> np.ndarray:
@@ -332,13 +338,20 @@ class ServerMachine:
         return FinishInstruction(self.completed, self.parameters)
 
     # -- first exchange: local means -> global means ----------------------------------
+    def check_client_id(self, client: object) -> str | None:
+        """Why ``client`` is not one of the run's client indices, or ``None``."""
+        M = self.settings.num_clients
+        if isinstance(client, bool) or not isinstance(client, int | np.integer) or not 0 <= client < M:
+            return f"client id {client!r} is not in [0, {M})"
+        return None
+
     def check_report(self, report: LocalReport, seen: set[int]) -> str | None:
         """Why a local report cannot be averaged, or ``None`` if it can."""
         plan = self.plan
         if plan is None:
             return "no phase is under way"
-        if not isinstance(report.client, int | np.integer) or not 0 <= report.client < self.settings.num_clients:
-            return f"client id {report.client!r} is not in [0, {self.settings.num_clients})"
+        if (reason := self.check_client_id(report.client)) is not None:
+            return reason
         if report.client in seen:
             return f"client {report.client} replied twice"
         arrays = (np.asarray(report.node_ids), np.asarray(report.means), np.asarray(report.counts))
@@ -349,8 +362,26 @@ class ServerMachine:
             return "node ids differ from the broadcast union A(p)"
         if not np.issubdtype(counts.dtype, np.integer) or np.any(counts < 0):
             return "counts are not non-negative integers"
+        reason = self._check_counts(int(report.client), counts)
+        if reason is not None:
+            return reason
         if not np.issubdtype(means.dtype, np.floating) or not np.all(np.isfinite(means[counts > 0])):
             return "means are not finite numbers"
+        low, high = self.settings.reward_range
+        sampled = means[counts > 0]
+        if sampled.size and (sampled.min() < low or sampled.max() > high):
+            return f"means are outside the reward range [{low:g}, {high:g}]"
+        return None
+
+    def _check_counts(self, client: int, counts: np.ndarray) -> str | None:
+        """Counts must follow the phase's pull plan: ``global_pulls`` per node of ``A(p)``, plus
+        ``local_pulls`` on nodes of the client's own set (a subset of what the server assumes for it)."""
+        plan = self.plan
+        assert plan is not None
+        base, extra = plan.global_pulls, plan.local_pulls
+        own = np.isin(plan.union, self.client_sets[client])
+        if np.any((counts != base) & (counts != base + extra)) or np.any((counts == base + extra) & ~own & (extra > 0)):
+            return "counts do not follow the phase's pull plan"
         return None
 
     def require_quorum(self, phase: int, stage: str, usable: int) -> None:
@@ -424,8 +455,8 @@ class ServerMachine:
 
     # -- second exchange: next active sets -------------------------------------------
     def check_active_set(self, report: ActiveSetReport, seen: set[int]) -> str | None:
-        if not isinstance(report.client, int | np.integer) or not 0 <= report.client < self.settings.num_clients:
-            return f"client id {report.client!r} is not in [0, {self.settings.num_clients})"
+        if (reason := self.check_client_id(report.client)) is not None:
+            return reason
         if report.client in seen:
             return f"client {report.client} replied twice"
         ids = np.asarray(report.node_ids)
@@ -448,6 +479,7 @@ class ServerMachine:
             if reason is None:
                 seen.add(int(report.client))
                 new_sets[int(report.client)] = np.sort(np.asarray(report.node_ids, dtype=np.int64))
+                self.reported_phase[int(report.client)] = plan.phase
             else:
                 self.reject(report.client, plan.phase, "active-set", reason)
         self.require_quorum(plan.phase, "active-set", len(seen))
@@ -481,6 +513,30 @@ class ServerMachine:
             row["phase"], row["depth"], row["active_nodes"], row["eliminated"], row["phase_length"], row["rounds"],
         )
         self.plan = None
+
+    def check_final(self, report: FinishReport) -> str | None:
+        """Why a final report cannot be used, or ``None``: the node must be one the client can hold.
+
+        A client exploits the best survivor of the last phase it completed, so its final
+        node is an ancestor of its current active set, no shallower than the last phase
+        whose active set it sent (the root only if it never sent one).
+        """
+        client = report.client
+        if (reason := self.check_client_id(client)) is not None:
+            return reason
+        node = report.node_id
+        if isinstance(node, bool) or not isinstance(node, int | np.integer) or not 1 <= node < 2**MAX_DEPTH:
+            return f"final node {node!r} is not a node id of the partition"
+        own = self.client_sets[int(client)]
+        depth, own_depth = int(depth_of(np.array([node]))[0]), depth_of(own)
+        held = np.any((own_depth > depth) & (np.right_shift(own, np.maximum(own_depth - depth, 0)) == node))
+        if not held or depth < self.reported_phase[int(client)]:
+            return f"final node {node} is not one client {client} can hold (its active set descends elsewhere)"
+        point = np.asarray(report.point)
+        if point.ndim != 1 or point.size == 0 or not np.issubdtype(point.dtype, np.floating) or \
+                not np.all(np.isfinite(point)):
+            return "final point is not a non-empty vector of finite numbers"
+        return None
 
     def finish(self, reports: list[FinishReport]) -> None:
         for report in reports:
