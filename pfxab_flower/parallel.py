@@ -62,8 +62,10 @@ def exit_with_parent(parent_pid: int) -> None:
 
 
 def _start_worker(parent_pid: int) -> None:
-    """Workers ignore Ctrl-C (the parent alone handles it and stops them, so one message is shown)
-    and exit when the parent dies."""
+    """A pool worker's set-up: ignore Ctrl-C and exit with the parent.
+
+    The parent alone handles Ctrl-C (and stops the workers), so one message is shown.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     exit_with_parent(parent_pid)
 
