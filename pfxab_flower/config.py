@@ -179,7 +179,7 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("fail_rate", float, 0.0, "a probability in [0, 1]",
               "inject failures: each client misses each phase with this probability", _between(0, 1), scope="app"),
     Parameter("fail_clients", tuple, None, "distinct comma-separated client indices, or \"\" for every client",
-              "the clients fail-rate applies to, comma-separated (default: all)", optional=True, scope="app"),
+              "the clients fail-rate applies to, comma-separated (unset: every client)", optional=True, scope="app"),
     Parameter("straggle_seconds", float, 0.0, "a number of seconds >= 0 (0: injected failures)",
               "the clients fail-rate selects answer this many seconds late instead of failing "
               "(a failure if at least round-timeout)", _between(0, math.inf), scope="app"),
@@ -279,8 +279,8 @@ def _from_text(p: Parameter, value: Any) -> Any:
         if p.kind is int:
             if text.lstrip("+-").isdecimal():
                 return int(text)
-            number = float(text)
-            return int(number) if number.is_integer() else value
+            number = float(text)  # "2e6"; "1e30" stays text, reported as given
+            return int(number) if number.is_integer() and abs(number) <= MAX_INT64 else value
         if p.kind is float:
             return float(text)
     except (ValueError, OverflowError):

@@ -8,14 +8,25 @@ a hyperparameter such as an SVM's ``C`` in ``[1e-4, 1e4]`` needs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from pfxab_flower.config import check
 from pfxab_flower.errors import ConfigError
 
 SCALES = ("linear", "log")
+
+
+def _number(value: object) -> float | None:
+    """``value`` as a finite float if it is a real number (numpy ones too, never a bool or a string)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -28,14 +39,17 @@ class Dimension:
     scale: str = "linear"
 
     def __post_init__(self) -> None:
+        low, high = _number(self.low), _number(self.high)
+        if low is None or high is None or not low < high:
+            raise ConfigError(
+                f"dimension {self.name!r}: bounds ({self.low!r}, {self.high!r}) are invalid; "
+                "allowed: finite numbers with low < high"
+            )
+        object.__setattr__(self, "low", low)
+        object.__setattr__(self, "high", high)
         if self.scale not in SCALES:
             raise ConfigError(
                 f"dimension {self.name!r}: scale={self.scale!r} is invalid; allowed: {', '.join(SCALES)}"
-            )
-        if not (np.isfinite(self.low) and np.isfinite(self.high) and self.low < self.high):
-            raise ConfigError(
-                f"dimension {self.name!r}: bounds ({self.low}, {self.high}) are invalid; "
-                "allowed: finite numbers with low < high"
             )
         if self.scale == "log" and self.low <= 0:
             raise ConfigError(
@@ -50,8 +64,7 @@ class Domain:
     dimensions: tuple[Dimension, ...]
 
     def __post_init__(self) -> None:
-        if not self.dimensions:
-            raise ConfigError("domain has no dimensions; allowed: at least one")
+        check("dimensions", len(self.dimensions))  # at least one, and few enough to partition (see config)
         names = [d.name for d in self.dimensions]
         if len(set(names)) != len(names):
             raise ConfigError(f"domain dimension names {names} repeat; allowed: distinct names")
@@ -59,13 +72,15 @@ class Domain:
     @classmethod
     def from_mapping(cls, spec: Mapping[str, tuple]) -> Domain:
         """Build from ``{"C": (1e-4, 1e4, "log"), "x": (0, 1)}`` (scale defaults to linear)."""
+        if not isinstance(spec, Mapping):
+            raise ConfigError(f"domain={spec!r} is invalid; allowed: a mapping of names to (low, high[, scale])")
         dims = []
         for name, bounds in spec.items():
-            if len(bounds) not in (2, 3):
+            if not isinstance(bounds, tuple | list) or len(bounds) not in (2, 3):
                 raise ConfigError(
                     f"domain dimension {name!r}: {bounds!r} is invalid; allowed: (low, high) or (low, high, scale)"
                 )
-            dims.append(Dimension(str(name), float(bounds[0]), float(bounds[1]), *bounds[2:]))
+            dims.append(Dimension(str(name), *bounds))
         return cls(tuple(dims))
 
     @classmethod

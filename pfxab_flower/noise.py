@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pfxab_flower.errors import ConfigError, ObjectiveError
+from pfxab_flower.errors import ObjectiveError
 
 NOISE_KINDS = ("uniform", "gaussian", "bernoulli", "none")
 
@@ -38,10 +38,10 @@ class NoiseModel:
     sigma: float = 0.1
 
     def __post_init__(self) -> None:
-        if self.kind not in NOISE_KINDS:
-            raise ConfigError(f"noise={self.kind!r} is invalid; allowed: {', '.join(NOISE_KINDS)}")
-        if not (np.isfinite(self.sigma) and self.sigma >= 0):
-            raise ConfigError(f"noise-sigma={self.sigma} is invalid; allowed: a finite number >= 0")
+        from pfxab_flower.config import check  # the one check of every parameter; config imports NOISE_KINDS
+
+        check("noise", self.kind)
+        object.__setattr__(self, "sigma", check("noise_sigma", self.sigma))
 
     @property
     def deterministic(self) -> bool:

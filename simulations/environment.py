@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from pfxab_flower.errors import ConfigError
+from pfxab_flower.config import check
 from pfxab_flower.simulations.processes import stop_processes
 
 QUIET_ENV = {
@@ -29,10 +29,7 @@ QUIET_ENV = {
 
 def check_num_cpus(num_cpus: float) -> float:
     """CPUs per simulated client: Ray waits forever for a client that needs more than the machine has."""
-    cores = os.cpu_count() or 1
-    if isinstance(num_cpus, bool) or not isinstance(num_cpus, int | float) or not 0 < num_cpus <= cores:
-        raise ConfigError(f"num-cpus={num_cpus!r} is invalid; allowed: a number in (0, {cores}] (this machine's cores)")
-    return float(num_cpus)
+    return check("num_cpus", num_cpus)
 
 
 def backend_config(num_cpus: float, ray_dir: Path) -> dict:

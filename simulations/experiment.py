@@ -31,7 +31,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from pfxab_flower.config import RunConfig
+from pfxab_flower.config import PARAMETERS, RunConfig, check
 from pfxab_flower.errors import ConfigError
 
 KINDS = ("regret", "rewards")
@@ -106,10 +106,10 @@ def load_experiment(path: str | Path) -> Experiment:
     kind = meta.get("kind", "regret")
     if kind not in KINDS:
         raise ConfigError(f"{_where(path, 'experiment', 'kind')}={kind!r} is invalid; allowed: {', '.join(KINDS)}")
-    curve_points = meta.get("curve_points", 200)
-    if isinstance(curve_points, bool) or not isinstance(curve_points, int) or curve_points < 2:
-        raise ConfigError(f"{_where(path, 'experiment', 'curve_points')}={curve_points!r} is invalid; "
-                          "allowed: an integer >= 2")
+    try:
+        curve_points = check("curve_points", meta.get("curve_points", PARAMETERS["curve_points"].default))
+    except ConfigError as exc:
+        raise ConfigError(f"{_where(path, 'experiment')} {exc}") from None
     fixed = {_field_name(k, path, "fixed"): v for k, v in _table(data, "fixed", path).items()}
     grid: dict[str, list[Any]] = {}
     for key, values in _table(data, "grid", path).items():

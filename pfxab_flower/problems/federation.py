@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pfxab_flower.config import check
 from pfxab_flower.domain import Domain
 from pfxab_flower.errors import ConfigError, ObjectiveError
 from pfxab_flower.noise import NoiseModel
@@ -25,6 +26,18 @@ Objective = Callable[[np.ndarray], np.ndarray]
 
 def _format_point(domain: Domain, point: np.ndarray) -> str:
     return "{" + ", ".join(f"{n}={v:.6g}" for n, v in zip(domain.names, point, strict=True)) + "}"
+
+
+def _read_only(points: np.ndarray) -> np.ndarray:
+    """A read-only copy of ``points`` (shape ``(n, d)``) for an objective.
+
+    An objective that wrote into its input (``x -= 0.1``) changed the points the
+    optimiser and the regret oracle then used (Garland's optimum 0.95 became 0.875);
+    now such a write raises, and is reported as that objective's error.
+    """
+    copy = np.array(np.atleast_2d(points), dtype=float)
+    copy.flags.writeable = False
+    return copy
 
 
 @dataclass(eq=False)
@@ -51,8 +64,7 @@ class Federation:
     _optima: dict[float, Optimum] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if len(self.objectives) < 1:
-            raise ConfigError("clients=0 is invalid; allowed: at least 1 objective")
+        check("clients", len(self.objectives))  # at least one, at most the declared limit
         for m, fn in enumerate(self.objectives):
             if not callable(fn):
                 raise ConfigError(f"objective of client {m} is {type(fn).__name__}; allowed: a callable")
@@ -66,7 +78,12 @@ class Federation:
         noise: str = "uniform",
         name: str = "custom",
     ) -> Federation:
-        """A user-defined federation; its optimum is estimated (see :mod:`.optimum`)."""
+        """A user-defined federation; its optimum is estimated (see :mod:`.optimum`).
+
+        ``noise`` and ``noise_sigma`` are checked as the run parameters ``--noise`` and ``--noise-sigma`` are.
+        """
+        if isinstance(objectives, str | bytes) or not isinstance(objectives, Sequence):
+            raise ConfigError(f"objectives={objectives!r} is invalid; allowed: a sequence of callables")
         if not isinstance(domain, Domain):
             domain = Domain.from_mapping(domain)
         return cls(list(objectives), domain, NoiseModel(noise, noise_sigma), name=name)
@@ -81,7 +98,7 @@ class Federation:
 
     def evaluate(self, client: int, points: np.ndarray) -> np.ndarray:
         """Noise-free ``mu_client`` at ``points`` (user units), checked: finite, one value per point."""
-        points = np.atleast_2d(np.asarray(points, dtype=float))
+        points = _read_only(points)
         fn = self.objectives[client]
         try:
             values = np.asarray(fn(points), dtype=float)
@@ -117,7 +134,7 @@ class Federation:
         """Every client's ``mu_m`` at ``points``: shape ``(M, n)``."""
         if self.batch is None:
             return np.stack([self.evaluate(m, points) for m in range(self.num_clients)])
-        points = np.atleast_2d(np.asarray(points, dtype=float))
+        points = _read_only(points)
         values = np.asarray(self.batch(points), dtype=float)
         if not np.isfinite(values).all():
             m, i = np.argwhere(~np.isfinite(values))[0]

@@ -46,7 +46,13 @@ class Optimum:
 
 
 def _grid_depth(ndim: int) -> int:
-    return ndim * max(1, GRID_BITS // ndim)
+    """The grid's partition depth: ``2**GRID_BITS`` cells at most, whatever the dimension.
+
+    Up to ``GRID_BITS`` dimensions the depth is a multiple of ``ndim`` (every axis split
+    equally often); beyond, only the first ``GRID_BITS`` axes are halved once. It used to
+    be ``ndim`` there, so the grid doubled with every dimension (24 dimensions: 3 GiB).
+    """
+    return ndim * (GRID_BITS // ndim) if ndim <= GRID_BITS else GRID_BITS
 
 
 def maximise_personalised(federation: Federation, alpha: float) -> Optimum:
@@ -57,7 +63,7 @@ def maximise_personalised(federation: Federation, alpha: float) -> Optimum:
     unit_grid = partition.unit_midpoints(nodes_at_depth(depth))
     if federation.kinks is not None:
         unit_grid = np.vstack([unit_grid, np.atleast_2d(federation.kinks())])
-    spacing = 0.5 ** (depth // domain.ndim)
+    spacing = 0.5 ** (depth // domain.ndim)  # only the 1-D refinement uses it
 
     M = federation.num_clients
     chunk_best = []

@@ -13,6 +13,7 @@ from functools import partial
 
 import numpy as np
 
+from pfxab_flower.config import check
 from pfxab_flower.domain import Domain
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.noise import NoiseModel
@@ -78,10 +79,7 @@ def synthetic_federation(
     """The shifted ``garland`` or ``doublesine`` federation of ``num_clients`` clients."""
     if name not in BASE_FUNCTIONS:
         raise ConfigError(f"problem={name!r} is invalid; allowed: {', '.join(BASE_FUNCTIONS)}")
-    if num_clients < 1:
-        raise ConfigError(f"clients={num_clients} is invalid; allowed: an integer >= 1")
-    if not 0 <= spread < 1:
-        raise ConfigError(f"spread={spread} is invalid; allowed: 0 <= spread < 1")
+    num_clients, spread = check("clients", num_clients), check("spread", spread)
     g, base_kinks = BASE_FUNCTIONS[name]
     all_shifts = shifts(num_clients, spread)
     return Federation(

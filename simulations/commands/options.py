@@ -1,7 +1,8 @@
-"""Command-line flags shared by the commands that describe a run (``run``, ``compare``, ...).
+"""Command-line flags, derived from the one declaration of the parameters (:data:`pfxab_flower.config.PARAMETERS`).
 
-Flags are read as strings and converted by :class:`~pfxab_flower.config.RunConfig`,
-so a bad value gets the same one-line message from every entry point.
+Flags are read as strings and converted by :class:`~pfxab_flower.config.RunConfig`
+(or :func:`~pfxab_flower.config.parse`), so a bad value gets the same one-line
+message from every entry point; their help text and defaults are the declaration's.
 """
 
 from __future__ import annotations
@@ -9,35 +10,28 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from pfxab_flower.config import ALGORITHMS, PROBLEMS, RunConfig
-
-_HELP = {
-    "problem": f"federation to optimise ({', '.join(PROBLEMS)})",
-    "algorithm": f"algorithm ({', '.join(ALGORITHMS)})",
-    "clients": "number of clients M",
-    "alpha": "personalisation weight in [0, 1]",
-    "horizon": "pulls per client T",
-    "seed": "random seed (noise)",
-    "nu1": "smoothness constant nu1 > 0",
-    "rho": "smoothness rate rho in (0, 1)",
-    "noise": "noise model (uniform, gaussian, bernoulli)",
-    "noise_sigma": "noise scale sigma >= 0",
-    "spread": "spread of the synthetic clients' shifts, in [0, 1)",
-    "max_depth": "deepest phase (default: budget only)",
-    "pf_pne_eps": "PF-PNE heterogeneity slack eps >= 0",
-    "landmine_data": "path to LandmineData.mat (landmine problem)",
-    "fields": "comma-separated landmine field indices (landmine problem)",
-}
+from pfxab_flower.config import PARAMETERS, RunConfig, run_config_value
 
 
 def add_run_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
-    """One ``--flag`` per :class:`RunConfig` field (defaults shown from the dataclass)."""
+    """One ``--flag`` per :class:`RunConfig` field (defaults shown from the declaration)."""
     for f in fields(RunConfig):
-        if f.name in skip:
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        parser.add_argument(flag, dest=f.name, default=None, metavar=f.name.upper(),
-                            help=f"{_HELP.get(f.name, f.name)} (default: {f.default})")
+        if f.name not in skip:
+            add_parameter_flag(parser, f.name)
+
+
+def add_parameter_flag(parser: argparse.ArgumentParser, name: str, *, flag: str | None = None,
+                       dest: str | None = None, typed: bool = False) -> None:
+    """The ``--flag`` of the declared parameter ``name`` (kebab-case and ``args.name`` unless ``flag``/``dest``).
+
+    By default the flag keeps the user's text (``None`` if not given) for :func:`~pfxab_flower.config.parse`
+    to check; with ``typed`` it holds the declared default and argparse converts it to the declared type.
+    """
+    p = PARAMETERS[name]
+    shown = run_config_value(name, p.default)
+    extra = {"type": p.kind, "default": p.default} if typed else {"default": None}
+    parser.add_argument(flag or "--" + p.key, dest=dest or name, metavar=name.upper(),
+                        help=f"{p.help} (default: {shown if shown != '' else 'unset'})", **extra)
 
 
 def config_from_args(args: argparse.Namespace, **overrides: object) -> RunConfig:
