@@ -13,33 +13,18 @@ import json
 import sys
 from pathlib import Path
 
-from pfxab_flower.simulations.commands.options import add_run_options, config_from_args
+from pfxab_flower.simulations.commands.options import add_parameter_flag, add_run_options, config_from_args
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("simulate", help="run on Flower's Ray simulation engine through `flwr run .`")
     add_run_options(parser)
-    parser.add_argument("--out", default="results/latest", metavar="DIR",
-                        help="where the ServerApp writes summary.json, clients.csv, curve.csv "
-                        "(default: results/latest)")
+    add_parameter_flag(parser, "out_dir", flag="--out", dest="out", typed=True)
     parser.add_argument("--json", action="store_true", help="print the run's summary.json on stdout (log on stderr)")
-    parser.add_argument("--round-timeout", type=float, default=600.0, metavar="SECONDS",
-                        help="longest a Flower round may take (default: 600)")
-    parser.add_argument("--num-cpus", type=float, default=1.0, metavar="N",
-                        help="CPUs per simulated client, at most this machine's cores (default: 1)")
-    parser.add_argument("--fail-rate", default=None, metavar="P",
-                        help="inject failures: each client misses each phase with probability P (default: 0)")
-    parser.add_argument("--fail-clients", default=None, metavar="LIST",
-                        help="the clients --fail-rate applies to, comma-separated (default: all)")
-    parser.add_argument("--straggle-seconds", default=None, metavar="S",
-                        help="the clients --fail-rate selects answer S seconds late instead of failing "
-                        "(a failure if S >= --round-timeout; default: 0)")
-    parser.add_argument("--min-fraction", default=None, metavar="F",
-                        help="stop unless this share of the clients answers in every exchange (default: 0.5)")
-    parser.add_argument("--api", default=None, metavar="API",
-                        help="Flower API: message (default) or legacy (Strategy/NumPyClient)")
-    parser.add_argument("--secure-aggregation", default=None, metavar="BOOL",
-                        help="sum the local means with Flower's SecAgg+ (true/false, default: false)")
+    for name in ("round_timeout", "num_cpus"):
+        add_parameter_flag(parser, name, typed=True)
+    for name in ("fail_rate", "fail_clients", "straggle_seconds", "min_fraction", "api", "secure_aggregation"):
+        add_parameter_flag(parser, name)
     parser.add_argument("--app-dir", default=".", metavar="DIR", help="the Flower app (project root, default: .)")
     parser.set_defaults(handler=handle)
 
