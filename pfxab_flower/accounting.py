@@ -26,6 +26,7 @@ class ClientLedger:
     ends: np.ndarray  # time t at each segment end
     cumulative_regret: np.ndarray
     regret: float
+    pulls: int  # pulls scored: the horizon, or fewer for a client lost before the end
     reward_personalised: float
     reward_global: float
     reward_local: float
@@ -57,12 +58,18 @@ class Ledger:
         return total
 
 
-def score(federation: Federation, alpha: float, horizon: int, logs: list[PullLog]) -> Ledger:
-    """Score every client's pull log exactly against the true personalised optimum."""
+def score(
+    federation: Federation, alpha: float, horizon: int, logs: list[PullLog], lost: frozenset[int] = frozenset()
+) -> Ledger:
+    """Score every client's pull log exactly against the true personalised optimum.
+
+    A client in ``lost`` (its node died before the end) is scored on the pulls it reported,
+    at most ``horizon``; every other client must have pulled exactly ``horizon`` times.
+    """
     if len(logs) != federation.num_clients:
         raise ValueError(f"{len(logs)} pull logs for {federation.num_clients} clients")
     for m, log in enumerate(logs):
-        if log.total != horizon:
+        if log.total != horizon and not (m in lost and log.total <= horizon):
             raise ValueError(f"client {m} pulled {log.total} times, expected the horizon {horizon}")
     nodes, inverse = np.unique(np.concatenate([log.node_ids for log in logs]), return_inverse=True)
     local = federation.local_values(federation.partition.midpoints(nodes))  # (M, nodes)
@@ -82,6 +89,7 @@ def score(federation: Federation, alpha: float, horizon: int, logs: list[PullLog
                 ends=np.cumsum(log.counts),
                 cumulative_regret=cumulative,
                 regret=float(cumulative[-1]) if len(cumulative) else 0.0,
+                pulls=int(log.total),
                 reward_personalised=float(counts @ personalised[m, idx]),
                 reward_global=float(counts @ global_[idx]),
                 reward_local=float(counts @ local[m, idx]),

@@ -180,13 +180,22 @@ class ServerDriver:
         d = dims.pop() if len(dims) == 1 else 0
         return np.array([p if p is not None and p.size == d else np.full(d, np.nan) for p in points]).reshape(-1, d)
 
+    def lost_clients(self) -> list[int]:
+        """Clients with no usable final report: their node died (or kept failing) before the end."""
+        return [m for m in range(self.num_clients) if m not in self.final_reports]
+
     def pull_logs(self) -> list[PullLog]:
-        """Each client's pull log from its harness data (simulation only)."""
+        """Each client's pull log from the last harness data it sent (simulation only).
+
+        Every reply carries the client's log so far, so a client lost mid-run is scored
+        up to its last reply (one that never replied: no pulls).
+        """
         logs = []
         for m in range(self.num_clients):
             data = self.harness.get(m)
             if data is None or "pull-nodes" not in data or "pull-counts" not in data:
-                raise IncompleteRunError(f"client {m} sent no pull log")
+                logs.append(PullLog.empty())
+                continue
             logs.append(PullLog(np.asarray(data["pull-nodes"], dtype=np.int64),
                                 np.asarray(data["pull-counts"], dtype=np.int64)))
         return logs
@@ -200,10 +209,14 @@ class ServerDriver:
         if not self.finished:
             raise IncompleteRunError(f"the run stopped after {self.machine.completed} phases, before the final round")
         settings = self.settings
+        lost = frozenset(self.lost_clients())
+        if lost:
+            LOGGER.warning("clients %s were lost before the end: their regret covers the pulls they reported",
+                           sorted(lost))
         return build_result(
             federation=self.federation,
             server=self.machine,
-            ledger=score(self.federation, settings.alpha, settings.horizon, self.pull_logs()),
+            ledger=score(self.federation, settings.alpha, settings.horizon, self.pull_logs(), lost),
             communication=self.communication.frame(),
             parameters=run_parameters(self.algorithm, self.federation.name, engine, settings, describe),
             wall_seconds=time.perf_counter() - self.started,

@@ -84,23 +84,26 @@ def build_result(
     ``None`` when the engine did not count them (reported as null).
     """
     settings = server.settings
-    M, T = settings.num_clients, settings.horizon
-    final_nodes = np.array([server.final_nodes[m] for m in range(M)], dtype=np.int64)
+    M = settings.num_clients
+    lost = [m for m in range(M) if m not in server.final_nodes]  # nodes that died before the end
+    final_nodes = np.array([server.final_nodes.get(m, 1) for m in range(M)], dtype=np.int64)
     final_points = federation.partition.midpoints(final_nodes)
+    final_points[lost] = np.nan
     optimum = federation.optimum(settings.alpha)
     names = federation.domain.names
 
     clients = pd.DataFrame({"client": np.arange(M)})
     clients["regret"] = [c.regret for c in ledger.clients]
-    clients["final_node"] = final_nodes
+    clients["final_node"] = pd.array([None if m in lost else int(n) for m, n in enumerate(final_nodes)], dtype="Int64")
+    clients["pulls_scored"] = [c.pulls for c in ledger.clients]
     for j, name in enumerate(names):
         clients[f"final_{name}"] = final_points[:, j]
     clients["optimum_personalised"] = optimum.values
     for j, name in enumerate(names):
         clients[f"optimum_{name}"] = optimum.points[:, j]
-    clients["mean_reward_personalised"] = [c.reward_personalised / T for c in ledger.clients]
-    clients["mean_reward_global"] = [c.reward_global / T for c in ledger.clients]
-    clients["mean_reward_local"] = [c.reward_local / T for c in ledger.clients]
+    clients["mean_reward_personalised"] = [c.reward_personalised / max(c.pulls, 1) for c in ledger.clients]
+    clients["mean_reward_global"] = [c.reward_global / max(c.pulls, 1) for c in ledger.clients]
+    clients["mean_reward_local"] = [c.reward_local / max(c.pulls, 1) for c in ledger.clients]
     if evaluations is not None:
         clients["evaluations"] = [int(e) for e in evaluations]
 
@@ -116,8 +119,10 @@ def build_result(
         bytes_up=int(communication["bytes_up"].sum()),
         rejected_replies=len(server.rejected),
         failures=server.failures,
-        final_nodes=final_nodes.tolist(),
-        final_points=final_points.tolist(),
+        final_nodes=[None if m in lost else int(n) for m, n in enumerate(final_nodes)],
+        clients_lost=lost,
+        pulls_scored=[c.pulls for c in ledger.clients],
+        final_points=[None if m in lost else row for m, row in enumerate(final_points.tolist())],
         dimensions=names,
         mean_reward_personalised=float(clients["mean_reward_personalised"].mean()),
         mean_reward_global=float(clients["mean_reward_global"].mean()),

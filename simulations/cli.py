@@ -12,6 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+import pfxab_flower
 from pfxab_flower.errors import ConfigError, ObjectiveError, RunStoppedError
 
 #: Modules that each add one sub-command with ``register(subparsers)``.
@@ -38,13 +39,13 @@ class OneLineParser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)  # also for every sub-parser (they are built with this class)
         super().__init__(*args, **kwargs)
 
-
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="pfxab", description="Personalised federated X-armed bandits on Flower.")
+    parser.add_argument("--version", action="version", version=f"pfxab {pfxab_flower.__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     for name in COMMANDS:
         importlib.import_module(name).register(subparsers)

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,6 +113,36 @@ class Deployment:
         command = [flwr_executable(), "run", str(app_dir), FEDERATION, "--stream", "--run-config", run_config]
         return subprocess.run(command, cwd=app_dir, env=self.env, capture_output=True, text=True, timeout=timeout,
                               start_new_session=True)
+
+    def flwr_run_streaming(
+        self, app_dir: Path, run_config: str, timeout: float, on_line: Callable[[str], None]
+    ) -> tuple[int, str]:
+        """Like :meth:`flwr_run`, calling ``on_line`` on each line of the streamed log as it comes."""
+        command = [flwr_executable(), "run", str(app_dir), FEDERATION, "--stream", "--run-config", run_config]
+        process = subprocess.Popen(command, cwd=app_dir, env=self.env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        lines: list[str] = []
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:
+                lines.append(line)
+                on_line(line)
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"flwr run took more than {timeout:.0f} s")
+            return process.wait(timeout=max(1.0, deadline - time.monotonic())), "".join(lines)
+        finally:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+    def kill_node(self, partition_id: int) -> None:
+        """SIGKILL SuperNode ``partition_id`` and everything in its process group (a machine that dies)."""
+        process = self.processes[1 + partition_id]  # processes[0] is the SuperLink
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
     def log_tail(self, lines: int = 20) -> str:
         """The last lines of every process log (for a failing test's message)."""

@@ -82,7 +82,9 @@ class PhasedEliminationStrategy(Strategy):
             federation=federation,
         )
         self.round_timeout = float(round_timeout)
-        self._nodes: list[int] | None = None
+        self._nodes: list[int] | None = None  # the run's nodes, fixed at the first round
+        self._sent: list[int] = []  # the nodes the current broadcast went to
+        self._gone: set[int] = set()  # nodes the SuperLink stopped listing (a dead SuperNode)
         self._standby: set[int] = set()
         self._pending: Any = None
         self._broadcast: RecordDict | None = None
@@ -152,7 +154,7 @@ class PhasedEliminationStrategy(Strategy):
         if instruction is None:
             return []
         self._pending = instruction
-        return self._messages(instruction, MessageType.TRAIN)
+        return self._messages(instruction, MessageType.TRAIN, grid)
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
@@ -182,7 +184,7 @@ class PhasedEliminationStrategy(Strategy):
     ) -> Iterable[Message]:
         if self._pending is None:
             return []
-        return self._messages(self._pending, MessageType.EVALUATE)
+        return self._messages(self._pending, MessageType.EVALUATE, grid)
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
         update, self._pending = self._pending, None
@@ -216,10 +218,20 @@ class PhasedEliminationStrategy(Strategy):
             time.sleep(0.1)
         return nodes
 
-    def _messages(self, message: Any, message_type: str) -> list[Message]:
+    def _messages(self, message: Any, message_type: str, grid: Grid) -> list[Message]:
+        """One message per node of the run that is still online.
+
+        A node the SuperLink no longer lists (its SuperNode died and missed its heartbeats)
+        is not waited for: its client counts as failed in every exchange, like a dropout.
+        """
+        online = set(grid.get_node_ids())
+        for node in self._nodes or []:
+            if node not in online and node not in self._gone:
+                self._gone.add(node)
+                LOGGER.warning("node %d is gone (no heartbeat); its client counts as failed from now on", node)
+        self._sent = [node for node in self._nodes or [] if node in online]
         self._broadcast = records.to_record(*serde.broadcast_payload(message))
-        return [Message(content=self._broadcast, message_type=message_type, dst_node_id=node)
-                for node in self._nodes or []]
+        return [Message(content=self._broadcast, message_type=message_type, dst_node_id=node) for node in self._sent]
 
     def _exchange(self, phase: int, kind: str, replies: Iterable[Message], expected: type) -> Exchange:
         """Decode an exchange's replies and log what crossed the wire."""
@@ -238,7 +250,7 @@ class PhasedEliminationStrategy(Strategy):
         exchange = decode_replies(self.driver, payloads, expected, self._standby)
         assert self._broadcast is not None
         down_values, down_bytes = records.record_size(self._broadcast)
-        sent = len(self._nodes or [])
+        sent = len(self._sent)
         self.driver.record(phase, kind, down_values * sent, down_bytes * sent, up_values, up_bytes)
         return exchange
 

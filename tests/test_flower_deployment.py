@@ -91,3 +91,49 @@ def test_certificates_name_loopback(tmp_path: Path) -> None:
     server.verify_directly_issued_by(ca)
     assert dep.config_toml("127.0.0.1:1", files).count(str(files.ca)) == 1
     assert "insecure = true" in dep.config_toml("127.0.0.1:1", None)
+
+
+def test_supernodes_killed_mid_phase_and_between_phases_lose_nothing_else(tmp_path: Path) -> None:
+    """Two of four SuperNodes die by SIGKILL: one while it holds a phase message, one while idle.
+
+    Client 1 answers every message 4 s late (an injected straggler, well inside the round
+    timeout), so killing it 1.5 s after phase 1 closes kills it while it works on phase 2;
+    client 3 has answered phase 2 by then and waits, idle. The run must go on with the
+    two others (min-fraction 0.5), finish, write its result, and say which clients were
+    lost and how far their regret goes.
+    """
+    import threading
+
+    config = RunConfig(problem="garland", algorithm="pf-xab", clients=4, alpha=0.5, horizon=200_000, seed=0)
+    out = tmp_path / "out"
+    options = AppOptions(out_dir=str(out), round_timeout=20.0, min_fraction=0.5, fail_rate=1.0, fail_clients=(1,),
+                         straggle_seconds=4.0)
+    killed: list[float] = []
+
+    with dep.deployment(config.clients, tmp_path / "deploy") as running:
+        home = str(running.home)
+
+        def kill_after_phase_one() -> None:
+            running.kill_node(1)  # mid-phase: inside its 4 s straggle on phase 2
+            running.kill_node(3)  # between messages: it has answered phase 2, waits for the update
+            killed.append(1.0)
+
+        def on_line(line: str) -> None:
+            if "phase 1 (depth 1)" in line and not killed:
+                threading.Timer(1.5, kill_after_phase_one).start()
+
+        code, log = running.flwr_run_streaming(ROOT, run_config_argument(config, options), timeout=400,
+                                               on_line=on_line)
+        assert killed, log[-3000:]
+        assert code == 0, log[-3000:] + running.log_tail()
+        assert (out / "summary.json").exists(), log[-3000:] + running.log_tail()
+    assert processes_with_marker(home) == []
+    summary = json.loads((out / "summary.json").read_text())
+    T = config.horizon
+    assert summary["clients_lost"] == [1, 3]
+    assert summary["pulls_scored"][0] == summary["pulls_scored"][2] == T
+    assert 0 < summary["pulls_scored"][1] < T and 0 < summary["pulls_scored"][3] < T
+    assert summary["final_nodes"][1] is None and summary["final_points"][3] is None
+    assert summary["final_nodes"][0] is not None and summary["phases"] >= 3
+    assert summary["failures"] >= 4  # both lost clients missed at least the rest of phase 2
+    assert "were lost before the end" in log

@@ -25,7 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         add_parameter_flag(parser, name, typed=True)
     for name in ("fail_rate", "fail_clients", "straggle_seconds", "min_fraction", "api", "secure_aggregation"):
         add_parameter_flag(parser, name)
-    parser.add_argument("--app-dir", default=".", metavar="DIR", help="the Flower app (project root, default: .)")
+    parser.add_argument("--app-dir", default=None, metavar="DIR",
+                        help="your own Flower app (default: one generated around the installed pfxab_flower)")
     parser.set_defaults(handler=handle)
 
 
@@ -43,7 +44,8 @@ def handle(args: argparse.Namespace) -> int:
              "min-fraction": args.min_fraction, "secure-aggregation": args.secure_aggregation}
     _, options = parse_run_config({**to_run_config(config), "out-dir": args.out, "round-timeout": args.round_timeout,
                                    **{k: v for k, v in given.items() if v is not None}})
-    outcome = simulate(config, options, app_dir=Path(args.app_dir), num_cpus=args.num_cpus,
+    outcome = simulate(config, options, app_dir=Path(args.app_dir) if args.app_dir is not None else None,
+                       num_cpus=args.num_cpus,
                        log=sys.stderr if args.json else sys.stdout)
     note = sys.stderr
     if outcome.pyproject_restored:
