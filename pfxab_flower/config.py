@@ -49,6 +49,10 @@ APIS = ("message", "legacy")
 LANDMINE_FIELD_COUNT = 29
 DEFAULT_LANDMINE_FIELDS = tuple(range(0, LANDMINE_FIELD_COUNT, 3))
 
+#: The widest reward range a server accepts local means in, unless told a narrower one: far beyond any
+#: real objective (objective values are limited to half of it, the rest is room for noise), far below
+#: where a sum of pulls or an average of clients could overflow (a hostile 1e308 is refused, not averaged).
+REWARD_LIMIT = 2e9
 #: Pulls per client. Measured (`pfxab run --horizon T`, garland, M = 10, uniform noise): T = 1e8 takes
 #: 3.7 s, 1e9 21 s, 1e10 85 s; the time grows with T, so a larger horizon is refused rather than left to
 #: run for hours (1e30 never ended, 2**63 gave an int64 traceback).

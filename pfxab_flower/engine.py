@@ -17,7 +17,7 @@ from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.messages import FinishInstruction, Message, payload_size
 from pfxab_flower.algorithms.phased import Policy, ServerMachine, Settings
 from pfxab_flower.algorithms.schedule import Schedule
-from pfxab_flower.config import RunConfig, validate_algorithm_parameters
+from pfxab_flower.config import REWARD_LIMIT, RunConfig, validate_algorithm_parameters
 from pfxab_flower.driver import Exchange, ServerDriver
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS, FaultPlan, InjectedFailureError, parse_min_fraction
@@ -39,10 +39,12 @@ def make_settings(
     max_depth: int | None = None,
     pf_pne_eps: float = 0.1,
     min_fraction: float = DEFAULT_MIN_FRACTION,
+    reward_range: tuple[float, float] = (-REWARD_LIMIT, REWARD_LIMIT),
 ) -> Settings:
     """The :class:`Settings` every machine of a run shares."""
     schedule = Schedule(horizon=horizon, num_clients=num_clients, nu1=nu1, rho=rho, max_depth=max_depth)
-    return Settings(schedule=schedule, alpha=alpha, seed=seed, pf_pne_eps=pf_pne_eps, min_fraction=min_fraction)
+    return Settings(schedule=schedule, alpha=alpha, seed=seed, pf_pne_eps=pf_pne_eps, min_fraction=min_fraction,
+                    reward_range=reward_range)
 
 
 def record_exchange(
@@ -158,7 +160,7 @@ def run(
     M = federation.num_clients
     settings = make_settings(
         M, alpha=alpha, horizon=horizon, seed=seed, nu1=nu1, rho=rho, max_depth=max_depth, pf_pne_eps=pf_pne_eps,
-        min_fraction=min_fraction,
+        min_fraction=min_fraction, reward_range=federation.reward_range,
     )
     sim = simulate(federation, make_policy(algorithm), settings, faults=faults)
     return sim.driver.result("inprocess", describe)

@@ -43,6 +43,17 @@ class NoiseModel:
         check("noise", self.kind)
         object.__setattr__(self, "sigma", check("noise_sigma", self.sigma))
 
+    def reward_range(self, values: tuple[float, float]) -> tuple[float, float]:
+        """Where a reward (so a local mean) can lie for objective values in ``values``.
+
+        Gaussian noise is unbounded: a mean leaves ``8 sigma`` with probability below 1e-15.
+        """
+        low, high = values
+        if self.kind == "bernoulli":
+            return 0.0, 1.0
+        margin = {"uniform": self.sigma, "gaussian": 8.0 * self.sigma}.get(self.kind, 0.0)
+        return low - margin, high + margin
+
     @property
     def deterministic(self) -> bool:
         """Whether a pull's reward is exactly the objective's value (so one evaluation per point suffices)."""

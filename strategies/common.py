@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pfxab_flower.config import validate_algorithm_parameters
+from pfxab_flower.config import REWARD_LIMIT, validate_algorithm_parameters
 from pfxab_flower.driver import Exchange, ServerDriver, Unreadable
 from pfxab_flower.engine import make_settings
 from pfxab_flower.errors import ConfigError
@@ -43,6 +43,7 @@ def make_driver(
     min_fraction: float,
     round_timeout: float,
     federation: Federation | None,
+    reward_range: tuple[float, float] | None = None,
 ) -> ServerDriver:
     """The driver of a strategy's validated arguments (a one-line ``ConfigError`` names a bad one)."""
     if isinstance(num_clients, bool) or not isinstance(num_clients, int | np.integer) or num_clients < 1:
@@ -54,8 +55,15 @@ def make_driver(
     if federation is not None and federation.num_clients != num_clients:
         raise ConfigError(f"num_clients={num_clients!r} is invalid; allowed: {federation.num_clients} "
                           "(the number of objectives of the federation given)")
+    if reward_range is None:
+        reward_range = federation.reward_range if federation is not None else (-REWARD_LIMIT, REWARD_LIMIT)
+    elif not (len(reward_range) == 2 and all(isinstance(v, int | float) for v in reward_range)
+              and -REWARD_LIMIT <= reward_range[0] < reward_range[1] <= REWARD_LIMIT):
+        raise ConfigError(f"reward_range={reward_range!r} is invalid; allowed: (low, high) with "
+                          f"{-REWARD_LIMIT:g} <= low < high <= {REWARD_LIMIT:g}")
     settings = make_settings(int(num_clients), alpha=alpha, horizon=int(horizon), seed=int(seed), nu1=nu1, rho=rho,
-                             max_depth=max_depth, pf_pne_eps=pf_pne_eps, min_fraction=min_fraction)
+                             max_depth=max_depth, pf_pne_eps=pf_pne_eps, min_fraction=min_fraction,
+                             reward_range=(float(reward_range[0]), float(reward_range[1])))
     return ServerDriver(algorithm, settings, federation)
 
 

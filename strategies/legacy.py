@@ -68,6 +68,7 @@ class LegacyPhasedEliminationStrategy(Strategy):
         min_fraction: float = DEFAULT_MIN_FRACTION,
         round_timeout: float = DEFAULT_ROUND_TIMEOUT,
         federation: Federation | None = None,
+        reward_range: tuple[float, float] | None = None,
         secure_aggregation: bool = False,
         _pf_pne_eps: float = 0.1,
     ) -> None:
@@ -75,7 +76,7 @@ class LegacyPhasedEliminationStrategy(Strategy):
         self.driver: ServerDriver = make_driver(
             self.algorithm, num_clients=num_clients, horizon=horizon, alpha=alpha, seed=seed, nu1=nu1, rho=rho,
             max_depth=max_depth, pf_pne_eps=_pf_pne_eps, min_fraction=min_fraction, round_timeout=round_timeout,
-            federation=federation,
+            federation=federation, reward_range=reward_range,
         )
         self.round_timeout = float(round_timeout)
         self.secure_aggregation = bool(secure_aggregation)

@@ -33,6 +33,7 @@ from pfxab_flower.algorithms.messages import (
     PhaseInstruction,
 )
 from pfxab_flower.algorithms.schedule import Schedule
+from pfxab_flower.config import REWARD_LIMIT
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, required_replies
 from pfxab_flower.partition import MAX_DEPTH, children, depth_of
@@ -42,9 +43,6 @@ LOGGER = logging.getLogger("pfxab_flower")
 
 ROOT = 1
 FIRST_ACTIVE_SET = np.array([2, 3], dtype=np.int64)
-#: The largest reward magnitude any federation may declare: far beyond any real objective, far below
-#: where a sum of pulls or an average of clients could overflow (a hostile 1e308 is refused, not averaged).
-REWARD_LIMIT = 1e9
 
 
 class ProtocolError(RuntimeError):

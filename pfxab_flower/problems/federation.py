@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pfxab_flower.config import check
+from pfxab_flower.config import REWARD_LIMIT, check
 from pfxab_flower.domain import Domain
 from pfxab_flower.errors import ConfigError, ObjectiveError
 from pfxab_flower.noise import NoiseModel
@@ -40,6 +40,10 @@ def _read_only(points: np.ndarray) -> np.ndarray:
     return copy
 
 
+#: The largest objective magnitude: half the widest reward range a server accepts (the rest is room for noise).
+VALUE_LIMIT = REWARD_LIMIT / 2
+
+
 @dataclass(eq=False)
 class Federation:
     """``M`` clients' local objectives ``mu_m`` on a shared domain, plus the noise model.
@@ -61,6 +65,9 @@ class Federation:
     optimum_is_estimate: bool = True
     refine_optimum: bool = True
     batch: Callable[[np.ndarray], np.ndarray] | None = None
+    #: Where the objectives' values lie (checked on every evaluation); the server rejects means outside
+    #: :attr:`reward_range`. The default is the widest allowed: ``[-VALUE_LIMIT, VALUE_LIMIT]``.
+    value_range: tuple[float, float] = (-VALUE_LIMIT, VALUE_LIMIT)
     _optima: dict[float, Optimum] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -77,20 +84,32 @@ class Federation:
         noise_sigma: float = 0.1,
         noise: str = "uniform",
         name: str = "custom",
+        value_range: tuple[float, float] = (-VALUE_LIMIT, VALUE_LIMIT),
     ) -> Federation:
         """A user-defined federation; its optimum is estimated (see :mod:`.optimum`).
 
-        ``noise`` and ``noise_sigma`` are checked as the run parameters ``--noise`` and ``--noise-sigma`` are.
+        ``noise`` and ``noise_sigma`` are checked as the run parameters ``--noise`` and ``--noise-sigma`` are;
+        ``value_range`` is where the objectives' values lie (checked on every evaluation; a server
+        rejects local means outside it, widened by the noise).
         """
         if isinstance(objectives, str | bytes) or not isinstance(objectives, Sequence):
             raise ConfigError(f"objectives={objectives!r} is invalid; allowed: a sequence of callables")
         if not isinstance(domain, Domain):
             domain = Domain.from_mapping(domain)
-        return cls(list(objectives), domain, NoiseModel(noise, noise_sigma), name=name)
+        low, high = (float(v) for v in value_range)
+        if not -VALUE_LIMIT <= low < high <= VALUE_LIMIT:
+            raise ConfigError(f"value_range={value_range!r} is invalid; allowed: (low, high) with "
+                              f"{-VALUE_LIMIT:g} <= low < high <= {VALUE_LIMIT:g}")
+        return cls(list(objectives), domain, NoiseModel(noise, noise_sigma), name=name, value_range=(low, high))
 
     @property
     def num_clients(self) -> int:
         return len(self.objectives)
+
+    @property
+    def reward_range(self) -> tuple[float, float]:
+        """Where a reward, objective plus noise, can lie: what the server accepts as a local mean."""
+        return self.noise.reward_range(self.value_range)
 
     @property
     def partition(self) -> Partition:
@@ -110,12 +129,13 @@ class Federation:
                 f"allowed: ({len(points)},)"
             )
         values = values.reshape(-1)
-        bad = np.flatnonzero(~np.isfinite(values))
+        low, high = self.value_range
+        bad = np.flatnonzero(~(np.isfinite(values) & (values >= low) & (values <= high)))
         if bad.size:
             i = int(bad[0])
             raise ObjectiveError(
                 f"objective of client {client} returned {values[i]} at point "
-                f"{_format_point(self.domain, points[i])}; allowed: finite values"
+                f"{_format_point(self.domain, points[i])}; allowed: finite values in [{low:g}, {high:g}]"
             )
         return values
 

@@ -1,0 +1,135 @@
+"""A hostile client can neither crash the server nor another client, whatever it sends.
+
+Each test runs honest clients and one or two tampered ones through the core's driver
+(every engine uses it): the tampered reply is rejected and counted, the honest ones are
+averaged exactly as if the tampered client had said nothing, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import partial
+
+import numpy as np
+import pytest
+
+from pfxab_flower.algorithms.messages import FinishInstruction, FinishReport, LocalReport
+from pfxab_flower.algorithms.phased import pooled_means
+from pfxab_flower.driver import Exchange, ServerDriver
+from pfxab_flower.engine import make_settings
+from pfxab_flower.errors import ObjectiveError
+from pfxab_flower.problems.federation import Federation
+from pfxab_flower.sampling import SimulatedEnvironment
+from pfxab_flower.session import ClientSession, MemoryStore
+from tests.conftest import tent_federation
+
+M = 4
+
+
+def federation() -> Federation:
+    """Four tents, whose values lie in [0, 1] as the federation declares."""
+    fed = tent_federation([0.2, 0.4, 0.6, 0.8])
+    return Federation.from_callables(fed.objectives, fed.domain, noise_sigma=0.1, value_range=(0.0, 1.0))
+
+
+def start(fed: Federation) -> tuple[ServerDriver, list[ClientSession]]:
+    settings = make_settings(M, alpha=0.5, horizon=100_000, seed=0, min_fraction=0.5, reward_range=fed.reward_range)
+    driver = ServerDriver("pf-xab", settings, fed)
+    sessions = [ClientSession(m, MemoryStore(), partial(SimulatedEnvironment.restored, fed, m)) for m in range(M)]
+    return driver, sessions
+
+
+def explore(driver: ServerDriver, sessions: list[ClientSession], tamper) -> tuple:
+    instruction = driver.next_instruction()
+    reports = [s.handle(instruction).report for s in sessions]
+    honest = [r for r in reports if r.client not in tamper]
+    sent = [tamper[r.client](r) if r.client in tamper else r for r in reports]
+    update = driver.local_means(instruction, Exchange(reports=sent))
+    return instruction, honest, update
+
+
+@pytest.mark.parametrize(
+    "name, tamper",
+    [
+        ("one client sends -1e308", {1: lambda r: dataclasses.replace(r, means=np.full_like(r.means, -1e308))}),
+        ("two clients send 1e308", {1: lambda r: dataclasses.replace(r, means=np.full_like(r.means, 1e308)),
+                                    2: lambda r: dataclasses.replace(r, means=np.full_like(r.means, 1e308))}),
+        ("means just outside the reward range", {3: lambda r: dataclasses.replace(r, means=r.means + 10.0)}),
+        ("inflated counts", {0: lambda r: dataclasses.replace(r, counts=r.counts * 1000)}),
+        ("counts on nodes it does not own", {0: lambda r: dataclasses.replace(r, counts=r.counts + 1)}),
+    ],
+)
+def test_a_hostile_local_report_is_rejected_and_the_honest_ones_averaged(name, tamper) -> None:
+    driver, sessions = start(federation())
+    instruction, honest, update = explore(driver, sessions, tamper)
+    assert update is not None, name
+    np.testing.assert_array_equal(update.global_means, pooled_means(instruction.node_ids, honest))
+    assert len(driver.machine.rejected) == len(tamper)
+    assert np.all(np.isfinite(update.global_means))
+    # every honest client eliminates with the update without failing
+    for session in sessions:
+        session.handle(update)
+
+
+def replies(sessions: list[ClientSession], message) -> Exchange:
+    """Every session's reply, with its pull log (the driver asks for it: it knows the federation)."""
+    exchange = Exchange()
+    for s in sessions:
+        reply = s.handle(message)
+        exchange.reports.append(reply.report)
+        exchange.harness[s.client] = reply.harness
+    return exchange
+
+
+def finish_with(final: dict[int, object], point: dict[int, object] | None = None) -> ServerDriver:
+    driver, sessions = start(federation())
+    while not isinstance(instruction := driver.next_instruction(), FinishInstruction):
+        update = driver.local_means(instruction, replies(sessions, instruction))
+        driver.active_sets(update, replies(sessions, update))
+    exchange = replies(sessions, instruction)
+    for i, report in enumerate(exchange.reports):
+        node = final.get(report.client, report.node_id)
+        exchange.reports[i] = FinishReport(report.client, node, (point or {}).get(report.client, report.point))
+    driver.final_nodes(instruction, exchange)
+    return driver
+
+
+@pytest.mark.parametrize("node", [2**62, 2**63 - 1, 1, -7, 0, 3.9, True, "5"],
+                         ids=["2^62", "int64-max", "root", "negative", "zero", "float", "bool", "string"])
+def test_a_hostile_final_node_is_rejected_and_the_run_still_scores(node) -> None:
+    driver = finish_with({2: node})
+    assert driver.machine.rejected[-1]["client"] == 2 and driver.machine.rejected[-1]["stage"] == "finish"
+    assert driver.lost_clients() == [2]
+    result = driver.result("inprocess")  # no crash: the others are scored, client 2 up to its last report
+    assert result.summary["clients_lost"] == [2] and result.summary["final_points"][2] is None
+
+
+@pytest.mark.parametrize("point", [np.array([np.nan]), np.array([np.inf]), np.zeros((1, 1)), np.array([], float),
+                                   np.array([1])], ids=["nan", "inf", "2-d", "empty", "int"])
+def test_a_hostile_final_point_is_rejected(point) -> None:
+    driver = finish_with({}, {1: point})
+    assert driver.lost_clients() == [1]
+
+
+def test_a_final_node_off_the_clients_branch_is_rejected() -> None:
+    honest = finish_with({})
+    depth_nodes = range(2 ** honest.machine.reported_phase[0], 2 ** (honest.machine.reported_phase[0] + 1))
+    held = set((honest.machine.client_sets[0] // 2).tolist())
+    other = next(n for n in depth_nodes if n not in held)  # same depth, but client 0 holds nothing below it
+    driver = finish_with({0: other})
+    assert driver.lost_clients() == [0], "a node of another branch than client 0's active set"
+
+
+def test_an_objective_beyond_the_value_limit_is_one_objective_error() -> None:
+    fed = Federation.from_callables([lambda x: np.full(len(x), 1e300)], {"x": (0.0, 1.0)})
+    with pytest.raises(ObjectiveError, match=r"returned 1e\+300 .* allowed: finite values in"):
+        fed.evaluate(0, np.array([[0.5]]))
+
+
+def test_reports_inside_the_declared_range_are_all_used() -> None:
+    driver, sessions = start(federation())
+    _, honest, update = explore(driver, sessions, {})
+    assert update is not None and driver.machine.rejected == [] and len(honest) == M
+    low, high = federation().reward_range
+    assert (low, high) == (-0.1, 1.1)
+    assert all(isinstance(r, LocalReport) for r in honest)
