@@ -90,4 +90,5 @@ def synthetic_federation(
         kinks=partial(_shifted_kinks, base_kinks, all_shifts),
         optimum_is_estimate=False,
         batch=partial(_all_shifted, g, all_shifts),
+        value_range=(0.0, 1.0),  # both base functions map [0, 1] into [0, 1]
     )
