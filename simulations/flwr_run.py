@@ -40,7 +40,11 @@ import tomli_w  # flwr's own dependency (it writes pyproject.toml files with it)
 from pfxab_flower.config import AppOptions, RunConfig, to_run_config
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.simulations.environment import QUIET_ENV, check_num_cpus, temporary_directory
+from pfxab_flower.simulations.log_lines import readable_lines
 from pfxab_flower.simulations.processes import exit_on_signals, stop_processes, watchdog
+
+#: The server's log line when it stops a run (``ServerDriver.stop``): ``pfxab: run stopped: <why>``.
+STOP_MARK = "run stopped: "
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class SimulateOutcome:
     left_running: list[int]
     pyproject_restored: bool
     wall_seconds: float
+    stop_reason: str | None = None  # why the server stopped the run, from its log line (nothing is written then)
 
 
 def toml_value(value: Any) -> str:
@@ -174,6 +179,7 @@ def simulate(
             "--run-config", run_config_argument(config, options),
         ]
         returncode = 1
+        stop_reason: str | None = None
         left: list[int] = []
         try:
             # a session of its own: Ctrl-C reaches only us, and we stop everything below
@@ -181,9 +187,11 @@ def simulate(
                                        stderr=subprocess.STDOUT, text=True, start_new_session=True)
             try:
                 assert process.stdout is not None
-                for line in process.stdout:
+                for line in readable_lines(process.stdout, keep_colour=log.isatty()):
                     log.write(line)
                     log.flush()
+                    if STOP_MARK in line and stop_reason is None:
+                        stop_reason = line.split(STOP_MARK, 1)[1].strip()
                 returncode = process.wait()
             finally:
                 if process.poll() is None:
@@ -199,7 +207,8 @@ def simulate(
             if restored:
                 pyproject.write_bytes(original)
     wrote = summary.exists() and summary.stat().st_mtime_ns != previous
-    return SimulateOutcome(returncode, summary if wrote else None, left, restored, time.perf_counter() - started)
+    return SimulateOutcome(returncode, summary if wrote else None, left, restored, time.perf_counter() - started,
+                           stop_reason)
 
 
 def _number(value: float) -> str:

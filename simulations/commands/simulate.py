@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.simulations.commands.options import add_parameter_flag, add_run_options, config_from_args
 
 
@@ -52,6 +53,8 @@ def handle(args: argparse.Namespace) -> int:
         print("pfxab simulate: warning: flwr run rewrote pyproject.toml; restored it", file=note)
     if outcome.left_running:
         print(f"pfxab simulate: warning: processes still running: {outcome.left_running}", file=note)
+    if outcome.stop_reason is not None:
+        raise RunStoppedError(outcome.stop_reason)  # one line, exit 2, as `pfxab run` says it
     if outcome.summary_path is None:
         print(f"pfxab simulate: error: flwr run exited with status {outcome.returncode} and wrote no "
               f"summary.json (see the log above)", file=note)

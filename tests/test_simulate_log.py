@@ -1,0 +1,54 @@
+"""What ``pfxab simulate`` shows and says when the server stops a run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pfxab_flower.simulations.log_lines import readable_lines
+
+FLOWER_LOG = [
+    "Successfully started run 1\n",
+    "\x1b[93mWARNING \x1b[0m:   Since flwr 1.32, default simulated SuperNodes changed from 10 to 2.\n",
+    "pfxab: pf-xab on garland: M=3 alpha=0.5 T=20000 seed=0\n",
+    "\x1b[91mERROR \x1b[0m:     An exception was raised when processing a message by RayBackend\n",
+    "\x1b[91mERROR \x1b[0m:     \x1b[36mray::ClientAppActor.run()\x1b[39m (pid=1, ip=192.0.2.2)\n",
+    '  File "/x/client_app.py", line 161, in __call__\n',
+    "pfxab_flower.faults.InjectedFailureError: client 0: injected failure in phase 1 (fail-rate=1.0)\n",
+    "\n",
+    "The above exception was the direct cause of the following exception:\n",
+    "\x1b[91mERROR \x1b[0m:     Traceback (most recent call last):\n",
+    "    raise value.as_instanceof_cause()\n",
+    "pfxab: phase 1: local-means round failed on a client: client 0: injected failure in phase 1\n",
+    "\x1b[92mINFO \x1b[0m:      [ROUND 2/7]\n",
+]
+
+
+def test_the_streamed_log_loses_colour_codes_misleading_notices_and_client_tracebacks() -> None:
+    shown = list(readable_lines(FLOWER_LOG))
+    assert shown == [
+        "Successfully started run 1\n",
+        "pfxab: pf-xab on garland: M=3 alpha=0.5 T=20000 seed=0\n",
+        "pfxab: phase 1: local-means round failed on a client: client 0: injected failure in phase 1\n",
+        "INFO :      [ROUND 2/7]\n",
+    ]
+    assert all("\x1b" in line for line in readable_lines(FLOWER_LOG[-1:], keep_colour=True))
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_a_run_the_server_stops_is_one_line_and_exit_2_under_simulate(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pfxab_flower.simulations.cli", "simulate", "--clients", "3", "--horizon", "20000",
+         "--fail-rate", "1.0", "--out", str(out)],
+        capture_output=True, text=True, timeout=280, cwd=tmp_path,
+    )
+    assert proc.returncode == 2, proc.stderr + proc.stdout[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pfxab simulate: error: phase 1: only 0 of 3 clients"), proc.stderr
+    assert "Traceback" not in proc.stdout and "\x1b[" not in proc.stdout
+    assert not out.exists()
