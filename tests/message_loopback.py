@@ -49,7 +49,7 @@ class LoopbackGrid:
         return replies
 
 
-def run_loopback(strategy: MessagePhasedStrategy, grid: LoopbackGrid) -> None:
+def run_loopback(strategy: PhasedEliminationStrategy, grid: LoopbackGrid) -> Result:
     """Flower's own ``Strategy.start`` over the loopback grid, for the strategy's number of rounds."""
     TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1  # what a ServerApp process sets
-    strategy.start(grid, ArrayRecord(), num_rounds=strategy.num_rounds, timeout=60.0)  # type: ignore[arg-type]
+    return strategy.start(grid, timeout=60.0)  # type: ignore[arg-type]
