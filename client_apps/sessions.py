@@ -94,7 +94,7 @@ def _own_federation(
 
 def problem_of(run_config: Mapping[str, Any]):
     """The problem and fault options of a run config, from their own keys only (others ignored)."""
-    from pfxab_flower.strategies.run_config import parse_run_config
+    from pfxab_flower.config import parse_run_config
 
     mine = {k: v for k, v in run_config.items() if k in PROBLEM_KEYS or k in FAULT_KEYS}
     return parse_run_config(mine)

@@ -23,14 +23,13 @@ from flwr.serverapp import Grid, ServerApp
 
 from pfxab_flower.client_apps import federation_sessions, legacy_client_app, message_client_app
 from pfxab_flower.client_apps.sessions import SessionFn
-from pfxab_flower.config import RunConfig
+from pfxab_flower.config import AppOptions, RunConfig, parse_run_config
 from pfxab_flower.engine import describe_problem
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
 from pfxab_flower.strategies import LEGACY_STRATEGIES, STRATEGIES
-from pfxab_flower.strategies.run_config import AppOptions, parse_run_config
 from pfxab_flower.strategies.secure import run_legacy_workflow
 
 #: Called with the run's result, or with the reason the server stopped it.

@@ -20,7 +20,9 @@ from collections.abc import Iterable, Iterator
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 MISLEADING = ("default simulated SuperNodes changed from",)
 #: A line that opens one of Flower's client-failure blocks (the record's text, colour codes removed).
-BLOCK_START = re.compile(r"^ERROR\s*:\s+(An exception was raised when processing a message|Traceback \(most recent|ray::)")
+BLOCK_START = re.compile(
+    r"^ERROR\s*:\s+(An exception was raised when processing a message|Traceback \(most recent|ray::)"
+)
 #: A line that opens a new log record (so ends a failure block).
 RECORD_START = re.compile(r"^(pfxab:|(INFO|WARNING|DEBUG|ERROR)\s*:\s)")
 

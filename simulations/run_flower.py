@@ -14,7 +14,7 @@ import warnings
 
 from pfxab_flower.client_apps import federation_sessions
 from pfxab_flower.client_apps.sessions import SessionFn
-from pfxab_flower.config import RunConfig
+from pfxab_flower.config import AppOptions, RunConfig
 from pfxab_flower.driver import IncompleteRunError
 from pfxab_flower.engine import describe_problem
 from pfxab_flower.errors import ConfigError, RunStoppedError
@@ -26,7 +26,6 @@ from pfxab_flower.simulations.apps import client_app, server_app
 from pfxab_flower.simulations.environment import backend_config, check_num_cpus, ray_environment
 from pfxab_flower.simulations.server_app import show_phase_log
 from pfxab_flower.strategies.common import failure_reason
-from pfxab_flower.strategies.run_config import AppOptions
 
 
 def run_flower_simulation(

@@ -19,10 +19,10 @@ from typing import Any
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from pfxab_flower.config import parse_run_config
 from pfxab_flower.engine import describe_problem
 from pfxab_flower.problems import build_federation
 from pfxab_flower.simulations.apps import run_server
-from pfxab_flower.strategies.run_config import parse_run_config
 
 LOGGER = logging.getLogger("pfxab_flower")
 BASE_DIR_ENV = "PFXAB_BASE_DIR"

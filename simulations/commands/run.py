@@ -27,12 +27,12 @@ def handle(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_output_dir(args.out, result_files=RESULT_FILES)  # before the run, not after it
     if args.api is not None:
-        from pfxab_flower.strategies.run_config import parse_api
+        from pfxab_flower.config import parse_api
 
         parse_api(args.api)  # one-line error before anything runs
     if args.engine == "flower":
+        from pfxab_flower.config import AppOptions
         from pfxab_flower.simulations.run_flower import run_flower_simulation
-        from pfxab_flower.strategies.run_config import AppOptions
 
         options = AppOptions() if args.api is None else AppOptions(api=args.api)
         result = run_flower_simulation(config, options=options)

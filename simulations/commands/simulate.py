@@ -37,8 +37,8 @@ def handle(args: argparse.Namespace) -> int:
     from pfxab_flower.results import RESULT_FILES
 
     check_output_dir(args.out, result_files=RESULT_FILES)  # the ServerApp writes there, after the whole run
+    from pfxab_flower.config import parse_run_config, to_run_config
     from pfxab_flower.simulations.flwr_run import simulate
-    from pfxab_flower.strategies.run_config import parse_run_config, to_run_config
 
     given = {"api": args.api, "fail-rate": args.fail_rate, "fail-clients": args.fail_clients,
              "straggle-seconds": args.straggle_seconds,
