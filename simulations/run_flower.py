@@ -10,6 +10,7 @@ headers, and the wall time differ). The config is validated before Ray starts.
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 
 from pfxab_flower.client_apps import federation_sessions
@@ -58,6 +59,7 @@ def run_flower(
         raise ConfigError(f"clients={config.clients} is invalid; allowed: {federation.num_clients} "
                           f"(the federation's number of objectives)")
     check_num_cpus(num_cpus)
+    started = time.perf_counter()
     options = options or AppOptions(round_timeout=round_timeout)
     results: list[RunResult] = []
     stopped: list[str] = []
@@ -85,7 +87,12 @@ def run_flower(
         raise RunStoppedError(stopped[0])
     if not results:
         raise IncompleteRunError("the Flower simulation ended without a result (see the log above)")
-    return results[0]
+    result = results[0]
+    # the whole call, Ray's start and stop included; run_seconds is the run itself (first round to result)
+    wall = time.perf_counter() - started
+    run_seconds = result.summary["wall_seconds"]
+    result.summary.update(wall_seconds=wall, setup_seconds=wall - run_seconds, run_seconds=run_seconds)
+    return result
 
 
 def _one_line_client_errors(record: logging.LogRecord) -> bool:
