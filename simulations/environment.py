@@ -1,6 +1,6 @@
 """The process environment of a Flower/Ray simulation: quiet, offline, cleaned up.
 
-Measured facts behind each setting are in ``FLOWER-NOTES.md``: telemetry and
+Each setting answers a behaviour measured with Flower 1.41 and Ray 2.55: telemetry and
 update checks off, Flower logs at WARNING, Ray usage stats off, and a private
 ``RAY_TMPDIR`` that is removed afterwards (Ray never removes its session dirs).
 """

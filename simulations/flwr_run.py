@@ -1,6 +1,6 @@
 """``pfxab simulate``: run the app through ``flwr run`` with nothing done by hand, and clean up.
 
-What ``flwr run`` needs on a fresh machine (see ``FLOWER-NOTES.md``), provided here:
+What ``flwr run`` needs on a fresh machine (measured with Flower 1.41), provided here:
 
 * a Flower app directory: without ``--app-dir``, a generated one holding only a
   ``pyproject.toml`` (:func:`write_app_project`), whose components are imported
