@@ -51,6 +51,8 @@ class RewardTable:
     sklearn_version: str
     generated_at: str
     generation_seconds: float
+    #: SVM fits this generation ran (the rest came from the on-disk cache of an earlier, interrupted one).
+    fits: int
 
     @property
     def node_ids(self) -> np.ndarray:
@@ -72,7 +74,9 @@ class RewardTable:
                     sklearn_version=np.str_(self.sklearn_version),
                     generated_at=np.str_(self.generated_at),
                     generation_seconds=np.float64(self.generation_seconds),
+                    fits=np.int64(self.fits),
                 )
+            os.chmod(tmp, 0o644)  # package data: readable by all (mkstemp makes 0600)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -90,6 +94,7 @@ class RewardTable:
                 sklearn_version=str(data["sklearn_version"]),
                 generated_at=str(data["generated_at"]),
                 generation_seconds=float(data["generation_seconds"]),
+                fits=int(data["fits"]),
             )
         expected = (NUM_FIELDS, 2 ** (table.depth + 1) - 1)
         if table.values.shape != expected or not np.all((table.values >= 0) & (table.values <= 1)):
@@ -165,5 +170,6 @@ def generate_table(depth: int, data_path: str | None = None, workers: int = 1) -
         sklearn_version=sklearn.__version__,
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
         generation_seconds=time.perf_counter() - started,
+        fits=evaluator.fits,
     )
 
