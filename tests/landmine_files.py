@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import http.server
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,12 +31,16 @@ def shared_copy() -> Path:
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
-    """Serves a directory; ``/truncated/NAME`` announces NAME's full length but sends half of it."""
+    """Serves a directory; ``/truncated/NAME`` announces NAME's full length but sends half of it,
+    ``/silent/...`` sends nothing for 3 s."""
 
     def log_message(self, *args) -> None:  # keep the test output clean
         pass
 
     def do_GET(self) -> None:
+        if self.path.startswith("/silent/"):  # accepts the request, then says nothing for a while
+            time.sleep(3.0)
+            return
         if not self.path.startswith("/truncated/"):
             super().do_GET()
             return

@@ -94,3 +94,14 @@ def test_a_bad_download_is_one_line_exit_2_and_leaves_nothing(case, served, tmp_
     assert url in error and "by hand" in error and "put it at" in error
     leftovers = list(cache.rglob("*")) if cache.exists() else []
     assert leftovers == [], leftovers  # no data file, no temporary file, no empty folder
+
+
+def test_a_silent_server_times_out_in_one_line(served, monkeypatch):
+    from pfxab_flower.errors import ConfigError
+    from pfxab_flower.problems import landmine_data
+
+    monkeypatch.setattr(landmine_data, "DOWNLOAD_TIMEOUT", 0.5)
+    monkeypatch.setenv(URL_ENV_VAR, f"{served}/silent/{FILE_NAME}")
+    with pytest.raises(ConfigError, match=r"download from .*/silent/.* failed \(.*(Timeout|timed out)"):
+        resolve_path(None)
+    assert not cached_path().parent.exists()
