@@ -104,10 +104,19 @@ def test_the_command_writes_a_table_equal_to_the_shipped_one(table, tmp_path):
     np.testing.assert_allclose(small.values, table.values[:, :15], rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("args", [("--depth", "-1"), ("--depth", "x"), ("--depth", "40"), ("--workers", "0")])
+@pytest.mark.parametrize("args", [("--depth", "-1"), ("--depth", "x"), ("--depth", "40"), ("--workers", "0"),
+                                  ("--output", "/")])
 def test_bad_command_values_are_one_line(args):
     line = cli_error_line("landmine-table", *args)
     assert "is invalid; allowed:" in line
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_fitting(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    line = cli_error_line("landmine-table", "--depth", "0", "--output", str(blocker / "t.npz"),
+                          "--landmine-data", str(shared_copy()))
+    assert "output=" in line and "is invalid" in line
 
 
 def test_a_bad_table_setting_is_one_line(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ interrupted, and writes the file atomically.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -40,13 +41,24 @@ def _int_in(name: str, value: str, low: int, high: int) -> int:
     return number
 
 
+def _writable_folder(folder: Path) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(folder, os.W_OK)
+
+
 def handle(args: argparse.Namespace) -> int:
     from pfxab_flower.problems.landmine_table import generate_table
 
     depth = _int_in("depth", args.depth, 0, _MAX_DEPTH)
     workers = _int_in("workers", args.workers, 1, 64)
+    output = Path(args.output)
+    if output.is_dir() or not _writable_folder(output.parent):  # refuse now, not after an hour of fitting
+        raise ConfigError(f"output={args.output!r} is invalid; allowed: a file path in a writable folder")
     table = generate_table(depth, args.landmine_data, workers=workers)
-    table.write(Path(args.output))
+    table.write(output)
     print(f"landmine-table: wrote {args.output} (depth {depth}, {table.values.size} values, "
           f"{table.generation_seconds:.0f} s)", file=sys.stderr)
     return 0
