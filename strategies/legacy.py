@@ -6,7 +6,8 @@ Same driver and same rounds as the Message-API strategies (:mod:`.message`), on 
 ``aggregate_evaluate`` -> next active sets. Metrics reach Flower's ``History``:
 ``metrics_distributed_fit[p]`` (exploration of phase ``p``) and ``metrics_distributed[p]``
 (the whole phase: active nodes, eliminated, pulls per client, failures, mean observed
-reward). With ``secure_aggregation=True`` the local means arrive as SecAgg+ sums
+reward; ``losses_distributed[p]`` is minus that mean, as Flower records evaluate metrics
+only with a loss). With ``secure_aggregation=True`` the local means arrive as SecAgg+ sums
 (:mod:`.secure`; run it with :func:`~pfxab_flower.strategies.secure.secure_server_app`).
 """
 
@@ -170,7 +171,10 @@ class LegacyPhasedEliminationStrategy(Strategy):
         self.driver.active_sets(update, self._exchange(update, update.phase, "eliminate", results, failures,
                                                        ActiveSetReport))
         rows = self.driver.phase_metrics()
-        return None, (dict(rows[-1]) if rows and rows[-1]["phase"] == update.phase else {})
+        if not rows or rows[-1]["phase"] != update.phase:
+            return None, {}
+        # Flower's History keeps evaluate metrics only with a loss: the phase's mean observed reward, negated
+        return -float(rows[-1]["mean_observed_reward"]), dict(rows[-1])
 
     def evaluate(self, server_round: int, parameters: Parameters) -> tuple[float, dict[str, Scalar]] | None:
         """No centralised evaluation: the regret is scored from the clients' pulls."""

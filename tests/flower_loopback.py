@@ -13,10 +13,12 @@ from collections.abc import Callable
 from flwr.app import Context, RecordDict
 from flwr.client import Client
 from flwr.common import DisconnectRes, EvaluateIns, EvaluateRes, FitIns, FitRes
-from flwr.server import Server, SimpleClientManager
+from flwr.server import History, Server, SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 
-from pfxab_flower.strategies.strategy import PhasedStrategy
+from pfxab_flower.client_apps import PhasedNumPyClient
+from pfxab_flower.client_apps.sessions import SessionFn
+from pfxab_flower.strategies import LegacyPhasedEliminationStrategy
 
 
 class LoopbackProxy(ClientProxy):
@@ -47,12 +49,19 @@ class LoopbackProxy(ClientProxy):
         return DisconnectRes(reason="")
 
 
-def run_loopback(strategy: PhasedStrategy, client_fn: Callable[[Context], Client], num_nodes: int) -> None:
-    """Run ``strategy.num_rounds`` Flower rounds with ``num_nodes`` in-process clients."""
+def numpy_client_fn(session_fn: SessionFn, secure_aggregation: bool = False) -> Callable[[Context], Client]:
+    """The legacy ``client_fn`` of a session function (what ``legacy_client_app`` wraps)."""
+    return lambda context: PhasedNumPyClient(session_fn(context), secure_aggregation).to_client()
+
+
+def run_loopback(strategy: LegacyPhasedEliminationStrategy, session_fn: SessionFn, num_nodes: int) -> History:
+    """Run ``strategy.num_rounds`` Flower rounds with ``num_nodes`` in-process clients; Flower's ``History``."""
+    client_fn = numpy_client_fn(session_fn)
     manager = SimpleClientManager()
     proxies = [LoopbackProxy(m, num_nodes, client_fn) for m in range(num_nodes)]
     random.Random(7).shuffle(proxies)  # registration order (and so the order of results) is arbitrary
     for proxy in proxies:
         manager.register(proxy)
     server = Server(client_manager=manager, strategy=strategy)
-    server.fit(num_rounds=strategy.num_rounds, timeout=30.0)
+    history, _ = server.fit(num_rounds=strategy.num_rounds, timeout=30.0)
+    return history

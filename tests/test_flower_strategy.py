@@ -1,8 +1,10 @@
-"""The Flower strategy and NumPy client, driven by Flower's own ``Server`` loop without Ray.
+"""The legacy Flower strategies and NumPy client, driven by Flower's own ``Server`` loop without Ray.
 
-* every algorithm gives exactly the in-process engine's numbers (same seed);
+* every algorithm gives exactly the in-process engine's numbers (same seed), and Flower's
+  ``History`` holds the same phase rows as the run's ``phases.csv``;
+* the strategy classes fix their algorithm and validate their keyword arguments;
 * malformed replies are rejected with a logged reason and the valid ones are used;
-* a user's own objective callables plug in through ``objective_client_fn``.
+* a node beyond the run's clients stands by; a finished strategy sends nothing.
 """
 
 from __future__ import annotations
@@ -11,96 +13,84 @@ import logging
 
 import numpy as np
 import pytest
-from flwr.common import Parameters
+from flwr.common import Parameters, parameters_to_ndarrays
 from flwr.server import SimpleClientManager
 
 from pfxab_flower import engine
+from pfxab_flower.algorithms.messages import LocalReport
 from pfxab_flower.algorithms.phased import pooled_means
-from pfxab_flower.client_apps import federation_client_fn, objective_client_fn
-from pfxab_flower.config import ALGORITHMS, RunConfig
+from pfxab_flower.client_apps import federation_sessions
+from pfxab_flower.config import ALGORITHMS, AppOptions, RunConfig
+from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import build_federation
-from pfxab_flower.problems.federation import Federation
-from pfxab_flower.results import RunResult
-from pfxab_flower.simulations.harness import flower_result
-from pfxab_flower.strategies import FedPNEStrategy, PFPNEStrategy, PFXABStrategy, serde, strategy_for
-from pfxab_flower.strategies.strategy import PhasedStrategy
-from tests.flower_loopback import LoopbackProxy, run_loopback
+from pfxab_flower.simulations.apps import strategy_of
+from pfxab_flower.strategies import LEGACY_STRATEGIES, FedPNEStrategy, PFPNEStrategy, PFXABStrategy, serde
+from pfxab_flower.strategies.legacy import ok_evaluate_res, ok_fit_res
+from tests.flower_loopback import LoopbackProxy, numpy_client_fn, run_loopback
 
 SAME_KEYS = (
     "algorithm", "problem", "regret", "regret_per_client", "final_nodes", "final_points", "phases",
     "communication_rounds", "values_down", "values_up", "rejected_replies", "mean_reward_personalised",
 )
-
-
-def flower_loopback_result(config: RunConfig, federation: Federation, client_fn=None) -> RunResult:
-    results: list[RunResult] = []
-    strategy = strategy_for(config, on_finish=lambda s: results.append(flower_result(s, federation, {}, 0.0)))
-    run_loopback(strategy, client_fn or federation_client_fn(federation, config), config.clients)
-    assert len(results) == 1
-    return results[0]
+M = 4
+LEGACY = AppOptions(api="legacy")
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_flower_adapters_match_the_inprocess_engine(algorithm: str) -> None:
-    config = RunConfig(problem="doublesine", algorithm=algorithm, clients=4, alpha=0.7, horizon=30_000, seed=3)
+def test_legacy_adapters_match_the_inprocess_engine(algorithm: str) -> None:
+    config = RunConfig(problem="doublesine", algorithm=algorithm, clients=M, alpha=0.7, horizon=30_000, seed=3)
     federation = build_federation(config)
-    flower = flower_loopback_result(config, federation)
+    strategy = strategy_of(config, LEGACY, federation)
+    history = run_loopback(strategy, federation_sessions(federation), M)
+    flower = strategy.run_result()
     inprocess = engine.run(federation, algorithm=algorithm, alpha=0.7, horizon=30_000, seed=3)
     for key in SAME_KEYS:
         assert flower.summary[key] == inprocess.summary[key], key
-    assert flower.summary["engine"] == "flower"
-    assert flower.summary["phases"] >= 2
+    assert flower.summary["engine"] == "flower" and flower.summary["phases"] >= 2
     assert flower.phases.equals(inprocess.phases)
     assert flower.communication[["round", "phase", "kind", "values_down", "values_up"]].equals(
         inprocess.communication[["round", "phase", "kind", "values_down", "values_up"]]
     )
     # Flower's tensors carry .npy headers: more bytes than the bare payload, never fewer
     assert flower.summary["bytes_down"] > inprocess.summary["bytes_down"]
-    assert flower.summary["bytes_up"] > inprocess.summary["bytes_up"]
+    # History: one row per phase, the very rows of phases.csv (metrics_distributed: key -> [(round, value)])
+    for column in ("active_nodes", "eliminated", "phase_length", "mean_observed_reward"):
+        assert history.metrics_distributed[column] == list(enumerate(inprocess.phases[column].tolist(), start=1))
+    np.testing.assert_array_equal(strategy.final_points(), np.array(inprocess.summary["final_points"]))
 
 
-def test_strategy_classes_fix_their_algorithm() -> None:
-    for cls, name in ((PFXABStrategy, "pf-xab"), (FedPNEStrategy, "fed-pne"), (PFPNEStrategy, "pf-pne")):
-        strategy = cls(3, 10_000)
-        assert strategy.algorithm == name == strategy.server.policy.name
-        assert strategy.num_rounds == strategy.settings.schedule.max_phases() + 1
-    assert PhasedStrategy(3, 10_000, algorithm="pf-pne").algorithm == "pf-pne"
+def test_strategy_classes_fix_their_algorithm_and_check_their_arguments() -> None:
+    assert {cls.algorithm for cls in (PFXABStrategy, FedPNEStrategy, PFPNEStrategy)} == set(ALGORITHMS)
+    assert set(LEGACY_STRATEGIES) == set(ALGORITHMS)
+    for bad, name in (({"alpha": 2.0}, "alpha"), ({"horizon": 0}, "horizon"), ({"min_fraction": -1}, "min-fraction"),
+                      ({"num_clients": 0}, "num_clients"), ({"round_timeout": 0}, "round_timeout")):
+        kwargs = {"num_clients": 3, "horizon": 1000, **bad}
+        with pytest.raises(ConfigError, match=name) as info:
+            PFXABStrategy(**kwargs)
+        assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match="pf-pne-eps"):
+        PFPNEStrategy(num_clients=3, horizon=1000, pf_pne_eps=-1.0)
 
 
-def test_a_users_objective_callables_plug_in() -> None:
-    centres = [0.2, 0.5, 0.8]
-    objectives = [lambda x, c=c: 1.0 - np.abs(x[:, 0] - c) for c in centres]
-    federation = Federation.from_callables(objectives, {"x": (0.0, 1.0)}, noise_sigma=0.1)
-    config = RunConfig(clients=3, alpha=0.9, horizon=20_000, seed=1)
-    client_fn = objective_client_fn(lambda m: objectives[m], {"x": (0.0, 1.0)}, config, per_client=True,
-                                    noise_sigma=0.1, send_pull_log=True)
-    flower = flower_loopback_result(config, federation, client_fn)
-    inprocess = engine.run(federation, alpha=0.9, horizon=20_000, seed=1)
-    assert flower.summary["regret"] == inprocess.summary["regret"]
-    assert flower.summary["final_nodes"] == inprocess.summary["final_nodes"]
-
-
-# -- malformed replies ---------------------------------------------------------------------
-
-M = 4
-
-
-def first_phase() -> tuple[PhasedStrategy, list]:
-    """A strategy with phase 1 sent to ``M`` clients, and their (valid) fit results."""
-    config = RunConfig(clients=M, horizon=20_000, seed=0)
-    strategy = strategy_for(config)
+def first_phase():
+    """A legacy strategy after phase 1's broadcast, with every client's reply."""
+    config = RunConfig(problem="garland", clients=M, horizon=50_000, seed=1)
+    federation = build_federation(config)
+    strategy = strategy_of(config, LEGACY, federation)
     manager = SimpleClientManager()
-    client_fn = federation_client_fn(build_federation(config), config)
+    client_fn = numpy_client_fn(federation_sessions(federation))
     for m in range(M):
         manager.register(LoopbackProxy(m, M, client_fn))
     instructions = strategy.configure_fit(1, Parameters([], ""), manager)
-    assert len(instructions) == M
     return strategy, [(proxy, proxy.fit(ins, None, None)) for proxy, ins in instructions]
 
 
-def bad_reply(reports: dict, client: int, kind: str):
-    """Client ``client``'s local report, broken in one way."""
-    report = reports[client]
+def report_of(res):
+    return serde.read_reply(parameters_to_ndarrays(res.parameters), dict(res.metrics), LocalReport)
+
+
+def bad_reply(report, kind: str):
+    """A client's local report, broken in one way."""
     ids, means, counts = report.node_ids, report.means.copy(), report.counts
     if kind == "wrong length":
         means = means[:-1]
@@ -111,9 +101,8 @@ def bad_reply(reports: dict, client: int, kind: str):
     elif kind == "unknown node ids":
         ids = ids + 100
     elif kind == "no partition id":
-        res = serde.ok_fit_res([ids, means, counts], 1, {})
-        return res
-    return serde.ok_fit_res([ids, means, counts], 1, {serde.PARTITION_ID: client})
+        return ok_fit_res([ids, means, counts], 1, {})
+    return ok_fit_res([ids, means, counts], 1, {serde.PARTITION_ID: report.client})
 
 
 @pytest.mark.parametrize(
@@ -128,23 +117,18 @@ def bad_reply(reports: dict, client: int, kind: str):
 )
 def test_malformed_local_report_is_logged_and_skipped(kind: str, reason: str, caplog) -> None:
     strategy, results = first_phase()
-    reports = {r.client: r for r in (serde.fit_res_to_report(res, False)[0] for _, res in results)}
+    reports = {report_of(res).client: report_of(res) for _, res in results}
     bad = 2
-    results = [(p, bad_reply(reports, bad, kind) if reports_client(res) == bad else res) for p, res in results]
+    results = [(p, bad_reply(reports[bad], kind) if res.metrics[serde.PARTITION_ID] == bad else res)
+               for p, res in results]
     with caplog.at_level(logging.WARNING, logger="pfxab_flower"):
         strategy.aggregate_fit(1, results, [])
-    assert len(strategy.server.rejected) == 1
-    assert reason in strategy.server.rejected[0]["reason"]
+    rejected = strategy.driver.machine.rejected
+    assert len(rejected) == 1 and reason in rejected[0]["reason"]
     assert any("rejected local-means reply" in r.getMessage() and reason in r.getMessage() for r in caplog.records)
-    update = strategy._update
-    assert update is not None
+    update = strategy._pending
     valid = [reports[m] for m in range(M) if m != bad]
     np.testing.assert_array_equal(update.global_means, pooled_means(update.node_ids, valid))
-    assert np.all(np.isfinite(update.global_means))
-
-
-def reports_client(res) -> int | None:
-    return res.metrics.get(serde.PARTITION_ID)
 
 
 def test_malformed_active_set_is_logged_and_the_phase_closes(caplog) -> None:
@@ -153,24 +137,28 @@ def test_malformed_active_set_is_logged_and_the_phase_closes(caplog) -> None:
     evaluations = strategy.configure_evaluate(1, Parameters([], ""), SimpleClientManager())
     replies = [(proxy, proxy.evaluate(ins, None, None)) for proxy, ins in evaluations]
     replies = [
-        (p, serde.ok_evaluate_res(0.0, 1, {serde.PARTITION_ID: 1, serde.NODE_IDS: np.array([999]).tobytes()}))
-        if reports_client(res) == 1 else (p, res)
+        (p, ok_evaluate_res(0.0, 1, {serde.PARTITION_ID: 1, serde.NODE_IDS: np.array([999]).tobytes()}))
+        if res.metrics[serde.PARTITION_ID] == 1 else (p, res)
         for p, res in replies
     ]
     with caplog.at_level(logging.WARNING, logger="pfxab_flower"):
         strategy.aggregate_evaluate(1, replies, [RuntimeError("node lost")])
-    assert [r["stage"] for r in strategy.server.rejected] == ["active-set"]
-    assert "not distinct children" in strategy.server.rejected[0]["reason"]
+    machine = strategy.driver.machine
+    assert [r["stage"] for r in machine.rejected] == ["active-set"]
+    assert "not distinct children" in machine.rejected[0]["reason"]
     assert any("node lost" in r.getMessage() for r in caplog.records)
-    assert strategy.server.completed == 1
-    assert len(strategy.communication.rows) == 2
+    assert machine.completed == 1 and len(strategy.driver.communication.rows) == 2
 
 
-def test_done_strategy_sends_nothing() -> None:
+def test_a_node_beyond_the_clients_stands_by_and_a_finished_strategy_sends_nothing(caplog) -> None:
     config = RunConfig(clients=2, horizon=5_000, seed=0)
-    strategy = strategy_for(config)
-    run_loopback(strategy, federation_client_fn(build_federation(config), config), 2)
-    assert strategy.finished and strategy.server.done
+    federation = build_federation(config)
+    strategy = strategy_of(config, LEGACY, federation)
+    with caplog.at_level(logging.INFO, logger="pfxab_flower"):
+        run_loopback(strategy, federation_sessions(federation), 3)  # partition-id 2 is not a client
+    assert strategy.driver.finished and strategy.driver.machine.rejected == []
+    assert any("stands by" in r.getMessage() for r in caplog.records)
+    assert strategy.run_result().summary["regret"] == engine.run(federation, horizon=5_000, seed=0).summary["regret"]
     manager = SimpleClientManager()
     assert strategy.configure_fit(99, Parameters([], ""), manager) == []
     assert strategy.configure_evaluate(99, Parameters([], ""), manager) == []
