@@ -1,13 +1,19 @@
-"""Round trips of every core message through the Flower wire types (strategies/serde.py)."""
+"""Round trips of every core message through the payload codec (``serde``) and the Message API's records.
+
+Value counts on the wire equal the core's ``payload_size`` (so every engine logs the same
+values); harness data is carried but not counted; unreadable payloads raise ``WireError``.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from flwr.common import Parameters, parameters_to_ndarrays
+from flwr.app import ConfigRecord, RecordDict
+from flwr.common import ndarrays_to_parameters
 
 from pfxab_flower.algorithms.messages import (
     ActiveSetReport,
+    AlgorithmParameters,
     FinishInstruction,
     FinishReport,
     GlobalUpdate,
@@ -15,9 +21,11 @@ from pfxab_flower.algorithms.messages import (
     PhaseInstruction,
     payload_size,
 )
-from pfxab_flower.strategies import serde
+from pfxab_flower.strategies import records, serde
 
 UNION = np.array([4, 5, 7, 9], dtype=np.int64)
+PARAMS = AlgorithmParameters("pf-pne", num_clients=5, horizon=10_000, alpha=0.3, seed=7, nu1=2.0, rho=0.4,
+                             max_depth=6, pf_pne_eps=0.05, report_pulls=True)
 
 
 def assert_same(a: object, b: object) -> None:
@@ -31,82 +39,90 @@ def assert_same(a: object, b: object) -> None:
             assert value == other
 
 
-@pytest.mark.parametrize(
-    "instruction", [PhaseInstruction(3, UNION, 12, 40), FinishInstruction(5)], ids=["phase", "finish"]
-)
-def test_instruction_round_trip(instruction) -> None:
-    ins = serde.instruction_to_fit_ins(instruction)
-    back = serde.fit_ins_to_instruction(parameters_to_ndarrays(ins.parameters), ins.config)
-    assert_same(instruction, back)
-    assert serde.wire_size(ins.parameters, ins.config)[0] == payload_size(instruction)[0]
+def wire_values(arrays: list[np.ndarray], config: dict) -> int:
+    return serde.wire_size(list(ndarrays_to_parameters(arrays).tensors), config)[0]
 
 
-def test_global_update_round_trip_keeps_nan_and_mask() -> None:
-    update = GlobalUpdate(3, UNION, np.array([0.5, np.nan, 0.25, 1.0]), 1234, np.array([False, True, False, False]))
-    ins = serde.update_to_evaluate_ins(update)
-    back = serde.evaluate_ins_to_update(parameters_to_ndarrays(ins.parameters), ins.config)
-    assert_same(update, back)
-    assert serde.wire_size(ins.parameters, ins.config)[0] == payload_size(update)[0]
+BROADCASTS = [
+    PhaseInstruction(3, UNION, 12, 40, PARAMS),
+    GlobalUpdate(3, UNION, np.array([0.5, np.nan, 0.25, 1.0]), 1234, np.array([False, True, False, False]), PARAMS),
+    FinishInstruction(5, PARAMS),
+]
 
 
-def test_local_report_round_trip() -> None:
-    report = LocalReport(2, UNION, np.array([0.1, 0.2, 0.0, 0.4]), np.array([10, 10, 0, 30], dtype=np.int64))
-    res = serde.ok_fit_res(*serde.report_to_fit_reply(report))
-    back, harness = serde.fit_res_to_report(res, finishing=False)
-    assert_same(report, back)
-    assert harness == []
-    assert serde.wire_size(res.parameters, res.metrics)[0] == payload_size(report)[0]
+@pytest.mark.parametrize("message", BROADCASTS, ids=["phase", "update", "finish"])
+def test_broadcasts_round_trip_with_the_parameters_and_count_as_the_core(message) -> None:
+    arrays, config = serde.broadcast_payload(message)
+    assert_same(serde.read_broadcast(arrays, config), message)
+    assert_same(serde.read_broadcast(*records.from_record(records.to_record(arrays, config))), message)
+    assert wire_values(arrays, config) == payload_size(message)[0]
 
 
-def test_finish_report_round_trip_with_harness_not_counted() -> None:
-    report = FinishReport(1, 37)
-    log = [np.array([2, 5, 37], dtype=np.int64), np.array([10, 20, 970], dtype=np.int64)]
-    res = serde.ok_fit_res(*serde.report_to_fit_reply(report, log))
-    back, harness = serde.fit_res_to_report(res, finishing=True)
-    assert_same(report, back)
-    for sent, received in zip(log, harness, strict=True):
-        np.testing.assert_array_equal(sent, received)
-    assert serde.wire_size(res.parameters, res.metrics, skip_tensors_after=1)[0] == payload_size(report)[0]
+REPLIES = [
+    LocalReport(2, UNION, np.array([0.1, 0.2, 0.0, 0.4]), np.array([10, 10, 0, 30], dtype=np.int64)),
+    ActiveSetReport(4, np.array([8, 9, 14, 15], dtype=np.int64)),
+    FinishReport(1, 37, np.array([0.25, 0.75])),
+]
 
 
-def test_active_set_round_trip() -> None:
-    report = ActiveSetReport(4, np.array([8, 9, 14, 15], dtype=np.int64))
-    res = serde.ok_evaluate_res(*serde.active_set_to_evaluate_reply(report))
-    back = serde.evaluate_res_to_active_set(res)
-    assert_same(report, back)
-    values, nbytes = serde.wire_size(None, res.metrics)
-    assert (values, nbytes) == payload_size(report)
+@pytest.mark.parametrize("report", REPLIES, ids=["local", "active-set", "finish"])
+def test_replies_round_trip_and_harness_is_carried_but_not_counted(report) -> None:
+    harness = {"pull-nodes": np.array([2, 5, 37]), "pull-counts": np.array([10, 20, 970])}
+    arrays, config = serde.reply_payload(report)
+    assert_same(serde.read_reply(arrays, config, type(report)), report)
+    assert wire_values(arrays, config) == payload_size(report)[0]
+    with_harness = serde.reply_payload(report, harness)
+    back_arrays, back_config = records.from_record(records.to_record(*with_harness))
+    assert_same(serde.read_reply(back_arrays, back_config, type(report)), report)
+    for key, value in serde.read_harness(back_config).items():
+        np.testing.assert_array_equal(value, harness[key])
+    assert wire_values(*with_harness) == payload_size(report)[0]
+    assert records.record_size(records.to_record(*with_harness))[0] == payload_size(report)[0]
 
 
 def test_wire_bytes_are_the_serialised_tensors() -> None:
-    ins = serde.instruction_to_fit_ins(PhaseInstruction(1, UNION, 1, 1))
-    _, nbytes = serde.wire_size(ins.parameters, ins.config)
-    assert nbytes == len(ins.parameters.tensors[0]) + 3 * 8
-    assert len(ins.parameters.tensors[0]) > UNION.nbytes  # the .npy header crosses too
+    arrays, config = serde.broadcast_payload(BROADCASTS[0])
+    tensors = list(ndarrays_to_parameters(arrays).tensors)
+    _, nbytes = serde.wire_size(tensors, config)
+    config_bytes = sum(len(v.encode()) if isinstance(v, str) else 1 if isinstance(v, bool) else 8
+                       for v in config.values())
+    assert nbytes == sum(len(t) for t in tensors) + config_bytes
+
+
+def test_a_stand_by_reply_is_recognised() -> None:
+    arrays, config = serde.standby_payload(12)
+    assert arrays == [] and serde.is_standby(config) and serde.partition_id(config) == 12
 
 
 @pytest.mark.parametrize(
-    ("metrics", "tensors", "finishing", "match"),
+    ("arrays", "config", "expected", "match"),
     [
-        ({}, [], False, "partition-id"),
-        ({"partition-id": "3"}, [], False, "partition-id"),
-        ({"partition-id": 1}, [b"not a npy file"], False, "cannot be decoded"),
-        ({"partition-id": 1}, [], False, "0 tensors"),
-        ({"partition-id": 1}, [], True, "one-element node id"),
+        ([UNION], {}, LocalReport, "partition-id"),
+        ([UNION], {serde.PARTITION_ID: "2"}, LocalReport, "not an integer"),
+        ([UNION], {serde.PARTITION_ID: True}, LocalReport, "not an integer"),
+        ([UNION, UNION], {serde.PARTITION_ID: 2}, LocalReport, "expected 3"),
+        ([np.array([1, 2])], {serde.PARTITION_ID: 2}, FinishReport, "one node id"),
+        ([np.array([1.5]), np.array([0.5])], {serde.PARTITION_ID: 2}, FinishReport, "not an integer"),
+        ([], {serde.PARTITION_ID: 2, serde.NODE_IDS: b"\x01\x02\x03"}, ActiveSetReport, "int64 bytes"),
+        ([], {serde.PARTITION_ID: 2}, ActiveSetReport, "int64 bytes"),
     ],
 )
-def test_unreadable_fit_replies_raise_wire_error(metrics, tensors, finishing, match) -> None:
-    res = serde.ok_fit_res([], 0, metrics)
-    res.parameters = Parameters(tensors=tensors, tensor_type="numpy.ndarray")
+def test_unreadable_replies_raise_wire_error(arrays, config, expected, match) -> None:
     with pytest.raises(serde.WireError, match=match):
-        serde.fit_res_to_report(res, finishing)
+        serde.read_reply(arrays, config, expected)
 
 
-def test_unreadable_active_set_raises_wire_error() -> None:
-    with pytest.raises(serde.WireError, match="int64 bytes"):
-        serde.evaluate_res_to_active_set(serde.ok_evaluate_res(0.0, 0, {"partition-id": 0, "node-ids": b"abc"}))
+@pytest.mark.parametrize("drop", ["param-alpha", "phase", "param-algorithm"])
+def test_a_malformed_broadcast_raises_wire_error(drop: str) -> None:
+    arrays, config = serde.broadcast_payload(BROADCASTS[0])
+    del config[drop]
+    with pytest.raises(serde.WireError, match="malformed"):
+        serde.read_broadcast(arrays, config)
+    arrays, config = serde.broadcast_payload(BROADCASTS[0])
+    with pytest.raises(serde.WireError, match="malformed"):
+        serde.read_broadcast(arrays, {**config, "param-horizon": "many"})
 
 
-def test_malformed_instruction_raises_wire_error() -> None:
-    with pytest.raises(serde.WireError):
-        serde.fit_ins_to_instruction([], {"phase": 1})
+def test_unreadable_record_content_is_a_wire_error() -> None:
+    with pytest.raises(serde.WireError, match="cannot be read"):
+        records.from_record(RecordDict({"config": ConfigRecord({"phase": 1})}))
