@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from flwr.common import Code, FitRes, Parameters, Status
+from flwr.common import Code, FitRes, Parameters, Status, parameters_to_ndarrays
 from flwr.server import SimpleClientManager
 
+from pfxab_flower.algorithms.messages import ActiveSetReport, FinishReport, LocalReport
 from pfxab_flower.algorithms.phased import FIRST_ACTIVE_SET, pooled_means
-from pfxab_flower.client_apps import federation_client_fn
-from pfxab_flower.config import RunConfig
+from pfxab_flower.client_apps import federation_sessions
+from pfxab_flower.config import AppOptions, RunConfig
 from pfxab_flower.partition import children
 from pfxab_flower.problems import build_federation
-from pfxab_flower.strategies import serde, strategy_for
-from tests.flower_loopback import LoopbackProxy
+from pfxab_flower.simulations.apps import strategy_of
+from pfxab_flower.strategies import serde
+from pfxab_flower.strategies.legacy import ok_evaluate_res, ok_fit_res
+from tests.flower_loopback import LoopbackProxy, numpy_client_fn
+from tests.test_hostile_replies import finish_with
 
 M = 6
 FIT_BREAKS = (
@@ -34,17 +38,22 @@ SET_BREAKS = ("garbage", "odd-bytes", "not-children", "duplicate-ids", "empty", 
 
 def sent_phase(seed: int):
     config = RunConfig(clients=M, horizon=50_000, seed=seed)
-    strategy = strategy_for(config, min_fraction=0.0)  # never stop: every trial must aggregate
+    federation = build_federation(config)
+    strategy = strategy_of(config, AppOptions(api="legacy", min_fraction=0.0), federation)  # never stop
     manager = SimpleClientManager()
-    client_fn = federation_client_fn(build_federation(config), config)
+    client_fn = numpy_client_fn(federation_sessions(federation))
     for m in range(M):
         manager.register(LoopbackProxy(m, M, client_fn))
     instructions = strategy.configure_fit(1, Parameters([], ""), manager)
     return strategy, [(proxy, proxy.fit(ins, None, None)) for proxy, ins in instructions]
 
 
+def report_of(res: FitRes) -> LocalReport:
+    return serde.read_reply(parameters_to_ndarrays(res.parameters), dict(res.metrics), LocalReport)
+
+
 def broken_fit(kind: str, res: FitRes, rng: np.random.Generator, valid: list) -> FitRes:
-    ids, means, counts = (np.array(a) for a in serde.parameters_to_ndarrays(res.parameters))
+    ids, means, counts = (np.array(a) for a in parameters_to_ndarrays(res.parameters))
     metrics = dict(res.metrics)
     pid = metrics[serde.PARTITION_ID]
     arrays = [ids, means, counts]
@@ -81,7 +90,7 @@ def broken_fit(kind: str, res: FitRes, rng: np.random.Generator, valid: list) ->
         arrays = [*arrays, counts]
     elif kind == "no-tensors":
         arrays = []
-    return serde.ok_fit_res(arrays, 1, metrics)
+    return ok_fit_res(arrays, 1, metrics)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -101,12 +110,12 @@ def test_random_malformed_local_reports_are_never_averaged(seed: int) -> None:
             replies.append((proxy, broken_fit(str(rng.choice(FIT_BREAKS)), res, rng, valid_res)))
     order = rng.permutation(len(replies))
     strategy.aggregate_fit(1, [replies[i] for i in order], failures)
-    update = strategy._update
+    update = strategy._pending
     assert update is not None
-    expected = pooled_means(update.node_ids, [serde.fit_res_to_report(r, False)[0] for r in valid_res])
+    expected = pooled_means(update.node_ids, [report_of(r) for r in valid_res])
     np.testing.assert_array_equal(update.global_means, expected)
-    assert len(strategy.server.rejected) == len(replies) - len(valid_res)
-    assert strategy.server.plan.failed_local_means == len(broken)
+    assert len(strategy.driver.machine.rejected) == len(replies) - len(valid_res)
+    assert strategy.driver.machine.plan.failed_local_means == len(broken)
 
 
 def broken_set(kind: str, res, rng: np.random.Generator, pid: int):
@@ -125,7 +134,7 @@ def broken_set(kind: str, res, rng: np.random.Generator, pid: int):
         del metrics[serde.PARTITION_ID]
     elif kind == "pid-str":
         metrics[serde.PARTITION_ID] = str(pid)
-    return serde.ok_evaluate_res(0.0, 1, metrics)
+    return ok_evaluate_res(0.0, 1, metrics)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -149,13 +158,13 @@ def test_random_malformed_active_sets_fall_back_to_the_superset(seed: int) -> No
         else:
             sent.append((proxy, broken_set(kind, res, rng, pid)))
     strategy.aggregate_evaluate(1, sent, [])
-    server = strategy.server
+    server = strategy.driver.machine
     assert server.completed == 1
     for m in range(M):
         if m in broken:
             np.testing.assert_array_equal(server.client_sets[m], children(FIRST_ACTIVE_SET))
         else:
-            reported = np.sort(serde.evaluate_res_to_active_set(good[m]).node_ids)
+            reported = np.sort(serde.read_reply([], good[m].metrics, ActiveSetReport).node_ids)
             np.testing.assert_array_equal(server.client_sets[m], reported)
     assert server.history[0]["failed_active_sets"] == len(broken)
 
@@ -168,6 +177,49 @@ def test_every_kind_of_broken_local_report_is_rejected(kind: str) -> None:
     replies = [(p, broken_fit(kind, res, rng, valid_res) if res.metrics[serde.PARTITION_ID] == 0 else res)
                for p, res in results]
     strategy.aggregate_fit(1, replies, [])
-    assert len(strategy.server.rejected) == 1, kind
-    expected = pooled_means(strategy._update.node_ids, [serde.fit_res_to_report(r, False)[0] for r in valid_res])
-    np.testing.assert_array_equal(strategy._update.global_means, expected)
+    assert len(strategy.driver.machine.rejected) == 1, kind
+    expected = pooled_means(strategy._pending.node_ids, [report_of(r) for r in valid_res])
+    np.testing.assert_array_equal(strategy._pending.global_means, expected)
+
+
+FINAL_BREAKS = ("huge", "negative", "zero", "root", "float", "bool", "string", "sibling-branch", "nan-point",
+                "inf-point", "short-point", "2d-point", "int-point")
+
+
+def broken_final(kind: str, report: FinishReport, rng: np.random.Generator) -> tuple[object, object]:
+    """A final reply's (node, point), broken in one way."""
+    node, point = report.node_id, report.point
+    if kind == "huge":
+        node = int(rng.integers(2**62, 2**63 - 1))
+    elif kind in ("negative", "zero", "root"):
+        node = {"negative": -int(rng.integers(1, 100)), "zero": 0, "root": 1}[kind]
+    elif kind in ("float", "bool", "string"):
+        node = {"float": node + 0.5, "bool": True, "string": str(node)}[kind]
+    elif kind == "sibling-branch":
+        node = node ^ 1 if (node ^ 1) // 2 == node // 2 else node + 1  # same depth, a cell the client dropped
+    elif kind.endswith("-point"):
+        point = {"nan-point": np.array([np.nan]), "inf-point": np.array([np.inf]), "short-point": np.array([]),
+                 "2d-point": point.reshape(1, -1), "int-point": np.array([1])}[kind]
+    return node, point
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_malformed_final_replies_never_crash_and_are_never_used(seed: int) -> None:
+    rng = np.random.default_rng(300 + seed)
+    honest = finish_with({})
+    broken = sorted(rng.choice(4, size=int(rng.integers(1, 4)), replace=False).tolist())
+    kinds = {m: str(rng.choice(FINAL_BREAKS)) for m in broken}
+    nodes, points = {}, {}
+    for m in broken:
+        nodes[m], points[m] = broken_final(kinds[m], honest.final_reports[m], rng)
+    driver = finish_with(nodes, points)
+    result = driver.result("inprocess")
+    assert set(driver.lost_clients()) <= set(broken), kinds
+    for m in range(4):
+        if m in driver.lost_clients():
+            assert result.summary["final_points"][m] is None
+        else:
+            assert result.summary["final_nodes"][m] == honest.final_reports[m].node_id or m in broken
+    # every break but the sibling (which is a node the client held, when its sibling survived) is refused
+    refused = [m for m in broken if kinds[m] != "sibling-branch"]
+    assert set(refused) <= set(driver.lost_clients()), kinds
