@@ -12,13 +12,12 @@ import re
 import numpy as np
 import pytest
 
-from pfxab_flower.client_apps import objective_client_fn
-from pfxab_flower.config import RunConfig
+from pfxab_flower.client_apps import objective_sessions
+from pfxab_flower.config import AppOptions, RunConfig
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.problems.federation import Federation
-from pfxab_flower.strategies import strategy_for
-from pfxab_flower.strategies.run_config import AppOptions
-from pfxab_flower.strategies.strategy import failure_reason
+from pfxab_flower.strategies import PFXABStrategy
+from pfxab_flower.strategies.common import failure_reason
 from tests.flower_loopback import run_loopback
 
 DOMAIN = {"x": (0.0, 1.0)}
@@ -52,22 +51,21 @@ EXPECTED = {
 @pytest.mark.parametrize("kind", sorted(EXPECTED))
 def test_a_broken_objective_is_one_line_naming_the_client_and_the_point(kind: str, caplog) -> None:
     objectives = [good, broken(kind), good, good]
-    config = RunConfig(clients=4, horizon=5_000, seed=0)
-    client_fn = objective_client_fn(lambda m: objectives[m], DOMAIN, config, per_client=True, send_pull_log=True)
-    finished = []
-    strategy = strategy_for(config, on_finish=finished.append)
+    sessions = objective_sessions(lambda points, m: objectives[m](points), DOMAIN)
+    strategy = PFXABStrategy(num_clients=4, horizon=5_000, seed=0)
     with caplog.at_level(logging.WARNING, logger="pfxab_flower"):
-        run_loopback(strategy, client_fn, 4)
+        run_loopback(strategy, sessions, 4)
     lines = [r.getMessage() for r in caplog.records if "round failed on a client" in r.getMessage()]
     assert lines and all("\n" not in line for line in lines)
     assert all(re.search(EXPECTED[kind], line) for line in lines), lines
     # client 1 fails each exploration, then rejoins for the elimination (it has no local means: it keeps all)
-    assert strategy.finished and [row["failed_local_means"] for row in strategy.server.history] == [1, 1]
-    assert strategy.server.failures == strategy.server.completed == 2
+    machine = strategy.driver.machine
+    assert strategy.driver.finished and [row["failed_local_means"] for row in machine.history] == [1, 1]
+    assert machine.failures == machine.completed == 2
     # a quorum of every client turns the same failure into a stop, with the same line
-    strategy = strategy_for(config, on_finish=finished.append, min_fraction=1.0)
-    run_loopback(strategy, client_fn, 4)
-    assert not strategy.finished and strategy.stop_reason is not None
+    strategy = PFXABStrategy(num_clients=4, horizon=5_000, seed=0, min_fraction=1.0)
+    run_loopback(strategy, sessions, 4)
+    assert not strategy.driver.finished and strategy.stop_reason is not None
     assert "only 3 of 4 clients" in strategy.stop_reason
     assert re.search(EXPECTED[kind], strategy.stop_reason)
 
@@ -88,9 +86,9 @@ def test_a_broken_objective_on_ray_stops_the_run_with_one_line(capfd) -> None:
     objectives = [good, broken("nan"), good]
     federation = Federation.from_callables(objectives, DOMAIN, noise_sigma=0.1)
     config = RunConfig(clients=3, horizon=5_000, seed=0)
-    client_fn = objective_client_fn(lambda m: objectives[m], DOMAIN, config, per_client=True, send_pull_log=True)
+    sessions = objective_sessions(lambda points, m: objectives[m](points), DOMAIN)
     with pytest.raises(RunStoppedError, match=r"only 2 of 3 clients.*objective of client 1 returned nan at point"):
-        run_flower(federation, config, client_fn=client_fn,
+        run_flower(federation, config, session_fn=sessions,
                    options=AppOptions(round_timeout=60.0, min_fraction=1.0, api="legacy"))
     err = capfd.readouterr().err
     assert "Traceback" not in err
