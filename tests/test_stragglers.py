@@ -22,16 +22,14 @@ from flwr.server.superlink.linkstate.in_memory_linkstate import InMemoryLinkStat
 from pfxab_flower import engine
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.phased import ServerMachine
-from pfxab_flower.client_apps.client import STATE_KEY, PhasedClient
-from pfxab_flower.config import RunConfig
+from pfxab_flower.client_apps.store import STATE_KEY, FlowerStore
+from pfxab_flower.config import AppOptions, RunConfig, parse_run_config, to_run_config
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.faults import FaultPlan, InjectedFailureError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.sampling import SimulatedEnvironment
-from pfxab_flower.simulations import harness
+from pfxab_flower.session import ClientSession, LateReplyError
 from pfxab_flower.simulations.run_flower import run_flower_simulation
-from pfxab_flower.strategies import serde
-from pfxab_flower.strategies.run_config import AppOptions, parse_run_config, to_run_config
 from tests.test_flower_ray import shared_ray  # noqa: F401  (Ray started once for the module, checked stopped)
 
 SAME_KEYS = (
@@ -75,28 +73,32 @@ def test_a_straggler_misses_a_phase_only_if_later_than_the_round_timeout() -> No
 
 
 @pytest.mark.parametrize("round_timeout", [0.01, 60.0])
-def test_a_late_straggler_replies_but_keeps_none_of_its_work(round_timeout: float) -> None:
+def test_a_late_straggler_waits_then_keeps_none_of_its_work(round_timeout: float) -> None:
     config = RunConfig(problem="garland", clients=3, horizon=3000, seed=0)
     federation = build_federation(config)
     settings = engine.make_settings(3, alpha=0.5, horizon=3000, seed=0, min_fraction=0.0)
     plan = FaultPlan(seed=0, rate=1.0, clients=(1,), straggle_seconds=0.01, round_timeout=round_timeout)
     state = RecordDict()
-    client = PhasedClient("pf-xab", settings, 1, lambda log: SimulatedEnvironment(federation, 1, log), state,
-                          faults=plan)
     server = ServerMachine(make_policy("pf-xab"), settings)
+
+    def session() -> ClientSession:  # Flower builds a new client per message, from context.state
+        return ClientSession(1, FlowerStore(state), lambda saved: SimulatedEnvironment.restored(federation, 1, saved),
+                             plan)
+
     started = time.monotonic()
-    arrays, _, metrics = client.fit(*serde.instruction_payload(server.next_instruction()))
-    report, _ = serde.reply_to_report(arrays, metrics, False)  # a real, valid reply...
-    assert report.client == 1 and int(report.counts.sum()) > 0
-    update = server.aggregate([report])
-    client = PhasedClient("pf-xab", settings, 1, lambda log: SimulatedEnvironment(federation, 1, log), state,
-                          faults=plan)  # Flower builds a new client per message, from context.state
-    _, _, metrics = client.evaluate(*serde.update_payload(update))
-    assert serde.metrics_to_active_set(metrics).client == 1
-    assert time.monotonic() - started >= 0.02  # it waited before each reply
-    late = plan.late
-    assert late == (round_timeout == 0.01)
-    assert (STATE_KEY in state) == (not late)  # ...but a late one leaves the client where the server thinks it is
+    instruction = server.next_instruction()
+    if plan.late:
+        with pytest.raises(LateReplyError, match="after the round timeout"):
+            session().handle(instruction)
+        assert STATE_KEY not in state  # a late reply leaves the client where the server thinks it is
+    else:
+        report = session().handle(instruction).report
+        assert report.client == 1 and int(report.counts.sum()) > 0
+        update = server.aggregate([report])
+        assert session().handle(update).report.client == 1
+        assert STATE_KEY in state
+    assert time.monotonic() - started >= 0.01  # it waited before replying
+    assert plan.late == (round_timeout == 0.01)
 
 
 @pytest.mark.ray
@@ -112,9 +114,6 @@ def test_a_straggler_later_than_the_round_timeout_is_a_failure_and_the_run_goes_
                          api=api)
     plan = options.faults(config.seed)
     assert [plan.selects(1, p) for p in (1, 2)] == [True, False]  # client 1 is late in phase 1 only
-    logs: list = []
-    real_pull_logs = harness.pull_logs
-    monkeypatch.setattr(harness, "pull_logs", lambda strategy: logs.extend(real_pull_logs(strategy)) or logs)
     stored: list[bool] = []  # every reply that reached Flower's LinkState (in this process), and if it was kept
     real_store = InMemoryLinkState.store_message_res
     monkeypatch.setattr(InMemoryLinkState, "store_message_res",
@@ -134,7 +133,7 @@ def test_a_straggler_later_than_the_round_timeout_is_a_failure_and_the_run_goes_
     if api == "legacy":  # ...where the legacy API refuses them (their message's TTL, the round timeout, expired)
         assert stored.count(False) == len(stored) - on_time
     # (the Message API keeps them but never pulls them: each round pulls replies to its own message ids)
-    assert [int(log.counts.sum()) for log in logs] == [config.horizon] * 3  # every client pulls exactly T
+    assert flower.summary["pulls_scored"] == [config.horizon] * 3  # every client pulls exactly T
     failing = FaultPlan(seed=config.seed, rate=0.5, clients=(1,))  # the same draws, failing at once
     for plan_ in (plan, failing):
         inprocess = engine.run(build_federation(config), algorithm=config.algorithm, alpha=config.alpha,
