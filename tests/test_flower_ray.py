@@ -11,12 +11,11 @@ import os
 
 import pytest
 
-from pfxab_flower.config import ALGORITHMS, RunConfig
+from pfxab_flower.config import ALGORITHMS, AppOptions, RunConfig
 from pfxab_flower.engine import run_config
 from pfxab_flower.simulations.environment import ray_environment
 from pfxab_flower.simulations.processes import processes_with_marker
 from pfxab_flower.simulations.run_flower import run_flower_simulation
-from pfxab_flower.strategies.run_config import AppOptions
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 
