@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.memory import MARKER_ENV, PeakMemory
+from pfxab_flower.config import DEFAULT_ROUND_TIMEOUT
 
 ITEM1 = {"problem": "garland", "algorithm": "pf-xab", "clients": 10, "alpha": 0.5, "horizon": 2_000_000, "seed": 0}
 FLOWER_TIMEOUT = 900.0  # seconds a whole Flower case may take before it is called failed
@@ -40,14 +41,14 @@ def flower_case(spec: dict) -> dict:
     """One ``run_flower_simulation`` with the phase hook and the memory sampler; checked against in-process."""
     started = time.perf_counter()
     from benchmarks.timeline import server_timeline
-    from pfxab_flower.config import RunConfig
+    from pfxab_flower.config import AppOptions, RunConfig
     from pfxab_flower.engine import run_config
     from pfxab_flower.simulations.run_flower import run_flower_simulation
-    from pfxab_flower.strategies.run_config import AppOptions
 
     imports = time.perf_counter() - started
     config = RunConfig.from_mapping(spec["config"])
-    options = AppOptions(round_timeout=spec.get("round_timeout", 600.0), api=spec.get("api", AppOptions.api))
+    options = AppOptions(round_timeout=spec.get("round_timeout", DEFAULT_ROUND_TIMEOUT),
+                         api=spec.get("api", AppOptions.api))
     with PeakMemory() as memory, server_timeline() as timeline:
         result = run_flower_simulation(config, options=options, num_cpus=spec.get("num_cpus", 1.0))
     reference = run_config(config).summary
@@ -122,7 +123,8 @@ def floor_case(spec: dict) -> dict:
         for _ in range(spec["rounds"]):
             for kind in (MessageType.TRAIN, MessageType.EVALUATE):
                 replies = grid.send_and_receive(
-                    [Message(RecordDict(), dst_node_id=node, message_type=kind) for node in nodes], timeout=600)
+                    [Message(RecordDict(), dst_node_id=node, message_type=kind) for node in nodes],
+                    timeout=DEFAULT_ROUND_TIMEOUT)
                 assert len(list(replies)) == len(nodes)
             stamps.append(time.perf_counter())
 
@@ -143,7 +145,7 @@ CASES = {"flower": flower_case, "simulate": simulate_case, "floor": floor_case}
 def available_apis() -> tuple[str, ...]:
     """The Flower APIs this checkout can run (the Message API adapters may be absent)."""
     try:
-        from pfxab_flower.strategies.run_config import APIS
+        from pfxab_flower.config import APIS
     except ImportError:
         return ("legacy",)
     return tuple(APIS)
