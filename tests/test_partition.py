@@ -69,7 +69,7 @@ def test_log_dimension_is_halved_in_log10_space():
         ({"x": (1.0, 0.0)}, "low < high"),
         ({"x": (0.0, 1.0, "cubic")}, "scale='cubic'"),
         ({"x": (0.0, 1.0, "log")}, "low > 0"),
-        ({}, "at least one"),
+        ({}, r"dimensions=0 is invalid; allowed: an integer in \[1, 32\]"),
     ],
 )
 def test_bad_domains_are_rejected_with_the_reason(spec, fragment):
