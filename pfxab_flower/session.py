@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -83,7 +83,8 @@ class SessionReply:
 class ClientSession:
     """Client ``client``: turns each server message into its reply through a :class:`ClientMachine`.
 
-    ``faults`` injects the run's dropouts and stragglers (:mod:`pfxab_flower.faults`);
+    ``faults`` injects the run's dropouts and stragglers (:mod:`pfxab_flower.faults`), drawn
+    with the run's seed as the server sends it (a client need not know the seed);
     ``sleep`` is how a straggler waits (the in-process engine has no clock and passes a
     no-op). A message the client fails or answers too late changes nothing it keeps.
     """
@@ -115,10 +116,11 @@ class ClientSession:
             pf_pne_eps=parameters.pf_pne_eps,
         )
         if not isinstance(message, FinishInstruction):
-            self.faults.check(self.client, message.phase)  # InjectedFailureError: nothing kept
-            if self.faults.straggle(self.client, message.phase, self.sleep):
+            faults = replace(self.faults, seed=parameters.seed)  # the run's seed is the server's
+            faults.check(self.client, message.phase)  # InjectedFailureError: nothing kept
+            if faults.straggle(self.client, message.phase, self.sleep):
                 raise LateReplyError(f"client {self.client}: reply to phase {message.phase} came after the "
-                                     f"round timeout ({self.faults.round_timeout:g} s)")
+                                     f"round timeout ({faults.round_timeout:g} s)")
         state, saved = self.store.load()
         machine = ClientMachine(make_policy(parameters.algorithm), Settings.from_parameters(parameters),
                                 self.client, state)
