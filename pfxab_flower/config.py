@@ -220,12 +220,13 @@ def _declared(name: str) -> Parameter:
     return PARAMETERS[name]
 
 
-def check(name: str, value: Any) -> Any:
+def check(name: str, value: Any, label: str | None = None) -> Any:
     """Validate the Python value of the declared parameter ``name`` (snake_case); the plain value.
 
     Numpy scalars are accepted as the Python values they hold (``np.int64(5)`` is an
     integer); ``bool`` is neither an integer nor a number. Anything else raises
-    :class:`ConfigError` with one line naming the value and what is allowed.
+    :class:`ConfigError` with one line naming the value (as ``label``, e.g. a keyword
+    argument's own name, if given) and what is allowed.
     """
     p = _declared(name)
     if isinstance(value, np.generic):
@@ -234,6 +235,8 @@ def check(name: str, value: Any) -> Any:
         return None
     converted = _typed(p, value)
     if converted is None or not p.valid(converted):
+        if label is not None:  # a Python keyword argument, named as the caller wrote it
+            raise ConfigError(f"{label}={value!r} is invalid; allowed: {p.allowed}")
         _fail(name, value, p.allowed)
     return converted
 

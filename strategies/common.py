@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from pfxab_flower.config import REWARD_LIMIT, validate_algorithm_parameters
+from pfxab_flower.config import REWARD_LIMIT, check, validate_algorithm_parameters
 from pfxab_flower.driver import Exchange, ServerDriver, Unreadable
 from pfxab_flower.engine import make_settings
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT, parse_min_fraction
+from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.strategies import serde
 
@@ -46,12 +46,10 @@ def make_driver(
     reward_range: tuple[float, float] | None = None,
 ) -> ServerDriver:
     """The driver of a strategy's validated arguments (a one-line ``ConfigError`` names a bad one)."""
-    if isinstance(num_clients, bool) or not isinstance(num_clients, int | np.integer) or num_clients < 1:
-        raise ConfigError(f"num_clients={num_clients!r} is invalid; allowed: an integer >= 1")
+    num_clients = check("clients", num_clients, label="num_clients")
     validate_algorithm_parameters(algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps)
-    min_fraction = parse_min_fraction(min_fraction)
-    if isinstance(round_timeout, bool) or not isinstance(round_timeout, int | float) or not round_timeout > 0:
-        raise ConfigError(f"round_timeout={round_timeout!r} is invalid; allowed: a number of seconds > 0")
+    min_fraction = check("min_fraction", min_fraction)
+    round_timeout = check("round_timeout", round_timeout)
     if federation is not None and federation.num_clients != num_clients:
         raise ConfigError(f"num_clients={num_clients!r} is invalid; allowed: {federation.num_clients} "
                           "(the number of objectives of the federation given)")
