@@ -65,7 +65,7 @@ def test_message_adapters_match_the_inprocess_engine_and_fill_the_result(algorit
 
 def test_the_strategy_classes_check_their_arguments_in_one_line() -> None:
     assert [cls.algorithm for cls in (PFXAB, FedPNE, PFPNE)] == list(ALGORITHMS)
-    for bad, name in (({"alpha": 2.0}, "alpha"), ({"horizon": 0}, "horizon"), ({"min_fraction": -1}, "min-fraction"),
+    for bad, name in (({"alpha": 2.0}, "alpha"), ({"horizon": 0}, "horizon"), ({"min_fraction": -1}, "min_fraction"),
                       ({"num_clients": 0}, "num_clients"), ({"reward_range": (1, 0)}, "reward_range")):
         with pytest.raises(ConfigError, match=name) as info:
             PFXAB(**{"num_clients": 3, "horizon": 1000, **bad})

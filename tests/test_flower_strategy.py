@@ -62,7 +62,7 @@ def test_legacy_adapters_match_the_inprocess_engine(algorithm: str) -> None:
 def test_strategy_classes_fix_their_algorithm_and_check_their_arguments() -> None:
     assert {cls.algorithm for cls in (PFXABStrategy, FedPNEStrategy, PFPNEStrategy)} == set(ALGORITHMS)
     assert set(LEGACY_STRATEGIES) == set(ALGORITHMS)
-    for bad, name in (({"alpha": 2.0}, "alpha"), ({"horizon": 0}, "horizon"), ({"min_fraction": -1}, "min-fraction"),
+    for bad, name in (({"alpha": 2.0}, "alpha"), ({"horizon": 0}, "horizon"), ({"min_fraction": -1}, "min_fraction"),
                       ({"num_clients": 0}, "num_clients"), ({"round_timeout": 0}, "round_timeout")):
         kwargs = {"num_clients": 3, "horizon": 1000, **bad}
         with pytest.raises(ConfigError, match=name) as info:
