@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -176,9 +177,11 @@ class ServerDriver:
         """Every client's final recommendation in the user's units, ``(M, d)`` in client order (NaN if none)."""
         points = [np.asarray(self.final_reports[m].point, dtype=float) if m in self.final_reports else None
                   for m in range(self.num_clients)]
-        dims = {p.size for p in points if p is not None}
-        d = dims.pop() if len(dims) == 1 else 0
-        return np.array([p if p is not None and p.size == d else np.full(d, np.nan) for p in points]).reshape(-1, d)
+        # the length most clients sent (a point of another length must not erase the others', nor crash the server)
+        sizes = Counter(p.size for p in points if p is not None)
+        d = sizes.most_common(1)[0][0] if sizes else 0
+        return np.array([p if p is not None and p.size == d else np.full(d, np.nan) for p in points]).reshape(
+            len(points), d)
 
     def lost_clients(self) -> list[int]:
         """Clients with no usable final report: their node died (or kept failing) before the end."""
