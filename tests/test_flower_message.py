@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from pfxab_flower.client_apps.store import FlowerStore
 from pfxab_flower.config import ALGORITHMS, APIS, AppOptions, RunConfig, parse_run_config, to_run_config
 from pfxab_flower.errors import ConfigError, RunStoppedError
 from pfxab_flower.problems import build_federation
-from pfxab_flower.strategies import PFPNE, PFXAB, STRATEGIES, FedPNE, serde
+from pfxab_flower.strategies import PFPNE, PFXAB, STRATEGIES, FedPNE, records, serde
 from tests.message_loopback import LoopbackGrid, run_loopback
 
 SAME_KEYS = (
@@ -63,12 +64,13 @@ def test_message_adapters_match_the_inprocess_engine_and_fill_the_result(algorit
     assert score["regret"] == inprocess.summary["regret"]
 
 
-def test_the_strategy_classes_check_their_arguments_in_one_line() -> None:
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_the_strategy_classes_check_their_arguments_in_one_line(algorithm: str) -> None:
     assert [cls.algorithm for cls in (PFXAB, FedPNE, PFPNE)] == list(ALGORITHMS)
-    for bad, name in (({"alpha": 2.0}, "alpha"), ({"horizon": 0}, "horizon"), ({"min_fraction": -1}, "min_fraction"),
-                      ({"num_clients": 0}, "num_clients"), ({"reward_range": (1, 0)}, "reward_range")):
-        with pytest.raises(ConfigError, match=name) as info:
-            PFXAB(**{"num_clients": 3, "horizon": 1000, **bad})
+    for name, value in (("alpha", 2.0), ("horizon", 0), ("min_fraction", -1), ("num_clients", 0),
+                        ("round_timeout", 0), ("reward_range", (1, 0))):
+        with pytest.raises(ConfigError, match=rf"^{name}={re.escape(repr(value))} is invalid; allowed: ") as info:
+            STRATEGIES[algorithm](**{"num_clients": 3, "horizon": 1000, name: value})
         assert "\n" not in str(info.value)
 
 
@@ -97,6 +99,34 @@ def test_unreadable_and_error_replies_are_logged_and_skipped(caplog) -> None:
     assert len(rejected) == 1 and "cannot be read" in rejected[0]["reason"]
     assert any("active-set round failed on a client: client crashed" in r.getMessage() for r in caplog.records)
     assert strategy.driver.finished and strategy.run_result().summary["failures"] == 2
+
+
+def test_malformed_final_replies_are_rejected_and_never_crash_the_result() -> None:
+    config = RunConfig(problem="garland", clients=4, horizon=20_000, seed=1)
+
+    def tamper(message: Message, reply: Message) -> Message:
+        # the final round: client 1 names node 2^62, client 2 a NaN point, client 3 a point of another length
+        if serde.FINISH_KEY not in message.content.config_records["config"]:
+            return reply
+        (node, point), metrics = records.from_record(reply.content)
+        partition = metrics[serde.PARTITION_ID]
+        if partition == 1:
+            node = np.array([2**62], dtype=np.int64)
+        elif partition == 2:
+            point = np.full_like(point, np.nan)
+        elif partition == 3:
+            point = np.append(point, 0.5)
+        return Message(records.to_record([node, point], metrics), reply_to=message)
+
+    result, strategy = loopback(config, tamper=tamper)
+    honest = engine.run_config(config).summary["final_points"]
+    driver = strategy.driver
+    assert driver.finished and {1, 2} <= set(driver.lost_clients())
+    assert {(r["client"], r["stage"]) for r in driver.machine.rejected} >= {(1, "finish"), (2, "finish")}
+    points = result.arrays["final-points"].numpy()
+    assert points.shape == (4, 1) and np.all(np.isnan(points[[1, 2, 3]]))  # a point of another length is not shown
+    np.testing.assert_array_equal(points[0], honest[0])
+    assert list(result.arrays["final-nodes"].numpy()[[1, 2]]) == [0, 0]
 
 
 def test_a_node_beyond_the_clients_stands_by(caplog) -> None:

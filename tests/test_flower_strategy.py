@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -59,14 +60,15 @@ def test_legacy_adapters_match_the_inprocess_engine(algorithm: str) -> None:
     np.testing.assert_array_equal(strategy.final_points(), np.array(inprocess.summary["final_points"]))
 
 
-def test_strategy_classes_fix_their_algorithm_and_check_their_arguments() -> None:
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_strategy_classes_fix_their_algorithm_and_check_their_arguments(algorithm: str) -> None:
     assert {cls.algorithm for cls in (PFXABStrategy, FedPNEStrategy, PFPNEStrategy)} == set(ALGORITHMS)
     assert set(LEGACY_STRATEGIES) == set(ALGORITHMS)
-    for bad, name in (({"alpha": 2.0}, "alpha"), ({"horizon": 0}, "horizon"), ({"min_fraction": -1}, "min_fraction"),
-                      ({"num_clients": 0}, "num_clients"), ({"round_timeout": 0}, "round_timeout")):
-        kwargs = {"num_clients": 3, "horizon": 1000, **bad}
-        with pytest.raises(ConfigError, match=name) as info:
-            PFXABStrategy(**kwargs)
+    for name, value in (("alpha", 2.0), ("horizon", 0), ("min_fraction", -1), ("num_clients", 0),
+                        ("round_timeout", 0)):
+        kwargs = {"num_clients": 3, "horizon": 1000, name: value}
+        with pytest.raises(ConfigError, match=rf"^{name}={re.escape(repr(value))} is invalid; allowed: ") as info:
+            LEGACY_STRATEGIES[algorithm](**kwargs)
         assert "\n" not in str(info.value)
     with pytest.raises(ConfigError, match="pf-pne-eps"):
         PFPNEStrategy(num_clients=3, horizon=1000, pf_pne_eps=-1.0)
