@@ -222,9 +222,15 @@ def test_random_malformed_final_replies_never_crash_and_are_never_used(seed: int
             assert result.summary["final_points"][m] is None
         else:
             assert result.summary["final_nodes"][m] == honest.final_reports[m].node_id or m in broken
-    # every break but the sibling (which is a node the client held, when its sibling survived) is refused
-    refused = [m for m in broken if kinds[m] != "sibling-branch"]
+    # every break is refused, but a sibling the client still holds (both halves survived its last phase)
+    refused = [m for m in broken if kinds[m] != "sibling-branch" or not holds(honest, m, nodes[m])]
     assert set(refused) <= set(driver.lost_clients()), kinds
+
+
+def holds(driver, client: int, node: int) -> bool:
+    """Whether ``client``'s last active set descends from ``node`` (so it may end there)."""
+    depth = int(node).bit_length() - 1
+    return any(int(n) >> (int(n).bit_length() - 1 - depth) == node for n in driver.machine.client_sets[client])
 
 
 # -- final replies, through the legacy wire at the end of a real run ---------------------------------------------------
@@ -260,10 +266,8 @@ def final_round(seed: int):
 
 def off_branch(strategy, client: int, node: int) -> int:
     """A node at the depth of ``node`` that ``client``'s last active set does not descend from."""
-    own = strategy.driver.machine.client_sets[client]
     depth = int(node).bit_length() - 1
-    held = {int(n) >> (int(n).bit_length() - 1 - depth) for n in own}
-    return next(n for n in range(2**depth, 2 ** (depth + 1)) if n not in held)
+    return next(n for n in range(2**depth, 2 ** (depth + 1)) if not holds(strategy.driver, client, n))
 
 
 def broken_final_res(kind: str, res: FitRes, strategy, rng: np.random.Generator, valid: dict[int, FitRes]) -> FitRes:
