@@ -327,14 +327,17 @@ def validate_algorithm_parameters(
     rho: float,
     max_depth: int | None,
     pf_pne_eps: float,
+    *,
+    keywords: bool = False,
 ) -> dict[str, Any]:
     """Check the parameters of the algorithm itself (shared by RunConfig, ``engine.run`` and the strategies).
 
-    Returns them as plain Python values (``np.int64`` horizon -> ``int``).
+    Returns them as plain Python values (``np.int64`` horizon -> ``int``). With ``keywords``
+    an error names the Python keyword (``pf_pne_eps=``) rather than the run-config key.
     """
     given = dict(zip(_ALGORITHM_PARAMETERS, (algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps),
                      strict=True))
-    return {name: check(name, value) for name, value in given.items()}
+    return {name: check(name, value, label=name if keywords else None) for name, value in given.items()}
 
 
 def _default(name: str) -> Any:

@@ -145,7 +145,23 @@ class ServerDriver:
         """Why a final report cannot be used, or ``None`` if it can (the machine's check, and no repeats)."""
         if isinstance(report.client, int | np.integer) and int(report.client) in self.final_reports:
             return f"client {report.client} replied twice"
-        return self.machine.check_final(report)
+        return self.machine.check_final(report) or self._check_final_point(report)
+
+    def _check_final_point(self, report: FinishReport) -> str | None:
+        """In simulation the server knows the domain: a final point must be its node's cell centre.
+
+        (A deployment's server has no domain; there the points of the length most
+        clients sent are kept, see :meth:`final_points`.)
+        """
+        if self.federation is None:
+            return None
+        expected = self.federation.partition.midpoints(np.array([report.node_id], dtype=np.int64))[0]
+        point = np.asarray(report.point, dtype=float)
+        if point.shape != expected.shape:
+            return f"final point has {point.size} values, expected {expected.size} (the domain's dimension)"
+        if not np.allclose(point, expected, rtol=1e-12, atol=0.0):
+            return f"final point is not the centre of node {report.node_id}'s cell"
+        return None
 
     def record(self, phase: int, kind: str, values_down: int, bytes_down: int, values_up: int, bytes_up: int) -> None:
         """Log what crossed the wire in one exchange (each transport counts its own encoding)."""

@@ -154,7 +154,8 @@ def run(
     ``describe`` adds problem-level entries (noise, spread, ...) to the summary; ``faults``
     injects client failures and ``min_fraction`` is the quorum (see :mod:`pfxab_flower.faults`).
     """
-    checked = validate_algorithm_parameters(algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps)
+    checked = validate_algorithm_parameters(algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps,
+                                  keywords=True)
     algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps = checked.values()  # np.int64 -> int
     min_fraction = parse_min_fraction(min_fraction)
     M = federation.num_clients

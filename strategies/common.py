@@ -47,7 +47,8 @@ def make_driver(
 ) -> ServerDriver:
     """The driver of a strategy's validated arguments (a one-line ``ConfigError`` names a bad one)."""
     num_clients = check("clients", num_clients, label="num_clients")
-    validate_algorithm_parameters(algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps)
+    validate_algorithm_parameters(algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps,
+                                  keywords=True)
     min_fraction = check("min_fraction", min_fraction, label="min_fraction")
     round_timeout = check("round_timeout", round_timeout, label="round_timeout")
     if federation is not None and federation.num_clients != num_clients:

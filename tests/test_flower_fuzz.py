@@ -237,12 +237,13 @@ def holds(driver, client: int, node: int) -> bool:
 
 WIRE_FINAL_BREAKS = (
     "2^62", "int64-max", "negative", "zero", "root", "off-branch", "float-node", "integral-float-node", "bool-node",
-    "two-node-ids", "nan-point", "inf-point", "-inf-point", "empty-point", "long-point", "int-point", "one-tensor",
+    "two-node-ids", "nan-point", "inf-point", "-inf-point", "empty-point", "long-point", "moved-point", "int-point",
+    "one-tensor",
     "three-tensors", "garbage-bytes", "no-pid", "pid-too-large", "pid-negative", "duplicate", "impersonate",
 )
-#: Breaks ``ServerDriver.check_final`` does not refuse yet (a point's length is not checked against the domain's);
-#: each is a strict xfail below, and the random trials expect it to pass for now.
-KNOWN_FINAL_GAPS = frozenset({"long-point"})
+#: Breaks ``ServerDriver.check_final`` does not refuse yet; each is a strict xfail below, and the random
+#: trials expect it to pass for now (none left: a simulation's server checks a point against its node's centre).
+KNOWN_FINAL_GAPS: frozenset[str] = frozenset()
 
 
 def final_round(seed: int):
@@ -288,7 +289,8 @@ def broken_final_res(kind: str, res: FitRes, strategy, rng: np.random.Generator,
     elif kind.endswith("-point"):
         point = {"nan-point": np.full_like(point, np.nan), "inf-point": np.full_like(point, np.inf),
                  "-inf-point": np.full_like(point, -np.inf), "empty-point": np.array([], dtype=float),
-                 "long-point": np.append(point, 0.5), "int-point": np.ones(point.size, dtype=np.int64)}[kind]
+                 "long-point": np.append(point, 0.5), "moved-point": point + 1e-3,
+                 "int-point": np.ones(point.size, dtype=np.int64)}[kind]
     elif kind == "one-tensor":
         return ok_fit_res([nodes], 1, metrics)
     elif kind == "three-tensors":
@@ -359,11 +361,14 @@ def test_every_kind_of_broken_final_reply_is_rejected(kind: str) -> None:
     check_final_round(strategy, honest, parameters, {3: kind})
 
 
-def test_a_wrong_length_final_point_does_not_crash_the_server() -> None:
-    """Until the length is checked, a point of another length is kept, but the honest points survive it."""
-    strategy, honest, parameters, _ = send_final(1, {0: "long-point", 4: "long-point", 5: "empty-point"})
+def test_final_points_of_another_length_or_place_are_refused_and_the_honest_ones_kept() -> None:
+    """A simulation's server knows the domain: a point must be its node's cell centre, of the domain's length."""
+    strategy, honest, parameters, _ = send_final(1, {0: "long-point", 4: "moved-point", 5: "empty-point"})
     points = parameters_to_ndarrays(parameters)[0]
-    assert points.shape[0] == M
+    assert points.shape == (M, parameters_to_ndarrays(honest[1].parameters)[1].size)
     for m in (1, 2, 3):
         np.testing.assert_array_equal(points[m], parameters_to_ndarrays(honest[m].parameters)[1])
-    assert 5 not in strategy.driver.final_reports
+    assert not {0, 4, 5} & set(strategy.driver.final_reports)
+    reasons = {r["client"]: r["reason"] for r in strategy.driver.machine.rejected}
+    assert "expected" in reasons[0] and "domain's dimension" in reasons[0], reasons
+    assert "is not the centre" in reasons[4], reasons
