@@ -34,24 +34,28 @@ from pfxab_flower.partition import Partition
 from pfxab_flower.problems import build_federation
 
 
-def _noise_per_pull(counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def _noise_per_pull(
+    counts: np.ndarray, rng: np.random.Generator, squares: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     totals = np.zeros(counts.shape)
     for i, n in enumerate(counts.tolist()):
         total = 0.0
         for _ in range(n):
             total += rng.random()
         totals[i] = total
-    return totals
+    return totals, np.zeros(counts.shape)  # the ablations run hoeffding: no squares asked for
 
 
-def _noise_per_node(counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def _noise_per_node(
+    counts: np.ndarray, rng: np.random.Generator, squares: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     totals = np.zeros(counts.shape)
     for i, n in enumerate(counts.tolist()):
         while n > 0:
             block = min(n, noise._CHUNK)
             totals[i] += rng.random(block).sum()
             n -= block
-    return totals
+    return totals, np.zeros(counts.shape)
 
 
 @contextmanager

@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 PROBLEMS = ("garland", "doublesine", "landmine")
 ALGORITHMS = ("pf-xab", "fed-pne", "pf-pne")
 ENGINES = ("inprocess", "flower")
+#: Confidence widths of every algorithm's eliminations: the paper's (Hoeffding, worst-case noise) or
+#: empirical-Bernstein ones from the observed variance (docs/algorithms/index.md).
+CONFIDENCES = ("hoeffding", "bernstein")
 #: Flower APIs the app runs on: the Message API (the default: several times cheaper per round,
 #: see docs/performance.md) or the legacy Strategy/NumPyClient one.
 APIS = ("message", "legacy")
@@ -169,6 +172,9 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("max_depth", int, None, "an integer >= 1 (or unset for no limit)", "deepest phase (default: budget only)",
               _between(1, MAX_INT64), optional=True),
     Parameter("pf_pne_eps", float, 0.1, "a number >= 0", "PF-PNE heterogeneity slack eps >= 0", _between(0, math.inf)),
+    Parameter("confidence", str, "hoeffding", ", ".join(CONFIDENCES),
+              "confidence widths: hoeffding (the paper's) or bernstein (from the observed variance)",
+              _one_of(CONFIDENCES)),
     Parameter("landmine_data", str, None, "a file path", "path to LandmineData.mat (landmine problem)",
               optional=True),
     Parameter("fields", str, None, f"distinct comma-separated integers in 0..{LANDMINE_FIELD_COUNT - 1}",
@@ -315,7 +321,8 @@ def scoped(scope: str) -> list[Parameter]:
     return [p for p in PARAMETERS.values() if p.scope == scope]
 
 
-_ALGORITHM_PARAMETERS = ("algorithm", "alpha", "horizon", "seed", "nu1", "rho", "max_depth", "pf_pne_eps")
+_ALGORITHM_PARAMETERS = ("algorithm", "alpha", "horizon", "seed", "nu1", "rho", "max_depth", "pf_pne_eps",
+                         "confidence")
 
 
 def validate_algorithm_parameters(
@@ -327,6 +334,7 @@ def validate_algorithm_parameters(
     rho: float,
     max_depth: int | None,
     pf_pne_eps: float,
+    confidence: str = "hoeffding",
     *,
     keywords: bool = False,
 ) -> dict[str, Any]:
@@ -335,9 +343,29 @@ def validate_algorithm_parameters(
     Returns them as plain Python values (``np.int64`` horizon -> ``int``). With ``keywords``
     an error names the Python keyword (``pf_pne_eps=``) rather than the run-config key.
     """
-    given = dict(zip(_ALGORITHM_PARAMETERS, (algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps),
-                     strict=True))
+    given = dict(zip(_ALGORITHM_PARAMETERS,
+                     (algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps, confidence), strict=True))
     return {name: check(name, value, label=name if keywords else None) for name, value in given.items()}
+
+
+def check_reward_range(confidence: str, reward_range: Any, label: str = "reward_range") -> tuple[float, float]:
+    """The ``(low, high)`` rewards lie in, as floats; a one-line :class:`ConfigError` if it is not one.
+
+    ``confidence = "bernstein"`` needs a real range (its width has a term in the span
+    ``high - low``): the default, the widest a server accepts, is refused for it.
+    """
+    valid = (isinstance(reward_range, tuple | list) and len(reward_range) == 2
+             and all(isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
+                     for v in reward_range)
+             and -REWARD_LIMIT <= reward_range[0] < reward_range[1] <= REWARD_LIMIT)
+    if not valid:
+        raise ConfigError(f"{label}={reward_range!r} is invalid; allowed: (low, high) with "
+                          f"{-REWARD_LIMIT:g} <= low < high <= {REWARD_LIMIT:g}")
+    low, high = float(reward_range[0]), float(reward_range[1])
+    if confidence == "bernstein" and (low, high) == (-REWARD_LIMIT, REWARD_LIMIT):
+        raise ConfigError(f"{label}={reward_range!r} is invalid with confidence='bernstein'; allowed: the range "
+                          "(low, high) the rewards lie in (the Bernstein width grows with high - low)")
+    return low, high
 
 
 def _default(name: str) -> Any:
@@ -364,6 +392,7 @@ class RunConfig:
     spread: float = _default("spread")
     max_depth: int | None = _default("max_depth")
     pf_pne_eps: float = _default("pf_pne_eps")
+    confidence: str = _default("confidence")
     landmine_data: str | None = _default("landmine_data")
     fields: str | None = _default("fields")
 

@@ -85,7 +85,7 @@ class ServerDriver:
     @property
     def max_rounds(self) -> int:
         """Flower rounds the run can take: one per phase (bounded from the horizon) plus the final one."""
-        return self.settings.schedule.max_phases() + 1
+        return self.machine.max_phases() + 1
 
     @property
     def running(self) -> bool:
@@ -108,12 +108,13 @@ class ServerDriver:
             return None
 
     def secure_sums(
-        self, instruction: PhaseInstruction, sums: np.ndarray, holders: np.ndarray, exchange: Exchange
+        self, instruction: PhaseInstruction, sums: np.ndarray, holders: np.ndarray, exchange: Exchange,
+        variance_sums: np.ndarray | None = None,
     ) -> GlobalUpdate | None:
         """Average from SecAgg+ sums over ``len(exchange.reports)`` clients; ``None`` if the run stopped."""
         self._take(instruction.phase, "local-means", exchange)
         try:
-            return self.machine.aggregate_sums(sums, holders, len(exchange.reports))
+            return self.machine.aggregate_sums(sums, holders, len(exchange.reports), variance_sums)
         except RunStoppedError as exc:
             self.stop(str(exc), exchange.failures)
             return None
@@ -260,6 +261,7 @@ def run_parameters(
         "rho": schedule.rho,
         "max_depth": schedule.max_depth,
         "pf_pne_eps": settings.pf_pne_eps,
+        "confidence": settings.confidence,
         **(describe or {}),
     }
 

@@ -17,7 +17,7 @@ from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.messages import FinishInstruction, Message, payload_size
 from pfxab_flower.algorithms.phased import Policy, ServerMachine, Settings
 from pfxab_flower.algorithms.schedule import Schedule
-from pfxab_flower.config import REWARD_LIMIT, RunConfig, validate_algorithm_parameters
+from pfxab_flower.config import REWARD_LIMIT, RunConfig, check_reward_range, validate_algorithm_parameters
 from pfxab_flower.driver import Exchange, ServerDriver
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS, FaultPlan, InjectedFailureError, parse_min_fraction
@@ -40,11 +40,12 @@ def make_settings(
     pf_pne_eps: float = 0.1,
     min_fraction: float = DEFAULT_MIN_FRACTION,
     reward_range: tuple[float, float] = (-REWARD_LIMIT, REWARD_LIMIT),
+    confidence: str = "hoeffding",
 ) -> Settings:
     """The :class:`Settings` every machine of a run shares."""
     schedule = Schedule(horizon=horizon, num_clients=num_clients, nu1=nu1, rho=rho, max_depth=max_depth)
     return Settings(schedule=schedule, alpha=alpha, seed=seed, pf_pne_eps=pf_pne_eps, min_fraction=min_fraction,
-                    reward_range=reward_range)
+                    reward_range=reward_range, confidence=confidence)
 
 
 def record_exchange(
@@ -145,6 +146,7 @@ def run(
     rho: float = 0.5,
     max_depth: int | None = None,
     pf_pne_eps: float = 0.1,
+    confidence: str = "hoeffding",
     describe: dict[str, Any] | None = None,
     faults: FaultPlan = NO_FAULTS,
     min_fraction: float = DEFAULT_MIN_FRACTION,
@@ -155,23 +157,17 @@ def run(
     injects client failures and ``min_fraction`` is the quorum (see :mod:`pfxab_flower.faults`).
     """
     checked = validate_algorithm_parameters(algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps,
-                                  keywords=True)
-    algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps = checked.values()  # np.int64 -> int
+                                            confidence, keywords=True)
+    algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps, confidence = checked.values()  # np.int64 -> int
     min_fraction = parse_min_fraction(min_fraction)
     M = federation.num_clients
     settings = make_settings(
         M, alpha=alpha, horizon=horizon, seed=seed, nu1=nu1, rho=rho, max_depth=max_depth, pf_pne_eps=pf_pne_eps,
-        min_fraction=min_fraction, reward_range=federation.reward_range,
+        min_fraction=min_fraction, reward_range=check_reward_range(confidence, federation.reward_range),
+        confidence=confidence,
     )
     sim = simulate(federation, make_policy(algorithm), settings, faults=faults)
     return sim.driver.result("inprocess", describe)
-
-
-def settings_of(config: RunConfig) -> Settings:
-    """The :class:`Settings` of a run configuration (the same for every engine)."""
-    parameters = config.algorithm_parameters()
-    del parameters["algorithm"]
-    return make_settings(config.clients, **parameters)
 
 
 def describe_problem(config: RunConfig) -> dict[str, Any]:

@@ -72,25 +72,60 @@ class NoiseModel:
             return sums
         if self.kind == "gaussian":
             return sums + self.sigma * np.sqrt(counts) * rng.standard_normal(means.shape)
-        return sums + self.sigma * (2.0 * _uniform_sums(counts, rng) - counts)
+        return sums + self.sigma * (2.0 * _uniform_sums(counts, rng)[0] - counts)
+
+    def sample_sums_and_deviations(
+        self, means: np.ndarray, counts: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Sums of ``counts[i]`` noisy rewards and their sums of squared deviations from their own mean.
+
+        What the empirical-Bernstein width needs (``confidence = "bernstein"``), drawn
+        exactly: uniform from the very draws; gaussian as ``sigma^2 chi^2_(n-1)``
+        (independent of the sum, Cochran's theorem); bernoulli as ``k - k^2 / n`` for
+        ``k`` successes; ``none`` (or ``sigma = 0``) as 0.
+        """
+        means = np.asarray(means, dtype=float)
+        counts = np.asarray(counts, dtype=np.int64)
+        if self.kind == "bernoulli":
+            sums = self.sample_sums(means, counts, rng)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return sums, np.where(counts > 0, sums - sums * sums / np.maximum(counts, 1), 0.0)
+        if self.sigma == 0 or self.deterministic:
+            return counts * means, np.zeros(means.shape)
+        if self.kind == "gaussian":
+            sums = self.sample_sums(means, counts, rng)
+            degrees = np.maximum(counts - 1, 1)
+            return sums, np.where(counts >= 2, self.sigma**2 * rng.chisquare(degrees), 0.0)
+        uniform_sums, uniform_squares = _uniform_sums(counts, rng, squares=True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            spread = np.where(counts > 0, uniform_squares - uniform_sums**2 / np.maximum(counts, 1), 0.0)
+        # a reward is mu + sigma (2 u - 1): its deviations are 2 sigma times those of u
+        sums = counts * means + self.sigma * (2.0 * uniform_sums - counts)
+        return sums, 4.0 * self.sigma**2 * np.maximum(spread, 0.0)
 
 
-def _uniform_sums(counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Sum of ``counts[i]`` draws of U[0, 1] for every ``i``, drawn in order, in bounded blocks.
+def _uniform_sums(counts: np.ndarray, rng: np.random.Generator, squares: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Sum (and with ``squares`` the sum of squares) of ``counts[i]`` draws of U[0, 1] for every ``i``.
 
-    The sum of ``n`` draws of ``U[-s, s]`` is then ``s * (2 * sum(U[0, 1]) - n)``.
+    Drawn in order, in bounded blocks; the same draws whether or not squares are asked
+    for. The sum of ``n`` draws of ``U[-s, s]`` is then ``s * (2 * sum(U[0, 1]) - n)``.
     """
-    totals = np.zeros(counts.shape)
+    totals, squared = np.zeros(counts.shape), np.zeros(counts.shape)
     if counts.sum() <= _CHUNK:  # the common case: one draw for every node, split by reduceat
         nonzero = np.flatnonzero(counts > 0)
         if nonzero.size:
             draws = rng.random(int(counts.sum()))
             starts = np.concatenate([[0], np.cumsum(counts[nonzero])[:-1]])
             totals[nonzero] = np.add.reduceat(draws, starts)
-        return totals
+            if squares:
+                squared[nonzero] = np.add.reduceat(draws * draws, starts)
+        return totals, squared
     for i, n in enumerate(counts.tolist()):
         while n > 0:
             block = min(n, _CHUNK)
-            totals[i] += rng.random(block).sum()
+            draws = rng.random(block)
+            totals[i] += draws.sum()
+            if squares:
+                squared[i] += (draws * draws).sum()
             n -= block
-    return totals
+    return totals, squared

@@ -27,7 +27,7 @@ from pfxab_flower.problems.federation import Federation
 def federation_key(config: RunConfig) -> RunConfig:
     """The config with the algorithm's own fields reset: configs that share a federation share this key."""
     return config.replace(algorithm="pf-xab", alpha=0.0, seed=0, horizon=1, nu1=1.0, rho=0.5,
-                          max_depth=None, pf_pne_eps=0.1)
+                          max_depth=None, pf_pne_eps=0.1, confidence="hoeffding")
 
 
 @lru_cache(maxsize=8)

@@ -32,6 +32,11 @@ class Environment(Protocol):
     def pull(self, node_ids: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Pull node ``node_ids[i]`` ``counts[i]`` times in order; return each node's reward sum."""
 
+    def pull_with_deviations(
+        self, node_ids: np.ndarray, counts: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``pull``, and each node's sum of squared deviations of its rewards (``confidence = "bernstein"``)."""
+
     def play(self, node_id: int, count: int) -> None:
         """Pull one node ``count`` times; the rewards are not needed."""
 
@@ -102,6 +107,16 @@ class SimulatedEnvironment:
         sums = self.federation.noise.sample_sums(means, counts, rng)
         self.log.extend(node_ids, counts)
         return sums
+
+    def pull_with_deviations(
+        self, node_ids: np.ndarray, counts: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        node_ids = np.asarray(node_ids, dtype=np.int64)
+        counts = np.asarray(counts, dtype=np.int64)
+        means = self.means(node_ids)
+        sums, deviations = self.federation.noise.sample_sums_and_deviations(means, counts, rng)
+        self.log.extend(node_ids, counts)
+        return sums, deviations
 
     def play(self, node_id: int, count: int) -> None:
         self.log.extend(np.array([node_id]), np.array([count]))

@@ -33,7 +33,7 @@ from pfxab_flower.algorithms.messages import (
     PhaseInstruction,
 )
 from pfxab_flower.algorithms.phased import ClientMachine, ClientState, Settings
-from pfxab_flower.config import validate_algorithm_parameters
+from pfxab_flower.config import check_reward_range, validate_algorithm_parameters
 from pfxab_flower.faults import NO_FAULTS, FaultPlan
 from pfxab_flower.sampling import Environment
 
@@ -113,8 +113,9 @@ class ClientSession:
         validate_algorithm_parameters(
             algorithm=parameters.algorithm, alpha=parameters.alpha, horizon=parameters.horizon,
             seed=parameters.seed, nu1=parameters.nu1, rho=parameters.rho, max_depth=parameters.max_depth or None,
-            pf_pne_eps=parameters.pf_pne_eps,
+            pf_pne_eps=parameters.pf_pne_eps, confidence=parameters.confidence,
         )
+        check_reward_range(parameters.confidence, (parameters.reward_low, parameters.reward_high))
         if not isinstance(message, FinishInstruction):
             faults = replace(self.faults, seed=parameters.seed)  # the run's seed is the server's
             faults.check(self.client, message.phase)  # InjectedFailureError: nothing kept

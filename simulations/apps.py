@@ -42,7 +42,7 @@ def strategy_of(config: RunConfig, options: AppOptions, federation: Federation |
     kwargs: dict[str, Any] = dict(
         num_clients=config.clients, horizon=config.horizon, alpha=config.alpha, seed=config.seed, nu1=config.nu1,
         rho=config.rho, max_depth=config.max_depth, min_fraction=options.min_fraction,
-        round_timeout=options.round_timeout, federation=federation,
+        round_timeout=options.round_timeout, federation=federation, confidence=config.confidence,
     )
     if config.algorithm == "pf-pne":
         kwargs["pf_pne_eps"] = config.pf_pne_eps

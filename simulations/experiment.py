@@ -147,9 +147,15 @@ def _field_name(key: str, path: Path, table: str) -> str:
     return name
 
 
+#: Fields added to RunConfig after results were first written: left out of a run's id at their default, so
+#: an older results directory keeps its run ids (and resumes) unchanged.
+LATER_FIELD_DEFAULTS = {"confidence": "hoeffding"}
+
+
 def run_id(config: RunConfig) -> str:
     """A stable, readable directory name for one run: a slug plus a hash of every field."""
-    digest = hashlib.sha256(json.dumps(config.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
+    fields = {k: v for k, v in config.to_dict().items() if LATER_FIELD_DEFAULTS.get(k, object()) != v}
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
     return f"{config.problem}-{config.algorithm}-a{config.alpha:g}-s{config.seed}-{digest}"
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pfxab_flower.config import REWARD_LIMIT, check, validate_algorithm_parameters
+from pfxab_flower.config import REWARD_LIMIT, check, check_reward_range, validate_algorithm_parameters
 from pfxab_flower.driver import Exchange, ServerDriver, Unreadable
 from pfxab_flower.engine import make_settings
 from pfxab_flower.errors import ConfigError
@@ -44,10 +44,11 @@ def make_driver(
     round_timeout: float,
     federation: Federation | None,
     reward_range: tuple[float, float] | None = None,
+    confidence: str = "hoeffding",
 ) -> ServerDriver:
     """The driver of a strategy's validated arguments (a one-line ``ConfigError`` names a bad one)."""
     num_clients = check("clients", num_clients, label="num_clients")
-    validate_algorithm_parameters(algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps,
+    validate_algorithm_parameters(algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps, confidence,
                                   keywords=True)
     min_fraction = check("min_fraction", min_fraction, label="min_fraction")
     round_timeout = check("round_timeout", round_timeout, label="round_timeout")
@@ -56,13 +57,10 @@ def make_driver(
                           "(the number of objectives of the federation given)")
     if reward_range is None:
         reward_range = federation.reward_range if federation is not None else (-REWARD_LIMIT, REWARD_LIMIT)
-    elif not (len(reward_range) == 2 and all(isinstance(v, int | float) for v in reward_range)
-              and -REWARD_LIMIT <= reward_range[0] < reward_range[1] <= REWARD_LIMIT):
-        raise ConfigError(f"reward_range={reward_range!r} is invalid; allowed: (low, high) with "
-                          f"{-REWARD_LIMIT:g} <= low < high <= {REWARD_LIMIT:g}")
+    reward_range = check_reward_range(confidence, reward_range)
     settings = make_settings(int(num_clients), alpha=alpha, horizon=int(horizon), seed=int(seed), nu1=nu1, rho=rho,
                              max_depth=max_depth, pf_pne_eps=pf_pne_eps, min_fraction=min_fraction,
-                             reward_range=(float(reward_range[0]), float(reward_range[1])))
+                             reward_range=reward_range, confidence=confidence)
     return ServerDriver(algorithm, settings, federation)
 
 

@@ -70,6 +70,7 @@ class LegacyPhasedEliminationStrategy(Strategy):
         round_timeout: float = DEFAULT_ROUND_TIMEOUT,
         federation: Federation | None = None,
         reward_range: tuple[float, float] | None = None,
+        confidence: str = "hoeffding",
         secure_aggregation: bool = False,
         _pf_pne_eps: float = 0.1,
     ) -> None:
@@ -77,7 +78,7 @@ class LegacyPhasedEliminationStrategy(Strategy):
         self.driver: ServerDriver = make_driver(
             self.algorithm, num_clients=num_clients, horizon=horizon, alpha=alpha, seed=seed, nu1=nu1, rho=rho,
             max_depth=max_depth, pf_pne_eps=_pf_pne_eps, min_fraction=min_fraction, round_timeout=round_timeout,
-            federation=federation, reward_range=reward_range,
+            federation=federation, reward_range=reward_range, confidence=confidence,
         )
         self.round_timeout = float(round_timeout)
         self.secure_aggregation = bool(secure_aggregation)
@@ -244,8 +245,9 @@ class LegacyPhasedEliminationStrategy(Strategy):
         except Exception:  # an undecodable sum: nothing can be averaged
             vectors = []
         average = vectors[0] if len(vectors) == 1 else np.zeros(0)
-        sums, holders = secure.split_aggregate(average, len(clients), len(instruction.node_ids))
-        return self.driver.secure_sums(instruction, sums, holders, exchange)
+        parts = 3 if self.driver.settings.bernstein else 2
+        sums, holders, variance_sums = secure.split_aggregate(average, len(clients), len(instruction.node_ids), parts)
+        return self.driver.secure_sums(instruction, sums, holders, exchange, variance_sums)
 
 
 def _failure_text(failure: BaseException | tuple[ClientProxy, Any]) -> str:

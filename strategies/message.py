@@ -58,7 +58,9 @@ class PhasedEliminationStrategy(Strategy):
     nodes to connect). ``federation`` (simulation only) is the ground truth: the clients
     then attach their pull logs and the result carries the exact regret. ``reward_range``
     is where a reward can lie: a local mean outside it is rejected, never averaged (default:
-    the federation's, else ``[-2e9, 2e9]``).
+    the federation's, else ``[-2e9, 2e9]``). ``confidence="bernstein"`` uses empirical-Bernstein
+    widths from the observed variance instead of the paper's (it needs a real ``reward_range``,
+    or a ``federation``).
     """
 
     algorithm: ClassVar[str]
@@ -77,12 +79,13 @@ class PhasedEliminationStrategy(Strategy):
         round_timeout: float = DEFAULT_ROUND_TIMEOUT,
         federation: Federation | None = None,
         reward_range: tuple[float, float] | None = None,
+        confidence: str = "hoeffding",
         _pf_pne_eps: float = 0.1,
     ) -> None:
         self.driver: ServerDriver = make_driver(
             self.algorithm, num_clients=num_clients, horizon=horizon, alpha=alpha, seed=seed, nu1=nu1, rho=rho,
             max_depth=max_depth, pf_pne_eps=_pf_pne_eps, min_fraction=min_fraction, round_timeout=round_timeout,
-            federation=federation, reward_range=reward_range,
+            federation=federation, reward_range=reward_range, confidence=confidence,
         )
         self.round_timeout = float(round_timeout)
         self._nodes: list[int] | None = None  # the run's nodes, fixed at the first round

@@ -6,6 +6,10 @@ length for every client, which SecAgg+ needs)::
 
     [ means * sampled  |  sampled ]        (sampled = 1 where the client pulled the node)
 
+and under ``confidence = "bernstein"`` a third block, its sample variances scaled into the
+clipping range, ``variances * sampled / VARIANCE_SCALE`` (a variance of rewards in
+``[-8, 8]`` is at most ``64 n / (n - 1) <= 128``), so the server learns only their sums too.
+
 Flower's ``secaggplus_mod`` (client) quantises and masks it, and ``SecAggPlusWorkflow``
 (server) reveals only the average over the ``n`` clients that took part (every
 client is given the same weight: ``num_examples = max_weight = 1``). ``n`` times that
@@ -35,6 +39,7 @@ from pfxab_flower.errors import ObjectiveError
 
 SECURE_CLIP = 8.0  # SecAgg+ clipping range (Flower's default): local means must lie in [-8, 8]
 QUANTIZATION_RANGE = 2**22  # Flower's default: the quantisation step is 2 * SECURE_CLIP / 2**22
+VARIANCE_SCALE = 2 * SECURE_CLIP  # variances are sent divided by this, into [0, SECURE_CLIP]
 FINAL_NODE = "final-node"
 FINAL_POINT = "final-point"
 
@@ -52,15 +57,25 @@ def local_vector(report: LocalReport) -> np.ndarray:
             f"[-{SECURE_CLIP:g}, {SECURE_CLIP:g}], the range secure aggregation quantises; allowed: rewards "
             f"in that range (rescale the objective) or secure-aggregation=false"
         )
-    return np.concatenate([means, sampled.astype(float)])
+    blocks = [means, sampled.astype(float)]
+    if report.variances is not None:
+        blocks.append(np.where(sampled, np.asarray(report.variances, dtype=float), 0.0) / VARIANCE_SCALE)
+    return np.concatenate(blocks)
 
 
-def split_aggregate(average: np.ndarray, reporters: int, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(sums, holders)`` from SecAgg+'s average over ``reporters`` clients (wrong lengths are passed on)."""
+def split_aggregate(
+    average: np.ndarray, reporters: int, size: int, parts: int = 2
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``(sums, holders, variance sums)`` from SecAgg+'s average over ``reporters`` clients.
+
+    ``parts`` is 3 under bernstein (variances too), else 2 (and the variance sums ``None``).
+    Wrong lengths are passed on for the core to reject.
+    """
     vector = np.asarray(average, dtype=float).reshape(-1)
-    if vector.size != 2 * size:
-        return vector, np.zeros(0)
-    return vector[:size] * reporters, np.rint(vector[size:] * reporters)
+    if vector.size != parts * size:
+        return vector, np.zeros(0), (np.zeros(0) if parts == 3 else None)
+    sums, holders = vector[:size] * reporters, np.rint(vector[size:2 * size] * reporters)
+    return sums, holders, (vector[2 * size:] * reporters * VARIANCE_SCALE if parts == 3 else None)
 
 
 def finish_payload(arrays: list[np.ndarray], config: dict) -> tuple[list[np.ndarray], dict]:

@@ -6,13 +6,14 @@ Both Flower APIs carry the same *payload*: a list of numpy tensors and a flat co
 ``RecordDict`` (:mod:`~pfxab_flower.strategies.records`). One phase is two exchanges::
 
     PhaseInstruction  -> train/fit       [node_ids]                  {phase, global-pulls, local-pulls, param-*}
-    LocalReport       <- reply           [node_ids, means, counts]   {partition-id}
-    GlobalUpdate      -> evaluate        [node_ids, means, elim.]    {phase, phase-length, param-*}
+    LocalReport       <- reply           [node_ids, means, counts(, variances)]   {partition-id}
+    GlobalUpdate      -> evaluate        [node_ids, means, elim.(, widths)]       {phase, phase-length, param-*}
     ActiveSetReport   <- reply           []                          {partition-id, node-ids: int64 bytes}
     FinishInstruction -> train/fit       []                          {phases, param-*}
     FinishReport      <- reply           [[node_id], point]          {partition-id}
 
-``param-*`` are the run's :class:`AlgorithmParameters`, sent with every broadcast. A node
+The parts in brackets go only under ``confidence = "bernstein"`` (sample variances up,
+global widths down). ``param-*`` are the run's :class:`AlgorithmParameters`, sent with every broadcast. A node
 that is not one of the run's clients replies ``{partition-id, standby: true}``. In
 simulation every reply also carries the client's pull log as ``harness:*`` int64 bytes:
 simulation data, not part of the algorithm, and not counted by :func:`wire_size`.
@@ -70,6 +71,8 @@ def broadcast_payload(message: Instruction) -> Payload:
     if isinstance(message, GlobalUpdate):
         arrays = [_ids(message.node_ids), np.asarray(message.global_means, dtype=float),
                   np.asarray(message.eliminated, dtype=bool)]
+        if message.global_widths is not None:
+            arrays.append(np.asarray(message.global_widths, dtype=float))
         return arrays, {"phase": int(message.phase), UPDATE_KEY: int(message.phase_length), **parameters}
     config = {"phase": int(message.phase), "global-pulls": int(message.global_pulls),
               "local-pulls": int(message.local_pulls), **parameters}
@@ -83,9 +86,12 @@ def read_broadcast(arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> I
         if FINISH_KEY in config:
             return FinishInstruction(int(config[FINISH_KEY]), parameters)
         if UPDATE_KEY in config:
-            node_ids, means, eliminated = arrays
+            if len(arrays) not in (3, 4):
+                raise ValueError(f"global update has {len(arrays)} tensors, expected 3 or 4")
+            node_ids, means, eliminated = arrays[:3]
+            widths = np.asarray(arrays[3], dtype=float) if len(arrays) == 4 else None
             return GlobalUpdate(int(config["phase"]), _ids(node_ids), np.asarray(means, dtype=float),
-                                int(config[UPDATE_KEY]), np.asarray(eliminated, dtype=bool), parameters)
+                                int(config[UPDATE_KEY]), np.asarray(eliminated, dtype=bool), parameters, widths)
         return PhaseInstruction(int(config["phase"]), _ids(arrays[0]), int(config["global-pulls"]),
                                 int(config["local-pulls"]), parameters)
     except (KeyError, IndexError, TypeError, ValueError) as exc:
@@ -104,7 +110,10 @@ def reply_payload(report: Report, harness: Mapping[str, np.ndarray] | None = Non
         return [np.array([report.node_id], dtype=np.int64), np.asarray(report.point, dtype=float)], config
     if isinstance(report, ActiveSetReport):
         return [], {**config, NODE_IDS: _ids(report.node_ids).tobytes()}
-    return [_ids(report.node_ids), np.asarray(report.means, dtype=float), np.asarray(report.counts)], config
+    arrays = [_ids(report.node_ids), np.asarray(report.means, dtype=float), np.asarray(report.counts)]
+    if report.variances is not None:
+        arrays.append(np.asarray(report.variances, dtype=float))
+    return arrays, config
 
 
 def standby_payload(partition_id: int) -> Payload:
@@ -135,9 +144,10 @@ def read_reply(arrays: Sequence[np.ndarray], config: Mapping[str, Any], expected
         if not isinstance(raw, bytes) or len(raw) % 8:
             raise WireError(f"{NODE_IDS!r} is not int64 bytes")
         return ActiveSetReport(client, np.frombuffer(raw, dtype="<i8").astype(np.int64))
-    if len(arrays) != 3:
-        raise WireError(f"local report has {len(arrays)} tensors, expected 3 (node ids, means, counts)")
-    return LocalReport(client, *arrays)
+    if len(arrays) not in (3, 4):
+        raise WireError(f"local report has {len(arrays)} tensors, expected 3 (node ids, means, counts) "
+                        "or 4 (and variances, under bernstein)")
+    return LocalReport(client, *arrays)  # variances where the run has none are the core's to refuse
 
 
 def read_harness(config: Mapping[str, Any]) -> dict[str, np.ndarray]:

@@ -13,17 +13,22 @@ import math
 
 import numpy as np
 
+from pfxab_flower.algorithms.bernstein import eliminate_with_widths
 from pfxab_flower.algorithms.phased import ClientView, Policy, Settings, eliminate_below
 
 
 class FedPNE(Policy):
     name = "fed-pne"
 
-    def pulls(self, settings: Settings, phase: int) -> tuple[int, int]:
-        return math.ceil(settings.schedule.f(phase)), 0
+    def pulls(self, settings: Settings, f: float) -> tuple[int, int]:
+        return math.ceil(f), 0
 
-    def server_eliminated(self, settings: Settings, phase: int, pooled_means: np.ndarray) -> np.ndarray:
+    def server_eliminated(
+        self, settings: Settings, phase: int, pooled_means: np.ndarray, pooled_widths: np.ndarray | None
+    ) -> np.ndarray:
         schedule = settings.schedule
+        if pooled_widths is not None:  # bernstein
+            return ~eliminate_with_widths(pooled_means, pooled_widths, slack=schedule.smoothness(phase))
         return ~eliminate_below(
             pooled_means, slack=schedule.smoothness(phase), margin=2.0 * schedule.confidence_width(phase)
         )

@@ -25,6 +25,12 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from pfxab_flower.config import REWARD_LIMIT
+
+#: Parameters added with the ``confidence`` option: sent only when they differ from their default, so a
+#: ``hoeffding`` run's messages are the very bytes of earlier versions (and their readers still read them).
+OPTIONAL_ON_WIRE = ("confidence", "reward_low", "reward_high")
+
 
 @dataclass(frozen=True)
 class AlgorithmParameters:
@@ -33,6 +39,8 @@ class AlgorithmParameters:
     ``max_depth = 0`` means no depth limit (a wire format has no ``None``). ``report_pulls``
     belongs to the simulation harness, not to the algorithm: it asks every client to attach
     its pull log to its replies, from which the server scores the exact regret.
+    ``confidence`` is ``hoeffding`` (the paper's widths) or ``bernstein`` (empirical-Bernstein
+    widths, which need the rewards' range ``[reward_low, reward_high]``).
     """
 
     algorithm: str
@@ -45,17 +53,27 @@ class AlgorithmParameters:
     max_depth: int = 0
     pf_pne_eps: float = 0.1
     report_pulls: bool = False
+    confidence: str = "hoeffding"
+    reward_low: float = -REWARD_LIMIT
+    reward_high: float = REWARD_LIMIT
+
+    def sent(self) -> list[str]:
+        """The fields that go on the wire: every one but the optional ones left at their default."""
+        return [f.name for f in fields(self) if f.name not in OPTIONAL_ON_WIRE or getattr(self, f.name) != f.default]
 
     def to_wire(self) -> dict[str, str | int | float]:
         """The parameters as flat scalars (kebab-case keys), for a Flower config record."""
-        return {f"param-{f.name.replace('_', '-')}": getattr(self, f.name) for f in fields(self)}
+        return {f"param-{name.replace('_', '-')}": getattr(self, name) for name in self.sent()}
 
     @classmethod
     def from_wire(cls, values: Mapping[str, object]) -> AlgorithmParameters:
         """The parameters in a received config; ``KeyError``/``TypeError``/``ValueError`` if absent or mistyped."""
         kwargs = {}
         for f in fields(cls):
-            value = values[f"param-{f.name.replace('_', '-')}"]
+            key = f"param-{f.name.replace('_', '-')}"
+            if f.name in OPTIONAL_ON_WIRE and key not in values:
+                continue
+            value = values[key]
             kind = {"str": str, "int": int, "float": float, "bool": bool}[str(f.type)]
             if kind is float and isinstance(value, int) and not isinstance(value, bool):
                 value = float(value)
@@ -78,12 +96,17 @@ class PhaseInstruction:
 
 @dataclass(frozen=True)
 class LocalReport:
-    """A client's local means over ``A(p)``; ``counts == 0`` marks a node it did not sample."""
+    """A client's local means over ``A(p)``; ``counts == 0`` marks a node it did not sample.
+
+    Under ``confidence = "bernstein"`` it also sends each node's sample variance (its sum of
+    squared deviations over ``n - 1``); under ``hoeffding`` nothing more than the means.
+    """
 
     client: int
     node_ids: np.ndarray
     means: np.ndarray
     counts: np.ndarray
+    variances: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +119,7 @@ class GlobalUpdate:
     phase_length: int
     eliminated: np.ndarray  # bool, one per node of A(p): dropped for everyone by the server
     parameters: AlgorithmParameters
+    global_widths: np.ndarray | None = None  # bernstein only: the confidence width of each global mean
 
 
 @dataclass(frozen=True)
@@ -132,9 +156,11 @@ def payload_size(message: Message) -> tuple[int, int]:
     nbytes = 0
     for field in fields(message):
         value = getattr(message, field.name)
+        if value is None:  # an optional part that is not sent
+            continue
         if isinstance(value, AlgorithmParameters):
-            values += len(fields(value))
-            nbytes += 8 * len(fields(value))
+            values += len(value.sent())
+            nbytes += 8 * len(value.sent())
         elif isinstance(value, np.ndarray):
             values += value.size
             nbytes += value.nbytes

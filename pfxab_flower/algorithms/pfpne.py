@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from pfxab_flower.algorithms.bernstein import eliminate_with_widths
 from pfxab_flower.algorithms.phased import ClientView, Policy, Settings, eliminate_below
 from pfxab_flower.algorithms.schedule import C
 
@@ -23,11 +24,16 @@ from pfxab_flower.algorithms.schedule import C
 class PFPNE(Policy):
     name = "pf-pne"
 
-    def pulls(self, settings: Settings, phase: int) -> tuple[int, int]:
-        return 0, math.ceil(settings.schedule.f(phase))
+    def pulls(self, settings: Settings, f: float) -> tuple[int, int]:
+        return 0, math.ceil(f)
 
-    def server_eliminated(self, settings: Settings, phase: int, pooled_means: np.ndarray) -> np.ndarray:
+    def server_eliminated(
+        self, settings: Settings, phase: int, pooled_means: np.ndarray, pooled_widths: np.ndarray | None
+    ) -> np.ndarray:
         schedule = settings.schedule
+        if pooled_widths is not None:  # bernstein
+            return ~eliminate_with_widths(pooled_means, pooled_widths,
+                                          slack=schedule.smoothness(phase) + 2.0 * settings.pf_pne_eps)
         return ~eliminate_below(
             pooled_means,
             slack=schedule.smoothness(phase) + 2.0 * settings.pf_pne_eps,
@@ -38,9 +44,14 @@ class PFPNE(Policy):
         return view.local_means
 
     def keep(self, settings: Settings, view: ClientView) -> np.ndarray:
-        samples = max(int(view.local_counts.min()), 1)
-        b = C * math.sqrt(math.log(settings.horizon) / samples)
-        local_keep = eliminate_below(view.local_means, slack=settings.schedule.smoothness(view.phase) + b, margin=b)
+        if view.local_widths is not None:  # bernstein: each node's own local width
+            local_keep = eliminate_with_widths(view.local_means, view.local_widths,
+                                               slack=settings.schedule.smoothness(view.phase))
+        else:
+            samples = max(int(view.local_counts.min()), 1)
+            b = C * math.sqrt(math.log(settings.horizon) / samples)
+            local_keep = eliminate_below(view.local_means, slack=settings.schedule.smoothness(view.phase) + b,
+                                         margin=b)
         keep = local_keep & ~view.server_eliminated
         if not keep.any():
             keep[np.argmax(view.local_means)] = True

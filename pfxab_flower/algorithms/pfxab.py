@@ -7,7 +7,8 @@ estimate ``mu``) and every node of its own ``A^m(p)`` ``ceil(M alpha f(p))``
 times (local exploration). It then drops node ``k`` if
 ``mu'_k + nu1 rho^h <= max_j mu'_j - 2 B_p`` with
 ``mu'_k = alpha local_k + (1 - alpha) global_k``. The server only unions
-active sets and averages means.
+active sets and averages means. Under ``confidence = "bernstein"`` each node has its
+own width, ``alpha`` times its local one plus ``1 - alpha`` times its global one.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ import math
 
 import numpy as np
 
+from pfxab_flower.algorithms.bernstein import eliminate_with_widths
 from pfxab_flower.algorithms.phased import ClientView, Policy, Settings, eliminate_below
 
 
 class PFXAB(Policy):
     name = "pf-xab"
 
-    def pulls(self, settings: Settings, phase: int) -> tuple[int, int]:
-        f = settings.schedule.f(phase)
+    def pulls(self, settings: Settings, f: float) -> tuple[int, int]:
         alpha = settings.alpha
         return math.ceil((1.0 - alpha) * f), math.ceil(settings.num_clients * alpha * f)
 
@@ -32,8 +33,23 @@ class PFXAB(Policy):
 
     def keep(self, settings: Settings, view: ClientView) -> np.ndarray:
         schedule = settings.schedule
+        if view.local_widths is not None and view.global_widths is not None:  # bernstein
+            return eliminate_with_widths(self.score(settings, view), self.widths(settings, view),
+                                         slack=schedule.smoothness(view.phase))
         return eliminate_below(
             self.score(settings, view),
             slack=schedule.smoothness(view.phase),
             margin=2.0 * schedule.confidence_width(view.phase),
         )
+
+    @staticmethod
+    def widths(settings: Settings, view: ClientView) -> np.ndarray:
+        """The personalised estimate's width: ``alpha`` local width ``+ (1 - alpha)`` global width.
+
+        A union bound over the two parts (see docs/algorithms/index.md); a part with
+        weight 0 adds nothing, even where its width is infinite.
+        """
+        alpha = settings.alpha
+        local = alpha * view.local_widths if alpha > 0 else 0.0
+        global_ = (1.0 - alpha) * view.global_widths if alpha < 1 else 0.0
+        return np.broadcast_to(local + global_, view.local_means.shape)

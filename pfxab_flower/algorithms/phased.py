@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from pfxab_flower.algorithms import bernstein
 from pfxab_flower.algorithms.messages import (
     ActiveSetReport,
     AlgorithmParameters,
@@ -60,6 +61,8 @@ class Settings:
     min_fraction: float = DEFAULT_MIN_FRACTION  # share of the M clients an exchange needs (ServerMachine)
     #: Where a reward (and so a local mean) can lie: the server rejects a report outside it (ServerMachine).
     reward_range: tuple[float, float] = (-REWARD_LIMIT, REWARD_LIMIT)
+    #: ``hoeffding``: the paper's widths ``B_p``; ``bernstein``: empirical-Bernstein widths (:mod:`.bernstein`).
+    confidence: str = "hoeffding"
 
     @classmethod
     def from_parameters(cls, parameters: AlgorithmParameters, min_fraction: float = DEFAULT_MIN_FRACTION) -> Settings:
@@ -69,16 +72,41 @@ class Settings:
             max_depth=parameters.max_depth or None,
         )
         return cls(schedule=schedule, alpha=parameters.alpha, seed=parameters.seed,
-                   pf_pne_eps=parameters.pf_pne_eps, min_fraction=min_fraction)
+                   pf_pne_eps=parameters.pf_pne_eps, min_fraction=min_fraction,
+                   reward_range=(parameters.reward_low, parameters.reward_high), confidence=parameters.confidence)
 
     def parameters(self, algorithm: str, report_pulls: bool = False) -> AlgorithmParameters:
         """What the server sends every client: these settings (but the quorum) and the algorithm."""
         schedule = self.schedule
+        # the reward range travels only where a client needs it: for its Bernstein widths
+        low, high = self.reward_range if self.bernstein else (-REWARD_LIMIT, REWARD_LIMIT)
         return AlgorithmParameters(
             algorithm=algorithm, num_clients=schedule.num_clients, horizon=schedule.horizon, alpha=self.alpha,
             seed=self.seed, nu1=schedule.nu1, rho=schedule.rho, max_depth=schedule.max_depth or 0,
-            pf_pne_eps=self.pf_pne_eps, report_pulls=report_pulls,
+            pf_pne_eps=self.pf_pne_eps, report_pulls=report_pulls, confidence=self.confidence,
+            reward_low=float(low), reward_high=float(high),
         )
+
+    @property
+    def bernstein(self) -> bool:
+        return self.confidence == "bernstein"
+
+    @property
+    def reward_span(self) -> float:
+        """``b``: the span of the reward range (the range term of the Bernstein width)."""
+        return self.reward_range[1] - self.reward_range[0]
+
+    @property
+    def log_3_delta(self) -> float:
+        """``L = log(3 / delta)`` of the Bernstein widths, with the paper's ``delta`` schedule."""
+        return bernstein.log_term(self.horizon)
+
+    def bernstein_samples(self, phase: int, variance: float) -> float:
+        """Bernstein's ``f(p)``: samples per client per node at which an ``M``-client pooled mean's width is
+        ``nu1 rho^h`` for rewards of variance ``variance`` (Hoeffding's ``f(p)`` is the same with ``V = b^2/4``
+        and no range term)."""
+        target = self.schedule.smoothness(phase)
+        return bernstein.samples_for(target, variance, self.reward_span, self.log_3_delta) / self.num_clients
 
     @property
     def num_clients(self) -> int:
@@ -99,6 +127,8 @@ class ClientView:
     local_counts: np.ndarray
     global_means: np.ndarray
     server_eliminated: np.ndarray
+    local_widths: np.ndarray | None = None  # bernstein only: each local mean's width
+    global_widths: np.ndarray | None = None  # bernstein only: each global mean's width
 
 
 class Policy:
@@ -106,12 +136,14 @@ class Policy:
 
     name = "phased-elimination"
 
-    def pulls(self, settings: Settings, phase: int) -> tuple[int, int]:
-        """``(global pulls per node of A(p), local pulls per node of A^m(p))``."""
+    def pulls(self, settings: Settings, f: float) -> tuple[int, int]:
+        """``(global pulls per node of A(p), local pulls per node of A^m(p))`` for the phase's ``f(p)``."""
         raise NotImplementedError
 
-    def server_eliminated(self, settings: Settings, phase: int, pooled_means: np.ndarray) -> np.ndarray:
-        """Nodes of ``A(p)`` the server drops for everyone (default: none)."""
+    def server_eliminated(
+        self, settings: Settings, phase: int, pooled_means: np.ndarray, pooled_widths: np.ndarray | None
+    ) -> np.ndarray:
+        """Nodes of ``A(p)`` the server drops for everyone (default: none); widths only under bernstein."""
         return np.zeros(pooled_means.shape, dtype=bool)
 
     def score(self, settings: Settings, view: ClientView) -> np.ndarray:
@@ -152,6 +184,7 @@ class ClientState:
     union: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     means: np.ndarray = field(default_factory=lambda: np.zeros(0))
     counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    variances: np.ndarray = field(default_factory=lambda: np.zeros(0))  # bernstein: sample variances over A(p)
     explored: int = 0  # own exploration pulls in the current phase
     finished: bool = False
     explored_phase: int = 0  # the last phase this client explored (it may have missed later messages)
@@ -160,7 +193,8 @@ class ClientState:
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         arrays = {k: np.array([int(getattr(self, k))], dtype=np.int64) for k in self._SCALARS}
-        arrays.update(active=self.active, union=self.union, means=self.means, counts=self.counts)
+        arrays.update(active=self.active, union=self.union, means=self.means, counts=self.counts,
+                      variances=self.variances)
         return arrays
 
     @classmethod
@@ -173,6 +207,7 @@ class ClientState:
             union=np.asarray(arrays["union"], dtype=np.int64),
             means=np.asarray(arrays["means"], dtype=float),
             counts=np.asarray(arrays["counts"], dtype=np.int64),
+            variances=np.asarray(arrays.get("variances", np.zeros(0)), dtype=float),
         )
 
 
@@ -217,6 +252,8 @@ class ClientMachine:
         union = np.asarray(instruction.node_ids, dtype=np.int64)
         own = self._own_index(union)
         rng = _rng(self.settings, self.client, instruction.phase)
+        if self.settings.bernstein:
+            return self._explore_with_variances(instruction, env, union, own, rng)
         sums = np.zeros(len(union))
         counts = np.zeros(len(union), dtype=np.int64)
         if instruction.global_pulls > 0:
@@ -231,6 +268,30 @@ class ClientMachine:
         s.union, s.means, s.counts, s.explored = union, means, counts, int(counts.sum())
         s.explored_phase = instruction.phase
         return LocalReport(self.client, union, means, counts)
+
+    def _explore_with_variances(
+        self, instruction: PhaseInstruction, env: Environment, union: np.ndarray, own: np.ndarray,
+        rng: np.random.Generator,
+    ) -> LocalReport:
+        """``explore`` under bernstein: the same pulls, and each node's sample variance as well."""
+        s = self.state
+        sums, deviations = np.zeros(len(union)), np.zeros(len(union))
+        counts = np.zeros(len(union), dtype=np.int64)
+        if instruction.global_pulls > 0:
+            counts += instruction.global_pulls
+            sums, deviations = env.pull_with_deviations(union, counts.copy(), rng)
+        if instruction.local_pulls > 0:
+            pulls = np.full(len(own), instruction.local_pulls, dtype=np.int64)
+            local_sums, local_deviations = env.pull_with_deviations(s.active, pulls, rng)
+            sums[own], deviations[own] = bernstein.combine_samples(
+                (sums[own], local_sums), (deviations[own], local_deviations), (counts[own], pulls))
+            counts[own] += pulls
+        means = np.divide(sums, counts, out=np.zeros(len(union)), where=counts > 0)
+        variances = bernstein.sample_variances(deviations, counts, self.settings.reward_span)
+        s.union, s.means, s.counts, s.explored = union, means, counts, int(counts.sum())
+        s.variances = variances
+        s.explored_phase = instruction.phase
+        return LocalReport(self.client, union, means, counts, variances)
 
     def eliminate(self, update: GlobalUpdate, env: Environment) -> ActiveSetReport:
         """Exploit while waiting, eliminate with the global means, split the survivors.
@@ -254,7 +315,16 @@ class ClientMachine:
         local = s.means[own]
         global_means = np.asarray(update.global_means, dtype=float)[own]
         # a node nobody could report on has no global estimate: fall back on the local one
-        global_means = np.where(np.isfinite(global_means), global_means, local)
+        reported = np.isfinite(global_means)
+        global_means = np.where(reported, global_means, local)
+        local_widths = global_widths = None
+        if self.settings.bernstein:
+            if update.global_widths is None or np.shape(update.global_widths) != np.shape(update.node_ids):
+                raise ProtocolError(f"client {self.client}: a bernstein global update without one width per node")
+            settings = self.settings
+            local_widths = bernstein.width(s.variances[own], s.counts[own], settings.reward_span,
+                                           settings.log_3_delta)
+            global_widths = np.where(reported, np.asarray(update.global_widths, dtype=float)[own], local_widths)
         view = ClientView(
             phase=update.phase,
             node_ids=s.active,
@@ -262,6 +332,8 @@ class ClientMachine:
             local_counts=s.counts[own],
             global_means=global_means,
             server_eliminated=np.asarray(update.eliminated, dtype=bool)[own],
+            local_widths=local_widths,
+            global_widths=global_widths,
         )
         waiting = update.phase_length - s.explored
         if waiting > 0:
@@ -316,6 +388,21 @@ class ServerMachine:
         self.rejected: list[dict] = []
         self.final_nodes: dict[int, int] = {}
         self.reported_phase = [0] * settings.num_clients  # last phase whose active set each client sent
+        #: bernstein: the variance the next phase's length is designed for (the largest pooled one seen last)
+        self.design_variance = bernstein.max_variance(settings.reward_span) if settings.bernstein else math.nan
+
+    def base_samples(self, phase: int) -> float:
+        """``f(p)``: the paper's (hoeffding), or Bernstein's for the variance observed so far."""
+        if self.settings.bernstein:
+            return self.settings.bernstein_samples(phase, self.design_variance)
+        return self.settings.schedule.f(phase)
+
+    def max_phases(self) -> int:
+        """An upper bound on the phases of the run (Flower's number of rounds is one more)."""
+        settings = self.settings
+        if settings.bernstein:  # no phase can be shorter than for noiseless rewards
+            return settings.schedule.max_phases(lambda phase: settings.bernstein_samples(phase, 0.0))
+        return settings.schedule.max_phases()
 
     # -- phase start ----------------------------------------------------------------
     def union(self) -> np.ndarray:
@@ -325,7 +412,7 @@ class ServerMachine:
         """The next phase if its whole length fits in the budget, else the end of the run."""
         phase = self.completed + 1
         union = self.union()
-        n_global, n_local = self.policy.pulls(self.settings, phase)
+        n_global, n_local = self.policy.pulls(self.settings, self.base_samples(phase))
         length = len(union) * n_global + max(len(a) for a in self.client_sets) * n_local
         schedule = self.settings.schedule
         if schedule.depth_allowed(phase) and length >= 1 and self.pulls + length <= schedule.horizon:
@@ -369,6 +456,21 @@ class ServerMachine:
         sampled = means[counts > 0]
         if sampled.size and (sampled.min() < low or sampled.max() > high):
             return f"means are outside the reward range [{low:g}, {high:g}]"
+        return self._check_variances(report.variances, counts)
+
+    def _check_variances(self, variances: np.ndarray | None, counts: np.ndarray) -> str | None:
+        """Under bernstein, one sample variance per sampled node, as large as the reward range allows at most."""
+        if not self.settings.bernstein:
+            return None if variances is None else "variances sent, but the run's confidence is hoeffding"
+        if variances is None:
+            return "no variances sent, but the run's confidence is bernstein"
+        variances = np.asarray(variances)
+        if variances.shape != counts.shape or not np.issubdtype(variances.dtype, np.floating):
+            return f"variances are not {counts.size} numbers"
+        sampled = counts > 0
+        limit = bernstein.variance_limit(counts, self.settings.reward_span) * (1.0 + 1e-9)
+        if not np.all(np.isfinite(variances[sampled])) or np.any(((variances < 0) | (variances > limit))[sampled]):
+            return "variances are not in [0, b^2 n / (4 (n - 1))] for the reward range's span b"
         return None
 
     def _check_counts(self, client: int, counts: np.ndarray) -> str | None:
@@ -414,23 +516,32 @@ class ServerMachine:
             else:
                 self.reject(report.client, plan.phase, "local-means", reason)
         self.require_quorum(plan.phase, "local-means", len(valid))
-        return self._close_exploration(pooled_means(plan.union, valid), len(valid), observed_mean(valid))
+        variances = pooled_variances(plan.union, valid) if self.settings.bernstein else None
+        return self._close_exploration(pooled_means(plan.union, valid), len(valid), observed_mean(valid),
+                                       variances, holders(plan.union, valid))
 
-    def aggregate_sums(self, sums: np.ndarray, holders: np.ndarray, reporters: int) -> GlobalUpdate:
+    def aggregate_sums(
+        self, sums: np.ndarray, holders: np.ndarray, reporters: int, variance_sums: np.ndarray | None = None
+    ) -> GlobalUpdate:
         """``aggregate`` from sums only (secure aggregation): the server never sees a client's means.
 
         ``sums[k]`` is the sum of the local means of node ``k`` over the ``reporters``
-        clients that sampled it, ``holders[k]`` how many did. An aggregate that does not
-        fit the broadcast union is rejected as a whole (every reply lost).
+        clients that sampled it, ``holders[k]`` how many did (and under bernstein
+        ``variance_sums[k]`` the sum of their sample variances). An aggregate that does
+        not fit the broadcast union is rejected as a whole (every reply lost).
         """
         plan = self.plan
         if plan is None:
             raise ProtocolError("aggregate called with no phase under way")
         sums, holders = np.asarray(sums, dtype=float), np.asarray(holders, dtype=float)
+        parts = [sums, holders]
+        if self.settings.bernstein:
+            variance_sums = np.asarray(variance_sums if variance_sums is not None else np.zeros(0), dtype=float)
+            parts.append(variance_sums)
         reason = None
-        if sums.shape != plan.union.shape or holders.shape != plan.union.shape:
-            reason = f"aggregate has {sums.size} and {holders.size} values, expected {plan.union.size} each"
-        elif not (np.all(np.isfinite(sums)) and np.all(np.isfinite(holders))):
+        if any(part.shape != plan.union.shape for part in parts):
+            reason = f"aggregate has {[part.size for part in parts]} values, expected {plan.union.size} each"
+        elif not all(np.all(np.isfinite(part)) for part in parts):
             reason = "aggregate is not finite"
         elif np.any(holders < 0) or np.any(holders > reporters):
             reason = f"holder counts are not in [0, {reporters}]"
@@ -441,15 +552,36 @@ class ServerMachine:
         if reporters == 0:
             return self._close_exploration(np.full(plan.union.shape, np.nan), 0)
         pooled = np.divide(sums, holders, out=np.full(plan.union.shape, np.nan), where=holders > 0)
-        return self._close_exploration(pooled, reporters)
+        variances = None
+        if self.settings.bernstein:
+            variances = np.divide(variance_sums, holders, out=np.full(plan.union.shape, np.nan), where=holders > 0)
+        return self._close_exploration(pooled, reporters, math.nan, variances, holders)
 
-    def _close_exploration(self, pooled: np.ndarray, usable: int, mean_reward: float = math.nan) -> GlobalUpdate:
+    def _close_exploration(
+        self, pooled: np.ndarray, usable: int, mean_reward: float = math.nan,
+        variances: np.ndarray | None = None, node_holders: np.ndarray | None = None,
+    ) -> GlobalUpdate:
         plan = self.plan
         assert plan is not None
-        eliminated = self.policy.server_eliminated(self.settings, plan.phase, pooled)
+        widths = self._global_widths(variances, node_holders) if self.settings.bernstein else None
+        eliminated = self.policy.server_eliminated(self.settings, plan.phase, pooled, widths)
         failed = self.settings.num_clients - usable
         self.plan = replace(plan, eliminated=eliminated, failed_local_means=failed, mean_reward=mean_reward)
-        return GlobalUpdate(plan.phase, plan.union, pooled, plan.length, eliminated, self.parameters)
+        return GlobalUpdate(plan.phase, plan.union, pooled, plan.length, eliminated, self.parameters, widths)
+
+    def _global_widths(self, variances: np.ndarray | None, node_holders: np.ndarray | None) -> np.ndarray:
+        """Each global mean's Bernstein width; the largest pooled variance sets the next phase's length."""
+        plan = self.plan
+        assert plan is not None
+        settings = self.settings
+        if variances is None or node_holders is None:  # nothing usable arrived
+            variances, node_holders = np.full(plan.union.shape, np.nan), np.zeros(plan.union.shape)
+        known = np.isfinite(variances)
+        if known.any():
+            self.design_variance = min(float(variances[known].max()), bernstein.max_variance(settings.reward_span))
+        min_count = plan.global_pulls if plan.global_pulls > 0 else plan.local_pulls
+        return bernstein.global_widths(variances, node_holders, min_count, settings.reward_span,
+                                       settings.log_3_delta)
 
     # -- second exchange: next active sets -------------------------------------------
     def check_active_set(self, report: ActiveSetReport, seen: set[int]) -> str | None:
@@ -556,6 +688,29 @@ def observed_mean(reports: list[LocalReport]) -> float:
     total = sum(float(np.sum(np.where(r.counts > 0, r.means, 0.0) * r.counts)) for r in reports)
     pulls = sum(int(np.sum(r.counts)) for r in reports)
     return total / pulls if pulls else math.nan
+
+
+def holders(union: np.ndarray, reports: list[LocalReport]) -> np.ndarray:
+    """How many of the reports sampled each node of ``union``."""
+    if not reports:
+        return np.zeros(union.shape)
+    return np.stack([np.asarray(r.counts) > 0 for r in reports]).sum(axis=0).astype(float)
+
+
+def pooled_variances(union: np.ndarray, reports: list[LocalReport]) -> np.ndarray:
+    """Mean of the clients' sample variances of each node over the reports that sampled it (NaN if none did).
+
+    Each client's variance is about its own rewards (around its own mean), so pooling
+    them estimates the within-client variance the global mean's width needs, not the
+    spread between clients' objectives.
+    """
+    if not reports:
+        return np.full(union.shape, np.nan)
+    variances = np.stack([np.asarray(r.variances, dtype=float) for r in reports])
+    sampled = np.stack([np.asarray(r.counts) > 0 for r in reports])
+    total = np.where(sampled, variances, 0.0).sum(axis=0)
+    count = sampled.sum(axis=0)
+    return np.divide(total, count, out=np.full(union.shape, np.nan), where=count > 0)
 
 
 def pooled_means(union: np.ndarray, reports: list[LocalReport]) -> np.ndarray:

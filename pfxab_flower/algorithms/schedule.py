@@ -12,6 +12,7 @@ depth limit allows it); after the last phase every client exploits until ``T``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pfxab_flower.partition import MAX_DEPTH
@@ -49,19 +50,21 @@ class Schedule:
         limit = MAX_DEPTH - 1 if self.max_depth is None else min(self.max_depth, MAX_DEPTH - 1)
         return phase <= limit
 
-    def max_phases(self) -> int:
+    def max_phases(self, f: Callable[[int], float] | None = None) -> int:
         """An upper bound on the number of phases, from the horizon alone.
 
         Every phase has a client exploring at least two nodes at least ``f(p)``
         times each (the children of its best node), so ``sum 2 f(p) <= T`` bounds
-        the phases that can fit; ``max_depth`` bounds them too.
+        the phases that can fit; ``max_depth`` bounds them too. ``f`` is a lower
+        bound on a phase's samples per node (default: this schedule's ``f(p)``).
         """
+        f = f or self.f
         used, phase = 0.0, 0
         while (
             self.depth_allowed(phase + 1)
-            and self.f(phase + 1) > 0
-            and used + 2 * self.f(phase + 1) <= self.horizon
+            and f(phase + 1) > 0
+            and used + 2 * f(phase + 1) <= self.horizon
         ):
             phase += 1
-            used += 2 * self.f(phase)
+            used += 2 * f(phase)
         return phase

@@ -1,0 +1,115 @@
+"""Empirical-Bernstein confidence widths: the ``confidence = "bernstein"`` option of every algorithm.
+
+The paper's width ``B_p = c sqrt(log T / (M f(p)))`` (Hoeffding) assumes the worst
+noise a reward range allows, whatever the noise really is. The empirical-Bernstein
+bound (Audibert, Munos and Szepesvari 2009) uses the observed variance instead: for
+``n`` independent rewards in a range of span ``b`` with sample variance ``V``, with
+probability at least ``1 - delta``::
+
+    |mean - mu| <= sqrt(2 V L / n) + 3 b L / n,        L = log(3 / delta)
+
+``delta`` follows the paper's schedule: Hoeffding's width with ``c = sqrt(2)`` is
+``sqrt(log(2 / delta) / (2 n))`` for ``log(2 / delta) = 4 log T``, so
+``delta = 2 T^-4`` and ``L = log(3 / 2) + 4 log T``.
+
+Everything here is a pure function of arrays, shared by the client and server
+machines and by the coverage test (``tests/test_bernstein.py``); the derivation of
+the global and personalised widths is in ``docs/algorithms/index.md``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def log_term(horizon: int) -> float:
+    """``L = log(3 / delta)`` with the paper's ``delta = 2 T^-4``."""
+    return math.log(1.5) + 4.0 * math.log(horizon)
+
+
+def width(variance: np.ndarray | float, count: np.ndarray | float, span: float, log_3_delta: float) -> np.ndarray:
+    """``sqrt(2 V L / n) + 3 b L / n`` element-wise; ``inf`` where ``n = 0`` (no evidence)."""
+    variance = np.maximum(np.asarray(variance, dtype=float), 0.0)
+    count = np.asarray(count, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = np.sqrt(2.0 * variance * log_3_delta / count) + 3.0 * span * log_3_delta / count
+    return np.where(count > 0, value, np.inf)
+
+
+def samples_for(target: float, variance: float, span: float, log_3_delta: float) -> float:
+    """The smallest (real) ``n`` whose :func:`width` is ``target``.
+
+    With ``u = 1 / sqrt(n)`` the width is ``3 b L u^2 + sqrt(2 V L) u``, so ``u`` is the
+    positive root of that quadratic set equal to ``target``.
+    """
+    a, k = 3.0 * span * log_3_delta, math.sqrt(2.0 * max(variance, 0.0) * log_3_delta)
+    if a == 0.0:  # span 0: every reward equal, the width is 0 from one sample on
+        return 1.0
+    u = (-k + math.sqrt(k * k + 4.0 * a * target)) / (2.0 * a)
+    return 1.0 / (u * u)
+
+
+def max_variance(span: float) -> float:
+    """The largest variance a reward in a range of span ``b`` can have: ``b^2 / 4``."""
+    return span * span / 4.0
+
+
+def sample_variances(deviations: np.ndarray, counts: np.ndarray, span: float) -> np.ndarray:
+    """Unbiased sample variances ``SS / (n - 1)``; ``b^2 / 4`` where one sample gives none; 0 where none was drawn."""
+    deviations = np.asarray(deviations, dtype=float)
+    counts = np.asarray(counts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        variances = np.where(counts >= 2, deviations / np.maximum(counts - 1, 1), 0.0)
+    return np.where(counts == 1, max_variance(span), variances)
+
+
+def variance_limit(counts: np.ndarray, span: float) -> np.ndarray:
+    """The largest sample variance ``n`` rewards in a range of span ``b`` can have: ``b^2 n / (4 (n - 1))``."""
+    counts = np.asarray(counts, dtype=float)
+    return np.where(counts >= 2, max_variance(span) * counts / np.maximum(counts - 1.0, 1.0), max_variance(span))
+
+
+def global_widths(
+    pooled_variances: np.ndarray, holders: np.ndarray, min_count: int, span: float, log_3_delta: float
+) -> np.ndarray:
+    """Width of each node's global mean (the mean of ``H`` clients' local means, each of ``>= min_count`` pulls).
+
+    The global mean is a weighted sum of independent rewards, each with weight at most
+    ``1 / (H min_count)`` and variance estimated by the clients' pooled sample variance,
+    so Bernstein's inequality gives the width of ``H min_count`` pulls (see the docs).
+    """
+    holders = np.asarray(holders, dtype=float)
+    variances = np.where(np.isfinite(pooled_variances), pooled_variances, max_variance(span))
+    return width(variances, holders * min_count, span, log_3_delta)
+
+
+Pair = tuple[np.ndarray, np.ndarray]
+
+
+def combine_samples(sums: Pair, deviations: Pair, counts: Pair) -> Pair:
+    """Sum and sum of squared deviations of two batches of pulls of the same nodes (Chan et al.'s update)."""
+    (s1, s2), (d1, d2), (n1, n2) = sums, deviations, counts
+    n1, n2 = np.asarray(n1, dtype=float), np.asarray(n2, dtype=float)
+    n = n1 + n2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gap = np.where((n1 > 0) & (n2 > 0), s1 / np.maximum(n1, 1) - s2 / np.maximum(n2, 1), 0.0)
+        cross = np.where(n > 0, n1 * n2 / np.maximum(n, 1) * gap * gap, 0.0)
+    return s1 + s2, d1 + d2 + cross
+
+
+def eliminate_with_widths(estimates: np.ndarray, widths: np.ndarray, slack: float) -> np.ndarray:
+    """Keep mask of ``drop k if estimate_k + width_k + slack <= max_j (estimate_j - width_j)``.
+
+    The rule of :func:`~pfxab_flower.algorithms.phased.eliminate_below` with each node's
+    own width (upper bound against the best lower bound). A NaN estimate is kept and is
+    not the reference; with no finite estimate at all, every node is kept.
+    """
+    estimates = np.asarray(estimates, dtype=float)
+    widths = np.asarray(widths, dtype=float)
+    known = np.isfinite(estimates)
+    lower = np.where(known, estimates - widths, -np.inf)
+    if not known.any() or not np.isfinite(lower.max()):
+        return np.ones(estimates.shape, dtype=bool)
+    return ~(estimates + widths + slack <= lower.max())
