@@ -35,17 +35,18 @@ from pfxab_flower.problems.federation import Federation
 
 #: The columns of one run's row, in order.
 RUN_COLUMNS = (
-    "algorithm", "seed", "problem", "alpha", "clients", "horizon",
-    "regret", "evaluations", "phases", "communication_rounds", "bytes_up", "bytes_down", "bytes_sent",
-    "values_up", "values_down", "rejected_replies",
+    "algorithm", "seed", "problem", "alpha", "confidence", "clients", "horizon",
+    "regret", "evaluations", "phases", "pulls_per_phase", "communication_rounds",
+    "bytes_up", "bytes_down", "bytes_sent", "values_up", "values_down", "rejected_replies",
     "mean_reward_personalised", "mean_reward_global", "mean_reward_local", "wall_seconds",
 )
 #: What the summary table reports (mean and standard deviation over seeds).
-METRICS = ("regret", "evaluations", "phases", "communication_rounds", "bytes_sent", "wall_seconds")
+METRICS = ("regret", "evaluations", "phases", "pulls_per_phase", "communication_rounds", "bytes_sent", "wall_seconds")
 _LABELS = {
     "regret": "regret",
     "evaluations": "evaluations",
     "phases": "phases",
+    "pulls_per_phase": "pulls per phase",
     "communication_rounds": "comm. rounds",
     "bytes_sent": "bytes sent (up+down)",
     "wall_seconds": "wall time (s)",
@@ -80,6 +81,7 @@ class Comparison:
         runs = int(self.summary["runs"].max()) if len(self.summary) else 0
         header = (
             f"{b.problem}: M={b.clients} alpha={b.alpha} T={b.horizon} noise={b.noise}(sigma={b.noise_sigma}) "
+            f"confidence={b.confidence} "
             f"seeds={format_seeds(self.seeds)} ({runs} runs per algorithm; mean ± sd over seeds)"
         )
         rows = [["algorithm", *(_LABELS[m] for m in METRICS)]]
@@ -107,9 +109,12 @@ def format_seeds(seeds: tuple[int, ...] | list[int]) -> str:
 
 def run_row(federation: Federation, config: RunConfig) -> dict[str, Any]:
     """Run ``config`` on ``federation`` in process and keep the run's row."""
-    s = run_config(config, federation).summary
+    result = run_config(config, federation)
+    s = result.summary
     row = {name: s[name] for name in RUN_COLUMNS if name in s}
     row["bytes_sent"] = int(s["bytes_up"]) + int(s["bytes_down"])
+    # each client's pulls per phase (the phase length), averaged over the phases the run reached
+    row["pulls_per_phase"] = float(result.phases["phase_length"].mean()) if len(result.phases) else 0.0
     return {name: row[name] for name in RUN_COLUMNS}
 
 

@@ -6,14 +6,15 @@ Both Flower APIs carry the same *payload*: a list of numpy tensors and a flat co
 ``RecordDict`` (:mod:`~pfxab_flower.strategies.records`). One phase is two exchanges::
 
     PhaseInstruction  -> train/fit       [node_ids]                  {phase, global-pulls, local-pulls, param-*}
-    LocalReport       <- reply           [node_ids, means, counts(, variances)]   {partition-id}
-    GlobalUpdate      -> evaluate        [node_ids, means, elim.(, widths)]       {phase, phase-length, param-*}
+    LocalReport       <- reply     [node_ids, means, counts(, variances)]             {partition-id}
+    GlobalUpdate      -> evaluate  [node_ids, means, elim.(, variances, holders)]     {phase, phase-length, param-*}
     ActiveSetReport   <- reply           []                          {partition-id, node-ids: int64 bytes}
     FinishInstruction -> train/fit       []                          {phases, param-*}
     FinishReport      <- reply           [[node_id], point]          {partition-id}
 
 The parts in brackets go only under ``confidence = "bernstein"`` (sample variances up,
-global widths down). ``param-*`` are the run's :class:`AlgorithmParameters`, sent with every broadcast. A node
+pooled variances and holder counts down). ``param-*`` are the run's
+:class:`AlgorithmParameters`, sent with every broadcast. A node
 that is not one of the run's clients replies ``{partition-id, standby: true}``. In
 simulation every reply also carries the client's pull log as ``harness:*`` int64 bytes:
 simulation data, not part of the algorithm, and not counted by :func:`wire_size`.
@@ -71,8 +72,8 @@ def broadcast_payload(message: Instruction) -> Payload:
     if isinstance(message, GlobalUpdate):
         arrays = [_ids(message.node_ids), np.asarray(message.global_means, dtype=float),
                   np.asarray(message.eliminated, dtype=bool)]
-        if message.global_widths is not None:
-            arrays.append(np.asarray(message.global_widths, dtype=float))
+        if message.variances is not None and message.holders is not None:
+            arrays += [np.asarray(message.variances, dtype=float), np.asarray(message.holders, dtype=float)]
         return arrays, {"phase": int(message.phase), UPDATE_KEY: int(message.phase_length), **parameters}
     config = {"phase": int(message.phase), "global-pulls": int(message.global_pulls),
               "local-pulls": int(message.local_pulls), **parameters}
@@ -86,12 +87,13 @@ def read_broadcast(arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> I
         if FINISH_KEY in config:
             return FinishInstruction(int(config[FINISH_KEY]), parameters)
         if UPDATE_KEY in config:
-            if len(arrays) not in (3, 4):
-                raise ValueError(f"global update has {len(arrays)} tensors, expected 3 or 4")
+            if len(arrays) not in (3, 5):
+                raise ValueError(f"global update has {len(arrays)} tensors, expected 3 or 5")
             node_ids, means, eliminated = arrays[:3]
-            widths = np.asarray(arrays[3], dtype=float) if len(arrays) == 4 else None
+            variances, holders = (np.asarray(a, dtype=float) for a in arrays[3:]) if len(arrays) == 5 else (None, None)
             return GlobalUpdate(int(config["phase"]), _ids(node_ids), np.asarray(means, dtype=float),
-                                int(config[UPDATE_KEY]), np.asarray(eliminated, dtype=bool), parameters, widths)
+                                int(config[UPDATE_KEY]), np.asarray(eliminated, dtype=bool), parameters, variances,
+                                holders)
         return PhaseInstruction(int(config["phase"]), _ids(arrays[0]), int(config["global-pulls"]),
                                 int(config["local-pulls"]), parameters)
     except (KeyError, IndexError, TypeError, ValueError) as exc:

@@ -120,7 +120,9 @@ def test_validate_algorithm_parameters_keeps_its_keywords_and_returns_plain_valu
     checked = validate_algorithm_parameters(algorithm="pf-xab", alpha=np.float64(0.5), horizon=np.int32(10), seed=0,
                                             nu1=1, rho=0.5, max_depth=None, pf_pne_eps=0.1)
     assert checked == {"algorithm": "pf-xab", "alpha": 0.5, "horizon": 10, "seed": 0, "nu1": 1.0, "rho": 0.5,
-                       "max_depth": None, "pf_pne_eps": 0.1}
+                       "max_depth": None, "pf_pne_eps": 0.1, "confidence": "hoeffding"}
+    with pytest.raises(ConfigError, match=r"^confidence='wald' is invalid; allowed: hoeffding, bernstein$"):
+        validate_algorithm_parameters("pf-xab", 0.5, 10, 0, 1, 0.5, None, 0.1, "wald")
 
 
 def test_the_second_checks_are_the_declared_ones() -> None:

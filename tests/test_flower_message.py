@@ -20,7 +20,7 @@ from pfxab_flower import engine
 from pfxab_flower.algorithms.phased import ClientState
 from pfxab_flower.client_apps import federation_sessions, message_client_app
 from pfxab_flower.client_apps.store import FlowerStore
-from pfxab_flower.config import ALGORITHMS, APIS, AppOptions, RunConfig, parse_run_config, to_run_config
+from pfxab_flower.config import ALGORITHMS, APIS, CONFIDENCES, AppOptions, RunConfig, parse_run_config, to_run_config
 from pfxab_flower.errors import ConfigError, RunStoppedError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.strategies import PFPNE, PFXAB, STRATEGIES, FedPNE, records, serde
@@ -35,15 +35,17 @@ SAME_KEYS = (
 def loopback(config: RunConfig, nodes: int | None = None, seed: int = 0, tamper=None):
     federation = build_federation(config)
     kwargs = dict(num_clients=config.clients, horizon=config.horizon, alpha=config.alpha, seed=config.seed,
-                  federation=federation)
+                  federation=federation, confidence=config.confidence)
     strategy = STRATEGIES[config.algorithm](**kwargs)
     grid = LoopbackGrid(nodes or config.clients, message_client_app(federation_sessions(federation)), seed, tamper)
     return run_loopback(strategy, grid), strategy
 
 
+@pytest.mark.parametrize("confidence", CONFIDENCES)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_message_adapters_match_the_inprocess_engine_and_fill_the_result(algorithm: str) -> None:
-    config = RunConfig(problem="doublesine", algorithm=algorithm, clients=4, alpha=0.7, horizon=30_000, seed=3)
+def test_message_adapters_match_the_inprocess_engine_and_fill_the_result(algorithm: str, confidence: str) -> None:
+    config = RunConfig(problem="doublesine", algorithm=algorithm, clients=4, alpha=0.7, horizon=30_000, seed=3,
+                       confidence=confidence)
     result, strategy = loopback(config, seed=ALGORITHMS.index(algorithm))
     flower, inprocess = strategy.run_result(), engine.run_config(config)
     for key in SAME_KEYS:

@@ -21,7 +21,7 @@ from pfxab_flower import engine
 from pfxab_flower.algorithms.messages import LocalReport
 from pfxab_flower.algorithms.phased import pooled_means
 from pfxab_flower.client_apps import federation_sessions
-from pfxab_flower.config import ALGORITHMS, AppOptions, RunConfig
+from pfxab_flower.config import ALGORITHMS, CONFIDENCES, AppOptions, RunConfig
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.simulations.apps import strategy_of
@@ -37,14 +37,16 @@ M = 4
 LEGACY = AppOptions(api="legacy")
 
 
+@pytest.mark.parametrize("confidence", CONFIDENCES)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_legacy_adapters_match_the_inprocess_engine(algorithm: str) -> None:
-    config = RunConfig(problem="doublesine", algorithm=algorithm, clients=M, alpha=0.7, horizon=30_000, seed=3)
+def test_legacy_adapters_match_the_inprocess_engine(algorithm: str, confidence: str) -> None:
+    config = RunConfig(problem="doublesine", algorithm=algorithm, clients=M, alpha=0.7, horizon=30_000, seed=3,
+                       confidence=confidence)
     federation = build_federation(config)
     strategy = strategy_of(config, LEGACY, federation)
     history = run_loopback(strategy, federation_sessions(federation), M)
     flower = strategy.run_result()
-    inprocess = engine.run(federation, algorithm=algorithm, alpha=0.7, horizon=30_000, seed=3)
+    inprocess = engine.run(federation, algorithm=algorithm, alpha=0.7, horizon=30_000, seed=3, confidence=confidence)
     for key in SAME_KEYS:
         assert flower.summary[key] == inprocess.summary[key], key
     assert flower.summary["engine"] == "flower" and flower.summary["phases"] >= 2

@@ -52,20 +52,26 @@ def run_secure(federation, algorithm: str, settings) -> tuple[ServerMachine, lis
             return server, errors
         reports = [c.explore(instruction, e) for c, e in zip(clients, envs, strict=True)]
         average = secagg_average([secure.local_vector(r) for r in reports])
-        sums, holders = secure.split_aggregate(average, len(reports), len(instruction.node_ids))
-        update = server.aggregate_sums(sums, holders, len(reports))
+        parts = 3 if settings.bernstein else 2
+        sums, holders, variance_sums = secure.split_aggregate(average, len(reports), len(instruction.node_ids), parts)
+        update = server.aggregate_sums(sums, holders, len(reports), variance_sums)
         exact = pooled_means(instruction.node_ids, reports)
         errors.append(float(np.nanmax(np.abs(update.global_means - exact))))
         server.collect([c.eliminate(update, e) for c, e in zip(clients, envs, strict=True)])
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-@pytest.mark.parametrize(("problem", "clients", "alpha", "seed"), [("garland", 6, 0.5, 0), ("doublesine", 5, 1.0, 2)])
-def test_secure_sums_give_the_plain_runs_decisions(algorithm, problem, clients, alpha, seed) -> None:
+@pytest.mark.parametrize(("problem", "clients", "alpha", "seed", "confidence"), [
+    ("garland", 6, 0.5, 0, "hoeffding"), ("doublesine", 5, 1.0, 2, "hoeffding"), ("garland", 6, 0.5, 0, "bernstein"),
+    ("doublesine", 5, 0.3, 2, "bernstein"),
+])
+def test_secure_sums_give_the_plain_runs_decisions(algorithm, problem, clients, alpha, seed, confidence) -> None:
+    """Under bernstein the sample variances go through the secure sum too (the server sees only their sums)."""
     np.random.seed(seed)  # Flower's stochastic rounding draws from numpy's global generator
     config = RunConfig(problem=problem, algorithm=algorithm, clients=clients, alpha=alpha, horizon=200_000, seed=seed)
     federation = build_federation(config)
-    settings = engine.make_settings(clients, alpha=alpha, horizon=200_000, seed=seed)
+    settings = engine.make_settings(clients, alpha=alpha, horizon=200_000, seed=seed,
+                                    reward_range=federation.reward_range, confidence=confidence)
     server, errors = run_secure(federation, algorithm, settings)
     plain = engine.simulate(federation, make_policy(algorithm), settings).server
     # same active sets, eliminations and phases (the mean observed reward is not seen through sums)
@@ -87,7 +93,7 @@ def test_holders_are_summed_too() -> None:
         LocalReport(0, ids, np.array([0.5, 0.2, 0.0, 0.0]), np.array([3, 3, 0, 0])),
         LocalReport(1, ids, np.array([0.7, 0.0, 0.1, 0.0]), np.array([3, 0, 3, 0])),
     ]
-    sums, holders = secure.split_aggregate(secagg_average([secure.local_vector(r) for r in reports]), 2, 4)
+    sums, holders, _ = secure.split_aggregate(secagg_average([secure.local_vector(r) for r in reports]), 2, 4)
     np.testing.assert_array_equal(holders, [2, 1, 1, 0])
     np.testing.assert_allclose(sums[:3], [1.2, 0.2, 0.1], atol=2 * STEP)
     assert secure.split_aggregate(np.zeros(5), 2, 4)[1].size == 0  # a wrong length is passed on, then rejected

@@ -51,6 +51,19 @@ def samples_for(target: float, variance: float, span: float, log_3_delta: float)
     return 1.0 / (u * u)
 
 
+def round_up(value: float, digits: int = 2) -> float:
+    """``value`` rounded up to ``digits`` significant digits (0 stays 0).
+
+    The next phase's length is designed for the largest pooled variance, rounded up:
+    a little conservative, and the same whether the variances arrived exactly or as
+    SecAgg+'s quantised sums (whose error is far below the rounding).
+    """
+    if value <= 0 or not math.isfinite(value):
+        return max(value, 0.0)
+    scale = 10.0 ** (math.floor(math.log10(value)) - digits + 1)
+    return math.ceil(value / scale) * scale
+
+
 def max_variance(span: float) -> float:
     """The largest variance a reward in a range of span ``b`` can have: ``b^2 / 4``."""
     return span * span / 4.0
@@ -86,6 +99,39 @@ def global_widths(
 
 
 Pair = tuple[np.ndarray, np.ndarray]
+
+
+def personalised_widths(
+    alpha: float, pooled_variances: np.ndarray, holders: np.ndarray, own_counts: np.ndarray, min_count: int,
+    span: float, log_3_delta: float,
+) -> np.ndarray:
+    """Width of each node's personalised estimate ``alpha L_m + (1 - alpha) G`` for client ``m``.
+
+    ``G`` averages the ``H`` holders' local means, ``L_m`` among them, so the estimate
+    is a weighted sum of independent rewards: each of the client's own ``n_m`` pulls
+    has weight ``a / n_m`` with ``a = alpha + (1 - alpha) / H``, each other holder's
+    pull ``c / n_j`` with ``c = (1 - alpha) / H`` and ``n_j >= min_count``. Bernstein's
+    inequality for that sum, with the pooled variance ``V`` for every pull, gives::
+
+        sqrt(2 L V (a^2 / n_m + c^2 (H - 1) / min_count)) + 3 b L max(a / n_m, c / min_count)
+
+    With PF-XAB's pulls (``n_m = (1 - alpha) f + M alpha f``, others ``(1 - alpha) f``,
+    ``H = M``) every weight is ``1 / (M f)``: the width of ``M f`` pooled pulls, the
+    width the phase length is designed for. A node no other client sampled (``H = 0``)
+    has only its local estimate: its width is ``inf`` here (the caller falls back).
+    """
+    holders = np.asarray(holders, dtype=float)
+    own = np.asarray(own_counts, dtype=float)
+    variances = np.where(np.isfinite(pooled_variances), pooled_variances, max_variance(span))
+    variances = np.maximum(variances, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(holders > 0, (1.0 - alpha) / holders, 0.0)
+        own_weight = alpha + share
+        others = np.maximum(holders - 1.0, 0.0)
+        spread = own_weight**2 / own + share**2 * others / min_count
+        largest = np.maximum(own_weight / own, np.where(others > 0, share / min_count, 0.0))
+        value = np.sqrt(2.0 * log_3_delta * variances * spread) + 3.0 * span * log_3_delta * largest
+    return np.where((holders > 0) & (own > 0), value, np.inf)
 
 
 def combine_samples(sums: Pair, deviations: Pair, counts: Pair) -> Pair:

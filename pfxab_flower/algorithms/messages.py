@@ -119,7 +119,9 @@ class GlobalUpdate:
     phase_length: int
     eliminated: np.ndarray  # bool, one per node of A(p): dropped for everyone by the server
     parameters: AlgorithmParameters
-    global_widths: np.ndarray | None = None  # bernstein only: the confidence width of each global mean
+    #: bernstein only: each node's pooled sample variance and how many clients' means its global mean averages
+    variances: np.ndarray | None = None
+    holders: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

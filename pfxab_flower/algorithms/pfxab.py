@@ -8,7 +8,7 @@ times (local exploration). It then drops node ``k`` if
 ``mu'_k + nu1 rho^h <= max_j mu'_j - 2 B_p`` with
 ``mu'_k = alpha local_k + (1 - alpha) global_k``. The server only unions
 active sets and averages means. Under ``confidence = "bernstein"`` each node has its
-own width, ``alpha`` times its local one plus ``1 - alpha`` times its global one.
+own width, that of the personalised estimate as a weighted sum of every pull behind it.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from pfxab_flower.algorithms import bernstein
 from pfxab_flower.algorithms.bernstein import eliminate_with_widths
 from pfxab_flower.algorithms.phased import ClientView, Policy, Settings, eliminate_below
 
@@ -44,12 +45,11 @@ class PFXAB(Policy):
 
     @staticmethod
     def widths(settings: Settings, view: ClientView) -> np.ndarray:
-        """The personalised estimate's width: ``alpha`` local width ``+ (1 - alpha)`` global width.
+        """The personalised estimate's Bernstein width (:func:`.bernstein.personalised_widths`).
 
-        A union bound over the two parts (see docs/algorithms/index.md); a part with
-        weight 0 adds nothing, even where its width is infinite.
+        A node no other client reported has only its local estimate, and its local width.
         """
-        alpha = settings.alpha
-        local = alpha * view.local_widths if alpha > 0 else 0.0
-        global_ = (1.0 - alpha) * view.global_widths if alpha < 1 else 0.0
-        return np.broadcast_to(local + global_, view.local_means.shape)
+        personalised = bernstein.personalised_widths(
+            settings.alpha, view.pooled_variances, view.holders, view.local_counts, view.min_count,
+            settings.reward_span, settings.log_3_delta)
+        return np.where(np.isfinite(personalised), personalised, view.local_widths)

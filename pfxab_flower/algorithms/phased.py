@@ -127,8 +127,13 @@ class ClientView:
     local_counts: np.ndarray
     global_means: np.ndarray
     server_eliminated: np.ndarray
-    local_widths: np.ndarray | None = None  # bernstein only: each local mean's width
-    global_widths: np.ndarray | None = None  # bernstein only: each global mean's width
+    # bernstein only: each local mean's width (the client's own variance), each global mean's width, and
+    # what a personalised estimate's width needs (pooled variances, holders, the phase's fewest pulls per node)
+    local_widths: np.ndarray | None = None
+    global_widths: np.ndarray | None = None
+    pooled_variances: np.ndarray | None = None
+    holders: np.ndarray | None = None
+    min_count: int = 0
 
 
 class Policy:
@@ -317,14 +322,20 @@ class ClientMachine:
         # a node nobody could report on has no global estimate: fall back on the local one
         reported = np.isfinite(global_means)
         global_means = np.where(reported, global_means, local)
-        local_widths = global_widths = None
+        local_widths = global_widths = variances = node_holders = None
+        min_count = 0
         if self.settings.bernstein:
-            if update.global_widths is None or np.shape(update.global_widths) != np.shape(update.node_ids):
-                raise ProtocolError(f"client {self.client}: a bernstein global update without one width per node")
+            shape = np.shape(update.node_ids)
+            if np.shape(update.variances) != shape or np.shape(update.holders) != shape:
+                raise ProtocolError(f"client {self.client}: a bernstein global update without variances and holders")
             settings = self.settings
             local_widths = bernstein.width(s.variances[own], s.counts[own], settings.reward_span,
                                            settings.log_3_delta)
-            global_widths = np.where(reported, np.asarray(update.global_widths, dtype=float)[own], local_widths)
+            variances = np.asarray(update.variances, dtype=float)[own]
+            node_holders = np.where(reported, np.asarray(update.holders, dtype=float)[own], 0.0)
+            min_count = min_pulls(s.counts)
+            global_widths = np.where(reported, bernstein.global_widths(
+                variances, node_holders, min_count, settings.reward_span, settings.log_3_delta), local_widths)
         view = ClientView(
             phase=update.phase,
             node_ids=s.active,
@@ -334,6 +345,9 @@ class ClientMachine:
             server_eliminated=np.asarray(update.eliminated, dtype=bool)[own],
             local_widths=local_widths,
             global_widths=global_widths,
+            pooled_variances=variances,
+            holders=node_holders,
+            min_count=min_count,
         )
         waiting = update.phase_length - s.explored
         if waiting > 0:
@@ -567,18 +581,32 @@ class ServerMachine:
         eliminated = self.policy.server_eliminated(self.settings, plan.phase, pooled, widths)
         failed = self.settings.num_clients - usable
         self.plan = replace(plan, eliminated=eliminated, failed_local_means=failed, mean_reward=mean_reward)
-        return GlobalUpdate(plan.phase, plan.union, pooled, plan.length, eliminated, self.parameters, widths)
+        if not self.settings.bernstein:
+            return GlobalUpdate(plan.phase, plan.union, pooled, plan.length, eliminated, self.parameters)
+        variances, node_holders = self._pooled_spread(variances, node_holders)
+        return GlobalUpdate(plan.phase, plan.union, pooled, plan.length, eliminated, self.parameters, variances,
+                            node_holders)
+
+    def _pooled_spread(
+        self, variances: np.ndarray | None, node_holders: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Pooled variances and holders as sent (NaN and 0 where nothing usable arrived)."""
+        plan = self.plan
+        assert plan is not None
+        if variances is None or node_holders is None:
+            return np.full(plan.union.shape, np.nan), np.zeros(plan.union.shape)
+        return variances, node_holders
 
     def _global_widths(self, variances: np.ndarray | None, node_holders: np.ndarray | None) -> np.ndarray:
         """Each global mean's Bernstein width; the largest pooled variance sets the next phase's length."""
         plan = self.plan
         assert plan is not None
         settings = self.settings
-        if variances is None or node_holders is None:  # nothing usable arrived
-            variances, node_holders = np.full(plan.union.shape, np.nan), np.zeros(plan.union.shape)
+        variances, node_holders = self._pooled_spread(variances, node_holders)
         known = np.isfinite(variances)
         if known.any():
-            self.design_variance = min(float(variances[known].max()), bernstein.max_variance(settings.reward_span))
+            largest = bernstein.round_up(float(variances[known].max()))
+            self.design_variance = min(largest, bernstein.max_variance(settings.reward_span))
         min_count = plan.global_pulls if plan.global_pulls > 0 else plan.local_pulls
         return bernstein.global_widths(variances, node_holders, min_count, settings.reward_span,
                                        settings.log_3_delta)
@@ -688,6 +716,12 @@ def observed_mean(reports: list[LocalReport]) -> float:
     total = sum(float(np.sum(np.where(r.counts > 0, r.means, 0.0) * r.counts)) for r in reports)
     pulls = sum(int(np.sum(r.counts)) for r in reports)
     return total / pulls if pulls else math.nan
+
+
+def min_pulls(counts: np.ndarray) -> int:
+    """The fewest pulls any sampled node of ``A(p)`` had in a phase (every client's global pulls, if any)."""
+    sampled = np.asarray(counts)[np.asarray(counts) > 0]
+    return int(sampled.min()) if sampled.size else 0
 
 
 def holders(union: np.ndarray, reports: list[LocalReport]) -> np.ndarray:

@@ -273,4 +273,5 @@ def landmine_federation(config: RunConfig, noise: NoiseModel) -> Federation:
         batch=evaluator.evaluate_all,
         evaluator=evaluator,
         grid_depth=OPTIMUM_GRID_DEPTH,
+        value_range=(0.0, 1.0),  # a ROC-AUC (what the server checks means against; Bernstein's span)
     )

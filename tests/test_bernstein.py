@@ -1,0 +1,216 @@
+"""The ``bernstein`` confidence option: valid widths, exact variances, the same messages otherwise.
+
+The coverage test draws many phases of noisy pulls with the very functions the
+machines use (``NoiseModel.sample_sums_and_deviations``, ``bernstein.width``,
+``bernstein.global_widths``, ``PFXAB.widths``) and checks that each bound used for
+elimination (local, global, personalised) covers the true mean at least at its
+nominal rate. To make misses visible it uses a large ``delta`` (0.05); the same test
+shows a width without the range term fails it, so it can fail.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from pfxab_flower import engine
+from pfxab_flower.algorithms import bernstein, make_policy
+from pfxab_flower.algorithms.messages import AlgorithmParameters, LocalReport
+from pfxab_flower.algorithms.pfxab import PFXAB
+from pfxab_flower.algorithms.phased import ClientView, ServerMachine
+from pfxab_flower.config import ALGORITHMS, RunConfig
+from pfxab_flower.errors import ConfigError
+from pfxab_flower.noise import NoiseModel
+from pfxab_flower.problems import build_federation
+from pfxab_flower.strategies import PFXAB as MessagePFXAB  # noqa: N811 (Flower's naming)
+
+DELTA = 0.05
+TRIALS = 4000
+M = 8
+NOISES = [("uniform", 0.1), ("gaussian", 0.1), ("bernoulli", 0.0), ("none", 0.0), ("uniform", 0.4)]
+
+
+def draw_phase(noise: NoiseModel, counts: np.ndarray, rng: np.random.Generator, trials: int = TRIALS):
+    """``trials`` independent phases of ``M`` clients pulling one node ``counts[m]`` times each.
+
+    Returns the true local means ``(trials, M)``, the local means and the sample variances.
+    """
+    true = rng.uniform(0.05, 0.95, size=(trials, M))
+    n = np.broadcast_to(counts, (trials, M)).reshape(-1)
+    sums, deviations = noise.sample_sums_and_deviations(true.reshape(-1), n, rng)
+    span = np.subtract(*noise.reward_range((0.0, 1.0))[::-1])
+    means = (sums / n).reshape(trials, M)
+    variances = bernstein.sample_variances(deviations, n, span).reshape(trials, M)
+    return true, means, variances, span
+
+
+def miss_rate_bound(delta: float, trials: int) -> float:
+    """``delta`` plus three binomial standard errors: a valid bound's miss rate stays below it."""
+    return delta + 3.0 * math.sqrt(delta * (1 - delta) / trials)
+
+
+@pytest.mark.parametrize(("kind", "sigma"), NOISES)
+@pytest.mark.parametrize("pulls", [3, 30, 400])
+def test_every_bound_used_for_elimination_covers_the_true_mean_at_its_nominal_rate(kind, sigma, pulls) -> None:
+    rng = np.random.default_rng([7, pulls, NOISES.index((kind, sigma))])
+    noise = NoiseModel(kind, sigma)
+    counts = np.full(M, pulls)
+    counts[0] = 3 * pulls  # client 0 also explores the node locally (PF-XAB's own node)
+    true, means, variances, span = draw_phase(noise, counts, rng)
+    L = math.log(3.0 / DELTA)
+
+    local_width = bernstein.width(variances[:, 0], counts[0], span, L)
+    local_miss = np.abs(means[:, 0] - true[:, 0]) > local_width
+
+    global_mean, global_true = means.mean(axis=1), true.mean(axis=1)
+    global_width = bernstein.global_widths(variances.mean(axis=1), np.full(TRIALS, M), pulls, span, L)
+    global_miss = np.abs(global_mean - global_true) > global_width
+
+    misses = {"local": local_miss.mean(), "global": global_miss.mean()}
+    for alpha in (0.1, 0.5, 0.9):
+        view = ClientView(phase=1, node_ids=np.arange(TRIALS), local_means=means[:, 0],
+                          local_counts=np.full(TRIALS, counts[0]), global_means=global_mean,
+                          server_eliminated=np.zeros(TRIALS, dtype=bool), local_widths=local_width,
+                          global_widths=global_width, pooled_variances=variances.mean(axis=1),
+                          holders=np.full(TRIALS, M), min_count=pulls)
+        settings = engine.make_settings(M, alpha=alpha, horizon=1000, seed=0)
+        estimate = alpha * means[:, 0] + (1 - alpha) * global_mean
+        target = alpha * true[:, 0] + (1 - alpha) * global_true
+        misses[f"personalised {alpha}"] = (np.abs(estimate - target) > PFXAB.widths(settings, view)).mean()
+    assert max(misses.values()) <= miss_rate_bound(DELTA, TRIALS), misses
+
+
+@pytest.mark.parametrize("pulls", [3, 10])
+def test_the_coverage_test_fails_a_width_without_its_range_term(pulls) -> None:
+    """Bernoulli rewards of small means often show no variance at all: only the ``3 b L / n`` term covers them."""
+    rng = np.random.default_rng(pulls)
+    noise = NoiseModel("bernoulli", 0.0)
+    true = np.full(TRIALS, 0.05)
+    sums, deviations = noise.sample_sums_and_deviations(true, np.full(TRIALS, pulls), rng)
+    variances = bernstein.sample_variances(deviations, np.full(TRIALS, pulls), 1.0)
+    L = math.log(3.0 / DELTA)
+    variance_only = np.sqrt(2 * variances * L / pulls)
+    assert (np.abs(sums / pulls - true) > variance_only).mean() > 5 * miss_rate_bound(DELTA, TRIALS)
+    assert (np.abs(sums / pulls - true) > bernstein.width(variances, pulls, 1.0, L)).mean() <= DELTA
+
+
+def test_at_the_runs_delta_no_bound_misses() -> None:
+    rng = np.random.default_rng(11)
+    noise = NoiseModel("uniform", 0.1)
+    counts = np.full(M, 50)
+    true, means, variances, span = draw_phase(noise, counts, rng, trials=20_000)
+    L = bernstein.log_term(2_000_000)
+    assert math.isclose(L, math.log(1.5) + 4 * math.log(2_000_000))
+    assert not np.any(np.abs(means - true) > bernstein.width(variances, 50, span, L))
+
+
+@pytest.mark.parametrize(("kind", "sigma", "variance"), [
+    ("uniform", 0.3, 0.3**2 / 3), ("gaussian", 0.2, 0.2**2), ("bernoulli", 0.0, 0.3 * 0.7), ("none", 0.4, 0.0),
+])
+def test_sample_variances_are_drawn_exactly(kind, sigma, variance) -> None:
+    rng = np.random.default_rng(3)
+    noise = NoiseModel(kind, sigma)
+    counts = np.full(20_000, 25)
+    sums, deviations = noise.sample_sums_and_deviations(np.full(counts.size, 0.3), counts, rng)
+    sample = bernstein.sample_variances(deviations, counts, 1.0)
+    assert sample.mean() == pytest.approx(variance, rel=0.02, abs=1e-12)  # unbiased
+    assert (sums / counts).mean() == pytest.approx(0.3, abs=0.002)
+    assert np.all(deviations >= 0)
+
+
+def test_uniform_sums_are_the_same_draws_with_or_without_the_deviations() -> None:
+    noise = NoiseModel("uniform", 0.1)
+    means, counts = np.array([0.2, 0.5, 0.9]), np.array([5, 0, 7])
+    plain = noise.sample_sums(means, counts, np.random.default_rng(1))
+    sums, deviations = noise.sample_sums_and_deviations(means, counts, np.random.default_rng(1))
+    np.testing.assert_array_equal(plain, sums)
+    assert deviations[1] == 0
+
+
+def test_two_batches_combine_to_the_variance_of_all_pulls() -> None:
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(size=7), rng.normal(2.0, size=11)
+    combined_sum, combined = bernstein.combine_samples(
+        (np.array([a.sum()]), np.array([b.sum()])),
+        (np.array([((a - a.mean()) ** 2).sum()]), np.array([((b - b.mean()) ** 2).sum()])),
+        (np.array([7]), np.array([11])))
+    both = np.concatenate([a, b])
+    assert combined_sum[0] == pytest.approx(both.sum())
+    assert combined[0] == pytest.approx(((both - both.mean()) ** 2).sum())
+
+
+def test_phase_lengths_reach_the_target_width() -> None:
+    for variance in (0.0, 0.001, 0.25):
+        n = bernstein.samples_for(0.01, variance, 1.2, 58.0)
+        assert bernstein.width(variance, n, 1.2, 58.0) == pytest.approx(0.01)
+        assert bernstein.width(variance, 0.99 * n, 1.2, 58.0) > 0.01
+
+
+def run(algorithm: str, confidence: str, keep_messages: bool = False, noise: str = "uniform"):
+    config = RunConfig(problem="garland", algorithm=algorithm, clients=5, alpha=0.5, horizon=200_000, seed=1,
+                       confidence=confidence, noise=noise)
+    federation = build_federation(config)
+    settings = engine.make_settings(5, alpha=0.5, horizon=200_000, seed=1, reward_range=federation.reward_range,
+                                    confidence=confidence)
+    return engine.simulate(federation, make_policy(algorithm), settings, keep_messages=keep_messages)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_bernstein_sends_variances_up_and_widths_down_and_pulls_less_once_it_has_seen_the_noise(algorithm) -> None:
+    quiet, plain = run(algorithm, "bernstein", keep_messages=True), run(algorithm, "hoeffding", keep_messages=True)
+    for sim, bernstein_run in ((quiet, True), (plain, False)):
+        for broadcast, replies in sim.messages:
+            for reply in replies:
+                if isinstance(reply, LocalReport):
+                    assert (reply.variances is not None) == bernstein_run
+            if hasattr(broadcast, "holders"):
+                assert (broadcast.variances is not None and broadcast.holders is not None) == bernstein_run
+            wire = broadcast.parameters.to_wire()
+            assert ("param-confidence" in wire) == bernstein_run  # hoeffding: the very bytes of before
+    quiet_rows, plain_rows = quiet.driver.machine.history, plain.driver.machine.history
+    per_node = [[row["global_pulls"] + row["local_pulls"] for row in rows] for rows in (quiet_rows, plain_rows)]
+    ratios = [b / h for b, h in zip(*per_node, strict=False)]
+    # Bernstein's pulls per node grow as 1 / width (its range term), Hoeffding's as 1 / width^2: from the first
+    # phase designed on observed noise on, the ratio falls at every depth, and the deepest shared one is cheaper
+    assert all(later < earlier for earlier, later in itertools.pairwise(ratios[1:])), ratios
+    assert ratios[-1] < 1 and len(quiet_rows) > len(plain_rows), ratios
+
+
+def test_the_server_refuses_variances_that_do_not_fit_the_run() -> None:
+    config = RunConfig(problem="garland", clients=3, horizon=50_000)
+    federation = build_federation(config)
+    for confidence in ("hoeffding", "bernstein"):
+        settings = engine.make_settings(3, alpha=0.5, horizon=50_000, seed=0, reward_range=federation.reward_range,
+                                        confidence=confidence, min_fraction=0.0)
+        server = ServerMachine(make_policy("pf-xab"), settings)
+        instruction = server.next_instruction()
+        ids = instruction.node_ids
+        counts = np.full(ids.size, instruction.global_pulls + instruction.local_pulls)
+        means = np.full(ids.size, 0.5)
+        if confidence == "hoeffding":
+            assert "confidence is hoeffding" in server.check_report(
+                LocalReport(0, ids, means, counts, np.zeros(ids.size)), set())
+            continue
+        assert "no variances" in server.check_report(LocalReport(0, ids, means, counts), set())
+        too_large = np.full(ids.size, 1.2**2)  # the span of [-0.1, 1.1] allows at most 0.36 (n large)
+        assert "variances are not in" in server.check_report(LocalReport(0, ids, means, counts, too_large), set())
+        assert server.check_report(LocalReport(0, ids, means, counts, np.full(ids.size, 0.01)), set()) is None
+
+
+def test_bernstein_needs_a_reward_range() -> None:
+    with pytest.raises(ConfigError, match=r"^reward_range=\(-2000000000.0, 2000000000.0\) is invalid with "
+                                          r"confidence='bernstein'; allowed: the range"):
+        MessagePFXAB(num_clients=3, horizon=1000, confidence="bernstein")
+    with pytest.raises(ConfigError, match=r"^confidence='wald' is invalid; allowed: hoeffding, bernstein$"):
+        MessagePFXAB(num_clients=3, horizon=1000, confidence="wald", reward_range=(0, 1))
+    assert MessagePFXAB(num_clients=3, horizon=1000, confidence="bernstein", reward_range=(0, 1))
+
+
+def test_parameters_round_trip_with_and_without_the_optional_fields() -> None:
+    plain = AlgorithmParameters("pf-xab", 3, 1000, 0.5, 0)
+    assert "param-confidence" not in plain.to_wire() and AlgorithmParameters.from_wire(plain.to_wire()) == plain
+    rich = AlgorithmParameters("pf-xab", 3, 1000, 0.5, 0, confidence="bernstein", reward_low=-0.1, reward_high=1.1)
+    assert AlgorithmParameters.from_wire(rich.to_wire()) == rich
