@@ -56,6 +56,7 @@ def test_run_out_writes_the_tables(tmp_path, capsys):
         ("--max-depth", "0", "max-depth=0 is invalid"),
         ("--seed", "-3", "seed=-3 is invalid"),
         ("--alpha", "nan", "alpha=nan"),
+        ("--confidence", "wald", "confidence='wald' is invalid; allowed: hoeffding, bernstein"),
     ],
 )
 def test_bad_values_give_one_line_exit_2_and_write_nothing(tmp_path, flag, value, fragment):
@@ -92,3 +93,15 @@ def test_an_empty_out_is_refused_not_ignored(tmp_path):
     assert line == ("pfxab run: error: out='' is invalid; allowed: a new or empty directory, or one holding only a "
                     "previous result (clients.csv, communication.csv, curve.csv, phases.csv, summary.json), "
                     "on a writable file system")
+
+
+def test_compare_takes_the_confidence_and_reports_it(tmp_path, capsys):
+    out = tmp_path / "c"
+    args = ["compare", "--problem", "garland", "--clients", "3", "--horizon", "20000", "--seeds", "0-1",
+            "--confidence", "bernstein", "--no-progress", "--out", str(out)]
+    assert main(args) == 0
+    assert "confidence=bernstein" in capsys.readouterr().out.splitlines()[0]
+    runs = (out / "runs.csv").read_text().splitlines()
+    header = runs[0].split(",")
+    assert {row.split(",")[header.index("confidence")] for row in runs[1:]} == {"bernstein"}
+    assert "pulls_per_phase" in header

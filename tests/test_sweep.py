@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pandas as pd
 import pytest
 
 import pfxab_flower.simulations.sweep as sweep_module
+from pfxab_flower.config import RunConfig
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.experiment import load_experiment, run_id
 from pfxab_flower.simulations.sweep import CONFIG_COLUMNS, REFERENCE_COLUMNS, SUMMARY_COLUMNS, time_grid
@@ -230,3 +232,12 @@ def test_a_flower_sweep_runs_serially_and_gives_the_inprocess_numbers(tmp_path, 
     same = ["run_id", "regret", "mean_reward_personalised", "phases", "communication_rounds", "best_local"]
     pd.testing.assert_frame_equal(flower[same], inprocess[same])
     assert last_invocation(tmp_path / "flower")["workers"] == 1
+
+
+def test_a_field_added_later_keeps_older_run_ids_at_its_default() -> None:
+    """Results written before ``confidence`` existed resume: a hoeffding run's id is the one it always had."""
+    config = RunConfig(problem="garland", alpha=0.5, seed=3)
+    before = {k: v for k, v in config.to_dict().items() if k != "confidence"}
+    digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:12]
+    assert run_id(config) == f"garland-pf-xab-a0.5-s3-{digest}"
+    assert run_id(config.replace(confidence="bernstein")) != run_id(config)
