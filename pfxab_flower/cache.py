@@ -30,6 +30,8 @@ import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
+from pfxab_flower.remote import in_ray_task
+
 #: Bump when the table layout or the meaning of stored values changes.
 CACHE_FORMAT = 1
 ENV_VAR = "PFXAB_CACHE_DIR"
@@ -169,7 +171,13 @@ class EvaluationStore:
             self._disable(exc)
 
     def save(self, namespace: str, rows: Iterable[tuple[int, bytes, float]]) -> None:
-        """Store ``(item, point bytes, value)`` rows in one transaction (existing keys are kept)."""
+        """Store ``(item, point bytes, value)`` rows in one transaction (existing keys are kept).
+
+        Not in a Ray task: on a cluster only the driver writes the cache (a task may run on
+        another machine, and many tasks at once would contend for the file).
+        """
+        if in_ray_task():
+            return
         self._write("INSERT OR IGNORE INTO evaluations VALUES (?, ?, ?, ?)",
                     [(namespace, int(i), p, float(v)) for i, p, v in rows])
 

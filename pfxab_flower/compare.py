@@ -30,8 +30,9 @@ from tqdm import tqdm
 from pfxab_flower.config import RunConfig
 from pfxab_flower.engine import run_config
 from pfxab_flower.outputs import write_files_atomically
-from pfxab_flower.parallel import run_in_processes, shared_federation
+from pfxab_flower.parallel import local_runner, shared_federation
 from pfxab_flower.problems.federation import Federation
+from pfxab_flower.remote import JobRunner
 
 #: The columns of one run's row, in order.
 RUN_COLUMNS = (
@@ -144,11 +145,13 @@ def compare(
     seeds: list[int],
     workers: int = 1,
     progress: bool = True,
+    runner: JobRunner | None = None,
 ) -> Comparison:
     """Run every algorithm with every seed on the federation ``base`` names.
 
     ``base.algorithm`` and ``base.seed`` are ignored; every other field is shared
-    by all runs. ``progress`` shows a progress bar on stderr.
+    by all runs. ``progress`` shows a progress bar on stderr. ``runner`` runs the jobs
+    (default: ``workers`` local processes; ``pfxab compare --executor ray`` passes a Ray cluster's).
     """
     configs = [base.replace(algorithm=a, seed=s) for a in algorithms for s in seeds]
     rows: list[dict[str, Any] | None] = [None] * len(configs)
@@ -162,7 +165,7 @@ def compare(
                 errors.append(error)
             bar.update()
 
-        run_in_processes(_run_row, [(config,) for config in configs], workers, done)
+        (runner or local_runner(workers))(_run_row, [(config,) for config in configs], done)
     if errors:
         raise errors[0]
     runs = pd.DataFrame(rows, columns=list(RUN_COLUMNS))

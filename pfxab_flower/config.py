@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 PROBLEMS = ("garland", "doublesine", "landmine")
 ALGORITHMS = ("pf-xab", "fed-pne", "pf-pne")
 ENGINES = ("inprocess", "flower")
+#: Where the runs of a sweep or comparison execute: a local process pool, or tasks on a Ray cluster.
+EXECUTORS = ("processes", "ray")
 #: Confidence widths of every algorithm's eliminations: the paper's (Hoeffding, worst-case noise) or
 #: empirical-Bernstein ones from the observed variance (docs/algorithms/index.md).
 CONFIDENCES = ("hoeffding", "bernstein")
@@ -207,6 +209,12 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               lambda text: seed_ranges(text) is not None, scope="other"),
     Parameter("curve_points", int, 200, f"an integer in [2, {MAX_CURVE_POINTS}]",
               "points of each run's regret curve in a sweep", _between(2, MAX_CURVE_POINTS), scope="other"),
+    Parameter("executor", str, "processes", ", ".join(EXECUTORS),
+              "where the runs execute: local worker processes, or tasks on the Ray cluster at --ray-address",
+              _one_of(EXECUTORS), scope="other"),
+    Parameter("ray_address", str, None, "HOST:PORT of a running Ray head node (what `ray start --head` prints)",
+              "an existing Ray cluster to run on (HOST:PORT of its head node; default: none, run locally)",
+              lambda text: bool(text.strip()), optional=True, scope="other"),
     Parameter("dimensions", int, 1, f"an integer in [1, {MAX_DIMENSIONS}] (dimensions of the domain)",
               "dimensions of a search space", _between(1, MAX_DIMENSIONS), scope="other"),
 )}

@@ -22,6 +22,7 @@ from typing import Any
 from pfxab_flower.config import RunConfig
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
+from pfxab_flower.remote import JobRunner
 
 
 def federation_key(config: RunConfig) -> RunConfig:
@@ -68,6 +69,16 @@ def _start_worker(parent_pid: int) -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     exit_with_parent(parent_pid)
+
+
+def local_runner(workers: int) -> JobRunner:
+    """The default job runner: :func:`run_in_processes` with ``workers`` processes."""
+
+    def runner(fn: Callable[..., Any], jobs: Sequence[tuple],
+               on_done: Callable[[int, Any, BaseException | None], None]) -> None:
+        run_in_processes(fn, jobs, workers, on_done)
+
+    return runner
 
 
 def run_in_processes(

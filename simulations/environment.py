@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pfxab_flower.config import check
+from pfxab_flower.errors import ConfigError
 from pfxab_flower.simulations.processes import stop_processes
 
 QUIET_ENV = {
@@ -27,17 +28,33 @@ QUIET_ENV = {
 }
 
 
-def check_num_cpus(num_cpus: float) -> float:
-    """CPUs per simulated client: Ray waits forever for a client that needs more than the machine has."""
-    return check("num_cpus", num_cpus)
+def check_num_cpus(num_cpus: float, ray_address: str | None = None) -> float:
+    """CPUs per simulated client: Ray waits forever for a client that needs more than a node has.
+
+    On this machine the limit is its cores; on a Ray cluster (``ray_address``, already
+    checked reachable) it is the largest alive node's CPUs, asked of the cluster.
+    """
+    if ray_address is None:
+        return check("num_cpus", num_cpus)
+    from pfxab_flower.simulations.cluster import cluster_cpus
+
+    largest = cluster_cpus(ray_address)
+    if isinstance(num_cpus, bool) or not isinstance(num_cpus, int | float) or not 0 < num_cpus <= largest:
+        raise ConfigError(f"num-cpus={num_cpus!r} is invalid; allowed: a number in (0, {largest:g}] (the largest "
+                          f"node of the Ray cluster at {ray_address} has {largest:g} CPUs)")
+    return float(num_cpus)
 
 
-def backend_config(num_cpus: float, ray_dir: Path) -> dict:
-    """Flower's Ray backend config: client resources that fit this machine, Ray's files in ``ray_dir``."""
-    return {
-        "client_resources": {"num_cpus": check_num_cpus(num_cpus), "num_gpus": 0.0},
-        "init_args": {"num_cpus": os.cpu_count() or 1, "num_gpus": 0, "_temp_dir": str(ray_dir)},
-    }
+def backend_config(num_cpus: float, ray_dir: Path, ray_address: str | None = None) -> dict:
+    """Flower's Ray backend config: client resources that fit a node, and where Ray runs.
+
+    Without ``ray_address`` Flower starts a private Ray on this machine's cores with its
+    files in ``ray_dir``; with it, ``init_args`` make ``ray.init`` join that cluster (whose
+    resources are its own: giving ``num_cpus`` there is an error in Ray).
+    """
+    init_args: dict = ({"address": ray_address} if ray_address is not None else
+                       {"num_cpus": os.cpu_count() or 1, "num_gpus": 0, "_temp_dir": str(ray_dir)})
+    return {"client_resources": {"num_cpus": float(num_cpus), "num_gpus": 0.0}, "init_args": init_args}
 
 
 @contextmanager

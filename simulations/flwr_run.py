@@ -137,15 +137,20 @@ def simulate(
     *,
     app_dir: Path | None = None,
     num_cpus: float = 1.0,
+    ray_address: str | None = None,
     log: IO[str] = sys.stderr,
 ) -> SimulateOutcome:
     """Run ``config`` through ``flwr run <app> --stream`` and stop everything it started.
 
-    ``app_dir`` is a user's own Flower app; without it a generated one is used.
+    ``app_dir`` is a user's own Flower app; without it a generated one is used. With
+    ``ray_address`` the simulation joins that Ray cluster: Flower 1.41's federation
+    config has no address key, so ``RAY_ADDRESS`` goes into the environment of the
+    SuperLink (which starts the simulation, whose ``ray.init()`` reads it), and no
+    ``init-args-num-cpus`` is sent (a cluster's resources are its own).
     """
     started = time.perf_counter()
     user_pyproject = check_app_dir(app_dir.resolve()) if app_dir is not None else None
-    check_num_cpus(num_cpus)
+    check_num_cpus(num_cpus, ray_address)
     out_dir = Path(options.out_dir).expanduser().resolve()
     options = replace(options, out_dir=str(out_dir))  # every other option (api, faults) kept
     summary = out_dir / "summary.json"
@@ -171,11 +176,13 @@ def simulate(
             # flwr starts `flower-superlink` & co. by name: find them next to this Python
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
         }
+        if ray_address is not None:
+            env["RAY_ADDRESS"] = ray_address
+        local_cpus = "" if ray_address is not None else f" init-args-num-cpus={os.cpu_count() or 1}"
         command = [
             flwr_executable(), "run", str(app_dir), "--stream",
             "--federation-config",
-            f"num-supernodes={config.clients} client-resources-num-cpus={_number(num_cpus)} "
-            f"init-args-num-cpus={os.cpu_count() or 1}",
+            f"num-supernodes={config.clients} client-resources-num-cpus={_number(num_cpus)}{local_cpus}",
             "--run-config", run_config_argument(config, options),
         ]
         returncode = 1

@@ -24,6 +24,7 @@ from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
 from pfxab_flower.simulations.apps import client_app, server_app
+from pfxab_flower.simulations.cluster import check_ray_address
 from pfxab_flower.simulations.environment import backend_config, check_num_cpus, ray_environment
 from pfxab_flower.simulations.server_app import show_phase_log
 from pfxab_flower.strategies.common import failure_reason
@@ -31,11 +32,11 @@ from pfxab_flower.strategies.common import failure_reason
 
 def run_flower_simulation(
     config: RunConfig, *, round_timeout: float = DEFAULT_ROUND_TIMEOUT, num_cpus: float = 1.0,
-    options: AppOptions | None = None,
+    options: AppOptions | None = None, ray_address: str | None = None,
 ) -> RunResult:
     """Run a validated :class:`RunConfig` on Flower's simulation engine (its built-in problem)."""
     return run_flower(build_federation(config), config, describe=describe_problem(config),
-                      round_timeout=round_timeout, num_cpus=num_cpus, options=options)
+                      round_timeout=round_timeout, num_cpus=num_cpus, options=options, ray_address=ray_address)
 
 
 def run_flower(
@@ -47,8 +48,12 @@ def run_flower(
     round_timeout: float = DEFAULT_ROUND_TIMEOUT,
     num_cpus: float = 1.0,
     options: AppOptions | None = None,
+    ray_address: str | None = None,
 ) -> RunResult:
     """Run ``config``'s algorithm on ``federation`` with one Flower SuperNode per client.
+
+    ``ray_address`` (``HOST:PORT``, checked reachable first) runs the clients on that
+    existing Ray cluster instead of a private Ray on this machine.
 
     ``session_fn`` defaults to simulated clients of ``federation``; pass
     :func:`~pfxab_flower.client_apps.objective_sessions` (or your own) to change what clients pull.
@@ -58,7 +63,9 @@ def run_flower(
     if config.clients != federation.num_clients:
         raise ConfigError(f"clients={config.clients} is invalid; allowed: {federation.num_clients} "
                           f"(the federation's number of objectives)")
-    check_num_cpus(num_cpus)
+    if ray_address is not None:
+        ray_address = check_ray_address(ray_address)
+    check_num_cpus(num_cpus, ray_address)
     started = time.perf_counter()
     options = options or AppOptions(round_timeout=round_timeout)
     results: list[RunResult] = []
@@ -78,7 +85,7 @@ def run_flower(
         with ray_environment() as ray_dir, warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             run_simulation(server, client, num_supernodes=config.clients,
-                           backend_config=backend_config(num_cpus, ray_dir))
+                           backend_config=backend_config(num_cpus, ray_dir, ray_address))
     finally:
         flwr_logger.removeFilter(_drop_run_simulation_deprecation)
         flwr_logger.removeFilter(_one_line_client_errors)

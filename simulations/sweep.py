@@ -57,7 +57,8 @@ import pyarrow
 from pfxab_flower.config import ENGINES, RunConfig
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.outputs import TEMP_SUFFIX, atomic_file, write_file_atomically, write_files_atomically
-from pfxab_flower.parallel import federation_key, run_in_processes, shared_federation
+from pfxab_flower.parallel import federation_key, local_runner, shared_federation
+from pfxab_flower.remote import JobRunner, fits_with
 from pfxab_flower.results import RunResult
 from pfxab_flower.simulations.experiment import Experiment, load_experiment, run_id
 
@@ -120,17 +121,22 @@ def run_one(config: RunConfig, engine: str) -> RunResult:
     return run_config(config, federation=shared_federation(config))  # optima computed once per process
 
 
-def execute(config: RunConfig, run_dir: str, engine: str, curve_points: int) -> float:
-    """Run one config and write it to ``run_dir`` as a unit (replacing whatever was there); returns its wall time."""
+def run_files(config: RunConfig, engine: str, curve_points: int) -> dict[str, str | bytes]:
+    """Run one config; the files of its run directory (a worker process or a Ray task computes them,
+    the driver writes them, so a run on a remote node needs no shared disk)."""
     result = run_one(config, engine)
     grid = time_grid(config.horizon, curve_points)
-    write_files_atomically(run_dir, {
+    return {
         "grid_curve.csv": result.curve_at(grid).to_csv(index=False),
         "references.json": json.dumps(references(config), indent=2) + "\n",
         "config.json": json.dumps(config.to_dict(), indent=2) + "\n",
         **result.files(),
-    }, replace_all=True)
-    return float(result.summary["wall_seconds"])
+    }
+
+
+def write_run(run_dir: str, files: dict[str, str | bytes]) -> None:
+    """The driver's write of one run's files, as a unit (replacing whatever was there)."""
+    write_files_atomically(run_dir, files, replace_all=True)
 
 
 class IncompleteRunError(Exception):
@@ -247,8 +253,14 @@ def run_sweep(
     progress: bool = True,
     on_start: Callable[[int, int], None] | None = None,
     on_damaged: Callable[[list[tuple[str, str]]], None] | None = None,
+    ray_address: str | None = None,
 ) -> SweepOutcome:
     """Run the runs of ``experiment`` not yet complete in ``out``; consolidate when all are.
+
+    With ``ray_address`` (checked by :func:`pfxab_flower.simulations.cluster.executor_address`) every
+    run is a task on that Ray cluster, and landmine fits of the references go there too;
+    either way this process writes every run's files, so the directory is the same and
+    resumes from either kind of executor.
 
     Holds ``out``'s sweep lock throughout (:func:`sweep_lock`) and first copies the
     experiment's TOML to ``out/config.toml``. ``on_damaged(runs)`` is called with
@@ -260,12 +272,19 @@ def run_sweep(
     """
     if engine not in ENGINES:
         raise ConfigError(f"engine={engine!r} is invalid; allowed: {', '.join(ENGINES)}")
+    if ray_address is not None and engine != "inprocess":
+        raise ConfigError(f"engine={engine!r} is invalid with executor='ray'; allowed: inprocess (a Flower "
+                          "simulation runs on a cluster with `pfxab simulate --ray-address`)")
     out.mkdir(parents=True, exist_ok=True)
     with sweep_lock(out):
         if experiment.source:
             write_file_atomically(out / "config.toml", experiment.source)  # plot and report read it
         _remove_leftovers(out)
-        return _run_locked(experiment, out, workers, engine, progress, on_start, on_damaged)
+        from pfxab_flower.simulations.cluster import ray_fit_mapper, ray_runner
+
+        runner = ray_runner(ray_address) if ray_address is not None else local_runner(workers)
+        with fits_with(ray_fit_mapper(ray_address) if ray_address is not None else None):
+            return _run_locked(experiment, out, workers, engine, progress, on_start, on_damaged, runner)
 
 
 def _run_locked(
@@ -276,6 +295,7 @@ def _run_locked(
     progress: bool,
     on_start: Callable[[int, int], None] | None,
     on_damaged: Callable[[list[tuple[str, str]]], None] | None,
+    runner: JobRunner,
 ) -> SweepOutcome:
     runs_dir = out / "runs"
     pending, damaged = damaged_runs(experiment, runs_dir)
@@ -292,16 +312,21 @@ def _run_locked(
         try:
             prepare(pending)
             bar = tqdm(total=len(pending), desc=experiment.name, unit="run", file=sys.stderr, disable=not progress)
-            jobs = [(c, str(runs_dir / run_id(c)), engine, experiment.curve_points) for c in pending]
+            jobs = [(c, engine, experiment.curve_points) for c in pending]
+            run_dirs = [str(runs_dir / run_id(c)) for c in pending]
 
-            def done(index: int, _: object, error: BaseException | None) -> None:
-                if error is None:
-                    outcome.executed += 1
-                else:  # one failing run must not lose the others
-                    outcome.failures.append((Path(jobs[index][1]).name, f"{type(error).__name__}: {error}"))
+            def done(index: int, files: dict[str, str | bytes] | None, error: BaseException | None) -> None:
+                if error is None and files is not None:
+                    try:
+                        write_run(run_dirs[index], files)
+                        outcome.executed += 1
+                    except OSError as exc:
+                        error = exc
+                if error is not None:  # one failing run must not lose the others
+                    outcome.failures.append((Path(run_dirs[index]).name, f"{type(error).__name__}: {error}"))
                 bar.update()
 
-            run_in_processes(execute, jobs, workers, done)
+            runner(run_files, jobs, done)
         except KeyboardInterrupt:
             outcome.interrupted = True
         finally:

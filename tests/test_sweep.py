@@ -129,7 +129,7 @@ def test_an_interrupted_sweep_resumes_only_the_missing_runs(finished, capsys):
 
 def test_ctrl_c_stops_with_130_and_a_rerun_finishes_the_rest(tmp_path, monkeypatch, capsys):
     config, out = write_config(tmp_path), tmp_path / "out"
-    real, calls = sweep_module.execute, []
+    real, calls = sweep_module.run_files, []
 
     def interrupted_after_three(*args):
         if len(calls) == 3:
@@ -137,12 +137,12 @@ def test_ctrl_c_stops_with_130_and_a_rerun_finishes_the_rest(tmp_path, monkeypat
         calls.append(args)
         return real(*args)
 
-    monkeypatch.setattr(sweep_module, "execute", interrupted_after_three)
+    monkeypatch.setattr(sweep_module, "run_files", interrupted_after_three)
     assert sweep(config, out, "--workers", "1") == 130
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"pfxab sweep: interrupted; 3 of 8 runs complete in {out}; run the same command again to resume"]
     assert not (out / "runs.parquet").exists()
-    monkeypatch.setattr(sweep_module, "execute", real)
+    monkeypatch.setattr(sweep_module, "run_files", real)
     assert sweep(config, out, "--workers", "1") == 0
     assert "5 of 8 runs to do" in capsys.readouterr().out
     assert len(pd.read_parquet(out / "runs.parquet")) == 8

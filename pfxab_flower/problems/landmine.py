@@ -45,6 +45,7 @@ from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.landmine_data import SPLIT_ID, FieldSplit, load_splits
 from pfxab_flower.problems.landmine_table import RewardTable, load_table, table_points
 from pfxab_flower.problems.optimum import Optimum
+from pfxab_flower.remote import fit_mapper, in_ray_task
 
 DOMAIN = Domain.from_mapping({"C": (1e-4, 1e4, "log"), "gamma": (1e-2, 10, "log")})
 #: Bump when the meaning of a cached value changes (objective, model, scoring).
@@ -159,7 +160,11 @@ class SvmEvaluator:
             from tqdm import tqdm
 
             progress = tqdm(total=len(missing), desc="landmine SVM fits", unit="fit", file=sys.stderr, leave=False)
-        if self.workers > 1 and len(missing) >= _PARALLEL_FROM:
+        mapper = fit_mapper()
+        if mapper is not None and not in_ray_task():  # e.g. each chunk a task on a Ray cluster; we keep the values
+            results = mapper(_fit_chunk, [(self.splits[m], [row for _, row in items]) for m, items in chunks])
+            on_error = _nothing
+        elif self.workers > 1 and len(missing) >= _PARALLEL_FROM and not in_ray_task():
             from joblib.externals.loky import get_reusable_executor
 
             pool = get_reusable_executor(max_workers=self.workers, timeout=_WORKER_IDLE_SECONDS,

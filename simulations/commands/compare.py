@@ -7,7 +7,9 @@ import sys
 
 from pfxab_flower.config import ALGORITHMS, parse_algorithms, parse_seeds, parse_workers
 from pfxab_flower.outputs import check_output_dir
-from pfxab_flower.simulations.commands.options import add_run_options, config_from_args
+from pfxab_flower.remote import fits_with
+from pfxab_flower.simulations.cluster import executor_address, ray_fit_mapper, ray_runner
+from pfxab_flower.simulations.commands.options import add_parameter_flag, add_run_options, config_from_args
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,6 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--workers", default="1", metavar="N", help="worker processes (default: 1)")
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="write runs.csv, runs.parquet, summary.csv, summary.parquet here")
+    add_parameter_flag(parser, "executor")
+    add_parameter_flag(parser, "ray_address")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.set_defaults(handler=handle)
 
@@ -31,13 +35,17 @@ def handle(args: argparse.Namespace) -> int:
     algorithms = parse_algorithms(args.algorithms)
     workers = parse_workers(args.workers)
     base = config_from_args(args, algorithm=algorithms[0], seed=seeds[0])
+    ray_address = executor_address(args.executor, args.ray_address)  # reachable, before any work
 
     from pfxab_flower.compare import COMPARE_FILES, compare
 
     if args.out is not None:
         check_output_dir(args.out, result_files=COMPARE_FILES)  # before the runs, not after them
 
-    comparison = compare(base, algorithms, seeds, workers=workers, progress=not args.no_progress)
+    runner = ray_runner(ray_address) if ray_address is not None else None
+    with fits_with(ray_fit_mapper(ray_address) if ray_address is not None else None):  # landmine's optimum grid
+        comparison = compare(base, algorithms, seeds, workers=workers, progress=not args.no_progress,
+                             runner=runner)
     written = comparison.write(args.out) if args.out is not None else None
     print(comparison.table())
     if written is not None:

@@ -8,7 +8,7 @@ import sys
 from pfxab_flower.config import ENGINES
 from pfxab_flower.outputs import check_output_dir
 from pfxab_flower.results import RESULT_FILES
-from pfxab_flower.simulations.commands.options import add_run_options, config_from_args
+from pfxab_flower.simulations.commands.options import add_parameter_flag, add_run_options, config_from_args
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,6 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--engine", choices=ENGINES, default="inprocess", help="in-process loop or Flower simulation")
     parser.add_argument("--api", default=None, metavar="API",
                         help="Flower API with --engine flower: message (default) or legacy (Strategy/NumPyClient)")
+    add_parameter_flag(parser, "ray_address")
     parser.add_argument("--out", default=None, metavar="DIR", help="write summary.json, clients.csv, curve.csv here")
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
     parser.set_defaults(handler=handle)
@@ -30,12 +31,17 @@ def handle(args: argparse.Namespace) -> int:
         from pfxab_flower.config import parse_api
 
         parse_api(args.api)  # one-line error before anything runs
+    if args.ray_address is not None and args.engine != "flower":
+        from pfxab_flower.errors import ConfigError
+
+        raise ConfigError(f"ray-address={args.ray_address!r} is invalid with engine={args.engine!r}; allowed: "
+                          "engine='flower' (the in-process engine runs in this process)")
     if args.engine == "flower":
         from pfxab_flower.config import AppOptions
         from pfxab_flower.simulations.run_flower import run_flower_simulation
 
         options = AppOptions() if args.api is None else AppOptions(api=args.api)
-        result = run_flower_simulation(config, options=options)
+        result = run_flower_simulation(config, options=options, ray_address=args.ray_address)
     else:
         from pfxab_flower.engine import run_config
 

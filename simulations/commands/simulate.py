@@ -24,6 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print the run's summary.json on stdout (log on stderr)")
     for name in ("round_timeout", "num_cpus"):
         add_parameter_flag(parser, name, typed=True)
+    add_parameter_flag(parser, "ray_address")
     for name in ("fail_rate", "fail_clients", "straggle_seconds", "min_fraction", "api", "secure_aggregation"):
         add_parameter_flag(parser, name)
     parser.add_argument("--app-dir", default=None, metavar="DIR",
@@ -37,6 +38,10 @@ def handle(args: argparse.Namespace) -> int:
     from pfxab_flower.results import RESULT_FILES
 
     check_output_dir(args.out, result_files=RESULT_FILES)  # the ServerApp writes there, after the whole run
+    if args.ray_address is not None:
+        from pfxab_flower.simulations.cluster import check_ray_address
+
+        args.ray_address = check_ray_address(args.ray_address)  # before the SuperLink starts
     from pfxab_flower.config import parse_run_config, to_run_config
     from pfxab_flower.simulations.flwr_run import simulate
 
@@ -46,7 +51,7 @@ def handle(args: argparse.Namespace) -> int:
     _, options = parse_run_config({**to_run_config(config), "out-dir": args.out, "round-timeout": args.round_timeout,
                                    **{k: v for k, v in given.items() if v is not None}})
     outcome = simulate(config, options, app_dir=Path(args.app_dir) if args.app_dir is not None else None,
-                       num_cpus=args.num_cpus,
+                       num_cpus=args.num_cpus, ray_address=args.ray_address,
                        log=sys.stderr if args.json else sys.stdout)
     note = sys.stderr
     if outcome.pyproject_restored:

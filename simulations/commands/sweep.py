@@ -11,6 +11,8 @@ from pathlib import Path
 from pfxab_flower.config import ENGINES, parse_workers
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.outputs import check_output_dir
+from pfxab_flower.simulations.cluster import executor_address
+from pfxab_flower.simulations.commands.options import add_parameter_flag
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -20,6 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--workers", default=str(min(2, os.cpu_count() or 1)),
                         help="parallel processes (default: min(2, cpus))")
     parser.add_argument("--engine", choices=ENGINES, default="inprocess", help="in-process loop or Flower simulation")
+    add_parameter_flag(parser, "executor")
+    add_parameter_flag(parser, "ray_address")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.set_defaults(handler=handle)
 
@@ -30,6 +34,7 @@ def handle(args: argparse.Namespace) -> int:
 
     experiment = load_experiment(args.config)  # validates every row before any work
     workers = parse_workers(args.workers)
+    ray_address = executor_address(args.executor, args.ray_address)  # reachable, before any work
     check_output_dir(args.out)  # written into (other files there are kept)
     if args.engine == "flower":
         if importlib.util.find_spec("pfxab_flower.simulations.run_flower") is None:
@@ -50,11 +55,12 @@ def handle(args: argparse.Namespace) -> int:
         if pending == 0:
             print(f"{experiment.name}: all {total} runs already complete in {out}; nothing to run")
         else:
+            where = f"tasks on the Ray cluster at {ray_address}" if ray_address else f"{workers} worker(s)"
             print(f"{experiment.name}: {pending} of {total} runs to do ({total - pending} already complete), "
-                  f"{workers} worker(s), engine {args.engine}")
+                  f"{where}, engine {args.engine}")
 
     outcome = run_sweep(experiment, out, workers=workers, engine=args.engine, progress=not args.no_progress,
-                        on_start=on_start, on_damaged=on_damaged)
+                        on_start=on_start, on_damaged=on_damaged, ray_address=ray_address)
     done = outcome.skipped + outcome.executed
     if outcome.interrupted:
         print(f"pfxab sweep: interrupted; {done} of {outcome.total} runs complete in {out}; "

@@ -1,0 +1,53 @@
+"""Hooks by which the layers above the core send work elsewhere (a Ray cluster), without the core importing Ray.
+
+The core runs everything in this machine's processes. ``pfxab_flower.simulations.cluster``
+(above the core, where Ray may be imported) plugs into two places here:
+
+* a **job runner** (:data:`JobRunner`): how a comparison or a sweep runs its jobs; the
+  default is the local process pool (:func:`pfxab_flower.parallel.local_runner`);
+* a **fit mapper** (:func:`fits_with`): how the landmine federation evaluates many
+  SVM fits at once; the default is this process or a local loky pool.
+
+Inside a Ray task started by that module, :data:`TASK_ENV` is set: the on-disk
+evaluation cache is then read but never written (only the driver writes it) and
+landmine fits run in the task itself.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+#: Set (to "1") in every Ray task the cluster module starts.
+TASK_ENV = "PFXAB_RAY_TASK"
+
+#: ``runner(fn, jobs, on_done)``: call ``fn(*job)`` for every job, ``on_done(index, result, error)`` in this process.
+JobRunner = Callable[[Callable[..., Any], Sequence[tuple], Callable[[int, Any, BaseException | None], None]], None]
+#: ``mapper(fn, calls)``: ``fn(*call)`` for every call, as an iterator of results in order.
+FitMapper = Callable[[Callable[..., Any], Sequence[tuple]], Iterator[Any]]
+
+_local = threading.local()
+
+
+def in_ray_task() -> bool:
+    """Whether this process is a Ray task started for a sweep, a comparison or fits (its caches are read-only)."""
+    return os.environ.get(TASK_ENV) == "1"
+
+
+@contextmanager
+def fits_with(mapper: FitMapper | None) -> Iterator[None]:
+    """Within the block, this thread's landmine SVM fits go through ``mapper`` (``None``: locally)."""
+    previous = getattr(_local, "mapper", None)
+    _local.mapper = mapper
+    try:
+        yield
+    finally:
+        _local.mapper = previous
+
+
+def fit_mapper() -> FitMapper | None:
+    """The mapper set by :func:`fits_with`, or ``None`` for local fits."""
+    return getattr(_local, "mapper", None)

@@ -1,0 +1,170 @@
+"""An existing Ray cluster as the place where runs, Flower clients and SVM fits execute (``--ray-address``).
+
+Why a module of its own: sweeps, comparisons and landmine fits run in local
+processes by default; a user who outgrows one machine already has a Ray cluster
+(Ray is a dependency, and Flower's simulation engine is built on it). This module
+is the one place that talks to such a cluster: it checks an address before any
+work (one line if it cannot be reached), connects, and runs jobs as Ray tasks
+behind the core's hooks (:mod:`pfxab_flower.remote`): a job runner with the same
+``on_done(index, result, error)`` interface as the local pool, so the driver keeps
+writing every result itself, atomically, exactly as with local processes, and a
+fit mapper for the landmine SVM fits. No scheduler of our own: Ray places the tasks.
+It sits above the core, which never imports Ray.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
+from typing import Any
+
+from pfxab_flower.errors import ConfigError
+from pfxab_flower.remote import TASK_ENV, FitMapper, JobRunner
+
+#: How long the reachability check waits for the head node's port (seconds).
+CONNECT_TIMEOUT = 5.0
+#: Environment every connection sets for Ray's processes: no usage stats, no log deduplication.
+QUIET = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_DEDUP_LOGS": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
+
+
+def parse_ray_address(text: object) -> str:
+    """``HOST:PORT`` of a Ray head node, checked for form only; one-line :class:`ConfigError` otherwise."""
+    value = str(text).strip()
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdecimal() or not 0 < int(port) < 65536:
+        raise ConfigError(f"ray-address={text!r} is invalid; allowed: HOST:PORT of a running Ray head node "
+                          "(the address `ray start --head` prints, e.g. 127.0.0.1:6379)")
+    return value
+
+
+def check_ray_address(text: object, timeout: float = CONNECT_TIMEOUT) -> str:
+    """The address, once its head node answers on its port; a one-line :class:`ConfigError` if it does not.
+
+    A TCP connection to the GCS port, before Ray or any run starts: ``ray.init`` on a
+    dead address retries for a minute and then raises a multi-line error.
+    """
+    address = parse_ray_address(text)
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigError(f"ray-address={address!r} cannot be reached ({reason}); allowed: the HOST:PORT of a "
+                          "running Ray head node (start one with `ray start --head`)") from None
+    return address
+
+
+def executor_address(executor: object, ray_address: object) -> str | None:
+    """The checked cluster address runs go to (``--executor ray --ray-address A``), or ``None`` for local processes.
+
+    One-line :class:`ConfigError` for an unknown executor, ``ray`` without an address (or
+    an address without ``ray``), or an address that cannot be reached; all before any work.
+    """
+    from pfxab_flower.config import parse
+
+    kind = parse("executor", "processes" if executor is None else executor)
+    if kind == "processes":
+        if ray_address is not None:
+            raise ConfigError(f"ray-address={ray_address!r} is invalid with executor='processes'; allowed: "
+                              "no ray-address, or executor='ray' to run on that cluster")
+        return None
+    if ray_address is None:
+        raise ConfigError("executor='ray' is invalid without a ray-address; allowed: executor='processes', or "
+                          "--ray-address HOST:PORT of a running Ray head node")
+    return check_ray_address(ray_address)
+
+
+@contextmanager
+def connected(address: str) -> Iterator[Any]:
+    """A driver connection to the cluster at ``address`` (``ray`` module yielded), closed afterwards.
+
+    If this process is already connected (e.g. Flower's engine did it), that connection is used.
+    """
+    import ray
+
+    if ray.is_initialized():
+        yield ray
+        return
+    for key, value in QUIET.items():
+        os.environ.setdefault(key, value)
+    ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False,
+             runtime_env={"env_vars": {TASK_ENV: "1", **QUIET}})
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def cluster_cpus(address: str) -> float:
+    """The most CPUs any alive node of the cluster has (what one Flower client may ask for)."""
+    with connected(address) as ray:
+        return max((node["Resources"].get("CPU", 0.0) for node in ray.nodes() if node.get("Alive")), default=0.0)
+
+
+def run_on_ray(
+    fn: Callable[..., Any],
+    jobs: Sequence[tuple],
+    on_done: Callable[[int, Any, BaseException | None], None],
+    address: str,
+) -> None:
+    """Call ``fn(*job)`` for every job as a Ray task (one CPU each) on the cluster at ``address``.
+
+    ``on_done(index, result, error)`` is called in this process as each task ends, in
+    completion order; a task's exception is passed on (as its original type when Ray
+    can give it), not raised, so one failing run loses no other. Ctrl-C cancels the
+    queued and running tasks and re-raises. ``fn`` must be importable on the workers
+    (a module-level function of an installed package).
+    """
+    with connected(address) as ray:
+        task = ray.remote(num_cpus=1, max_retries=0)(fn)
+        pending = {task.remote(*job): index for index, job in enumerate(jobs)}
+        try:
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                for ref in done:
+                    index = pending.pop(ref)
+                    try:
+                        result, error = ray.get(ref), None
+                    except ray.exceptions.RayTaskError as exc:
+                        result, error = None, _cause(exc)
+                    except ray.exceptions.RayError as exc:  # a worker died, the task was cancelled, ...
+                        result, error = None, RuntimeError(str(exc).splitlines()[0] if str(exc) else repr(exc))
+                    on_done(index, result, error)
+        except KeyboardInterrupt:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            raise
+
+
+def ray_runner(address: str) -> JobRunner:
+    """The core's job runner for the cluster at ``address`` (:func:`run_on_ray`)."""
+    return partial(run_on_ray, address=address)
+
+
+def ray_fit_mapper(address: str) -> FitMapper:
+    """The core's fit mapper for the cluster at ``address``: each call a task, results in order."""
+
+    def mapper(fn: Callable[..., Any], calls: Sequence[tuple]) -> Iterator[Any]:
+        with connected(address) as ray:
+            task = ray.remote(num_cpus=1, max_retries=0)(fn)
+            refs = [task.remote(*call) for call in calls]
+            try:
+                for ref in refs:
+                    yield ray.get(ref)
+            except BaseException:  # Ctrl-C or a failed fit: drop the queued fits instead of finishing them
+                for ref in refs:
+                    ray.cancel(ref, force=True)
+                raise
+
+    return mapper
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The exception a task raised, as its own type where Ray can rebuild it."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, BaseException) else RuntimeError(str(exc).splitlines()[0])

@@ -1,0 +1,95 @@
+"""A real two-node Ray cluster on this machine, for the tests of ``--ray-address`` / ``--executor ray``.
+
+The head and the worker are separate ``ray start`` processes on loopback, each with
+one CPU. Every process the cluster starts inherits a unique marker in its
+environment (``PFXAB_TEST_CLUSTER``), so stopping the cluster stops exactly those
+processes (``ray stop`` would stop every Ray process of the user, a concurrent
+simulation's included) and checks that none is left.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from pfxab_flower.simulations.environment import QUIET_ENV
+from pfxab_flower.simulations.processes import processes_with_marker, stop_processes
+
+MARKER = "PFXAB_TEST_CLUSTER"
+START_TIMEOUT = 120.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ray_executable() -> str:
+    """The ``ray`` command next to this Python (so the cluster's workers import this environment's packages)."""
+    candidate = Path(sys.executable).parent / "ray"
+    return str(candidate) if candidate.exists() else shutil.which("ray") or "ray"
+
+
+def _start(args: list[str], env: dict[str, str]) -> None:
+    result = subprocess.run([ray_executable(), "start", *args], env=env, capture_output=True, text=True,
+                            timeout=START_TIMEOUT)
+    if result.returncode != 0:
+        raise RuntimeError(f"ray start {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+
+
+def _alive_nodes(address: str, env: dict[str, str]) -> int:
+    code = (f"import ray, logging; ray.init(address={address!r}, logging_level=logging.ERROR); "
+            "print(sum(1 for n in ray.nodes() if n['Alive'])); ray.shutdown()")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    lines = result.stdout.strip().splitlines()
+    return int(lines[-1]) if result.returncode == 0 and lines and lines[-1].isdigit() else 0
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A running test cluster: its head's address and where the head keeps its session."""
+
+    address: str
+    head_dir: Path
+
+    def drivers(self) -> int:
+        """How many driver processes have connected so far (Ray logs each in the head's session)."""
+        return len(list(self.head_dir.glob("session_latest/logs/python-core-driver-*.log")))
+
+
+@contextmanager
+def two_node_cluster() -> Iterator[Cluster]:
+    """Start a head and a worker node (1 CPU each); yield the running :class:`Cluster`; stop both."""
+    base = Path(tempfile.mkdtemp(prefix="pfxab-rc-", dir="/tmp"))
+    marker = str(base)
+    env = {**os.environ, **QUIET_ENV, MARKER: marker, "RAY_ADDRESS": ""}
+    env.pop("RAY_ADDRESS")
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    try:
+        _start(["--head", "--port", str(port), "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
+                "--num-gpus", "0", "--temp-dir", str(base / "head"), "--include-dashboard=false",
+                "--disable-usage-stats"], env)
+        _start(["--address", address, "--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--num-gpus", "0",
+                "--disable-usage-stats"], env)
+        deadline = time.monotonic() + START_TIMEOUT
+        while _alive_nodes(address, env) < 2:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the two-node Ray cluster did not come up")
+            time.sleep(1.0)
+        yield Cluster(address, base / "head")
+    finally:
+        left = stop_processes(marker)
+        shutil.rmtree(base, ignore_errors=True)
+        if left or processes_with_marker(marker):
+            raise RuntimeError(f"Ray processes left after stopping the test cluster: {left}")

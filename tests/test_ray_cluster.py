@@ -1,0 +1,157 @@
+"""Sweeps, comparisons, landmine fits and Flower simulations on a real two-node Ray cluster.
+
+The cluster (``tests/ray_cluster.py``) is a head and a worker node started with
+``ray start`` as separate processes on loopback, one CPU each; it is stopped after
+the module with nothing left running. Every result on the cluster must equal the
+local one exactly (wall times aside), and a sweep begun on the cluster must finish
+locally into the same directory.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pfxab_flower import engine
+from pfxab_flower.cache import EvaluationStore
+from pfxab_flower.config import RunConfig
+from pfxab_flower.problems.landmine import SvmEvaluator, cache_namespace
+from pfxab_flower.problems.landmine_data import load_splits
+from pfxab_flower.remote import fits_with
+from pfxab_flower.simulations.cli import main
+from pfxab_flower.simulations.cluster import ray_fit_mapper
+from tests.conftest import cli_error_line
+from tests.landmine_files import shared_copy
+from tests.ray_cluster import Cluster, two_node_cluster
+from tests.test_sweep import TINY, write_config
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", [
+    ["compare", "--executor", "ray", "--ray-address", "127.0.0.1:{port}"],
+    ["run", "--engine", "flower", "--ray-address", "127.0.0.1:{port}"],
+    ["simulate", "--ray-address", "127.0.0.1:{port}"],
+])
+def test_an_unreachable_cluster_is_one_line_before_any_work(command, tmp_path) -> None:
+    port = closed_port()
+    line = cli_error_line(*[part.format(port=port) for part in command], "--horizon", "1000")
+    assert line == (f"pfxab {command[0]}: error: ray-address='127.0.0.1:{port}' cannot be reached (Connection "
+                    "refused); allowed: the HOST:PORT of a running Ray head node (start one with `ray start --head`)")
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--executor", "ray"], "executor='ray' is invalid without a ray-address"),
+    (["--ray-address", "127.0.0.1:6379"], "ray-address='127.0.0.1:6379' is invalid with executor='processes'"),
+    (["--executor", "cluster"], "executor='cluster' is invalid; allowed: processes, ray"),
+    (["--executor", "ray", "--ray-address", "head"], "ray-address='head' is invalid; allowed: HOST:PORT"),
+])
+def test_the_executor_and_its_address_are_checked_together(args, fragment, tmp_path) -> None:
+    assert fragment in cli_error_line("sweep", str(write_config(tmp_path)), "--out", str(tmp_path / "o"), *args)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.fixture(scope="module")
+def running() -> Cluster:
+    with two_node_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def cluster(running: Cluster) -> Iterator[str]:
+    """The cluster's address; the test must have connected at least one more driver to it."""
+    before = running.drivers()
+    yield running.address
+    assert running.drivers() > before, "nothing ran on the cluster"
+
+
+def numbers(frame: pd.DataFrame) -> pd.DataFrame:
+    """A results table without its wall times (the only column allowed to differ)."""
+    columns = [c for c in frame.columns if "seconds" not in c]
+    return frame[columns].sort_values("run_id" if "run_id" in columns else columns).reset_index(drop=True)
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_a_sweep_on_the_cluster_equals_the_local_one_and_resumes_on_either(cluster, tmp_path, capsys) -> None:
+    full, half = write_config(tmp_path), write_config(tmp_path, TINY.format(seeds="[0]"), "half.toml")
+    local, mixed = tmp_path / "local", tmp_path / "mixed"
+    assert main(["sweep", str(full), "--out", str(local), "--no-progress", "--workers", "2"]) == 0
+    # begun on the cluster (seed 0), finished locally (seed 1) into the same directory
+    assert main(["sweep", str(half), "--out", str(mixed), "--no-progress", "--executor", "ray",
+                 "--ray-address", cluster]) == 0
+    assert f"tasks on the Ray cluster at {cluster}" in capsys.readouterr().out
+    assert main(["sweep", str(full), "--out", str(mixed), "--no-progress"]) == 0
+    assert "4 of 8 runs to do (4 already complete)" in capsys.readouterr().out
+    for table in ("runs.parquet", "curves.parquet"):
+        pd.testing.assert_frame_equal(numbers(pd.read_parquet(local / table)),
+                                      numbers(pd.read_parquet(mixed / table)))
+    # and the other way round: a sweep whose runs are all complete has nothing to do on the cluster
+    assert main(["sweep", str(full), "--out", str(local), "--no-progress", "--executor", "ray",
+                 "--ray-address", cluster]) == 0
+    assert "all 8 runs already complete" in capsys.readouterr().out
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_a_comparison_on_the_cluster_equals_the_local_one(cluster, tmp_path) -> None:
+    common = ["compare", "--problem", "doublesine", "--clients", "3", "--horizon", "20000", "--seeds", "0-2",
+              "--confidence", "bernstein", "--no-progress"]
+    assert main([*common, "--workers", "2", "--out", str(tmp_path / "local")]) == 0
+    assert main([*common, "--executor", "ray", "--ray-address", cluster, "--out", str(tmp_path / "ray")]) == 0
+    local, remote = (pd.read_parquet(tmp_path / name / "runs.parquet") for name in ("local", "ray"))
+    pd.testing.assert_frame_equal(numbers(local), numbers(remote))
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_landmine_fits_on_the_cluster_equal_local_fits_and_only_the_driver_writes_the_cache(cluster, tmp_path) -> None:
+    splits, sha = load_splits((0, 15), str(shared_copy()))
+    namespace = cache_namespace(sha)
+    rng = np.random.default_rng(0)
+    points = np.column_stack([10 ** rng.uniform(-4, 4, 12), 10 ** rng.uniform(-2, 1, 12)])  # off the table's grid
+    local = SvmEvaluator(splits, namespace, workers=1).evaluate_all(points)
+    store = EvaluationStore(tmp_path / "cache.sqlite")
+    remote_evaluator = SvmEvaluator(splits, namespace, store=store, workers=1)
+    with fits_with(ray_fit_mapper(cluster)):
+        remote = remote_evaluator.evaluate_all(points)
+    np.testing.assert_array_equal(local, remote)
+    assert remote_evaluator.fits == 2 * len(points)
+    stored = EvaluationStore(tmp_path / "cache.sqlite").load(namespace, [0, 15], (0.0, 1.0))
+    assert sum(len(values) for values in stored.values()) == 2 * len(points)  # written here, by the driver
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_a_flower_simulation_on_the_cluster_equals_the_inprocess_run(cluster) -> None:
+    from pfxab_flower.simulations.run_flower import run_flower_simulation
+
+    config = RunConfig(problem="garland", algorithm="pf-xab", clients=4, alpha=0.5, horizon=30_000, seed=2)
+    flower = run_flower_simulation(config, ray_address=cluster)
+    inprocess = engine.run_config(config)
+    for key in ("regret", "regret_per_client", "final_nodes", "final_points", "phases", "communication_rounds"):
+        assert flower.summary[key] == inprocess.summary[key], key
+    assert flower.phases.equals(inprocess.phases)
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_simulate_through_flwr_run_on_the_cluster_equals_the_inprocess_run(cluster, tmp_path, capsys) -> None:
+    import json
+
+    args = ["--problem", "doublesine", "--clients", "3", "--horizon", "20000", "--seed", "1"]
+    assert main(["simulate", *args, "--ray-address", cluster, "--out", str(tmp_path / "sim"), "--json"]) == 0
+    simulated = json.loads(capsys.readouterr().out)
+    assert main(["run", *args, "--json"]) == 0
+    inprocess = json.loads(capsys.readouterr().out)
+    for key in ("regret", "final_nodes", "final_points", "phases"):
+        assert simulated[key] == inprocess[key], key
