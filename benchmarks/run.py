@@ -9,7 +9,9 @@ the measurements; nothing here asserts a time. Sections:
 3. scaling in M (10, 100, 1000 at T = 2e6) and in T (1e4 ... 1e8 at M = 10);
 4. Flower simulation of item 1 (Ray): start-up, per-phase, shutdown, total, peak memory;
 5. Landmine, M = 10, T = 2e6: cold and warm cache;
-6. Flower simulation with M = 100: per-phase time.
+6. Flower simulation with M = 100: per-phase time;
+7. on a two-node Ray cluster started here: Flower simulation at M = 10, 100, 1000 (per-phase
+   time), and a sweep's throughput with the local pool and on the cluster.
 
 ``--quick`` runs a reduced set (for a smoke test); ``--only 1,2`` picks sections.
 """
@@ -78,7 +80,7 @@ def section_scaling(quick: bool) -> list[dict]:
     return rows
 
 
-SECTIONS = ("1", "2", "3", "4", "5", "6")
+SECTIONS = ("1", "2", "3", "4", "5", "6", "7")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += section_reference(args.quick, first[0]["ns_per_pull"])
     if "3" in chosen:
         rows += section_scaling(args.quick)
-    for number, module in (("4", "benchmarks.flower"), ("5", "benchmarks.landmine"), ("6", "benchmarks.flower")):
+    for number, module in (("4", "benchmarks.flower"), ("5", "benchmarks.landmine"), ("6", "benchmarks.flower"),
+                           ("7", "benchmarks.cluster")):
         if number in chosen:
             try:
                 section = __import__(module, fromlist=["section"]).section

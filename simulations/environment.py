@@ -40,8 +40,9 @@ def check_num_cpus(num_cpus: float, ray_address: str | None = None) -> float:
 
     largest = cluster_cpus(ray_address)
     if isinstance(num_cpus, bool) or not isinstance(num_cpus, int | float) or not 0 < num_cpus <= largest:
+        cpus = f"{largest:g} CPU" + ("" if largest == 1 else "s")
         raise ConfigError(f"num-cpus={num_cpus!r} is invalid; allowed: a number in (0, {largest:g}] (the largest "
-                          f"node of the Ray cluster at {ray_address} has {largest:g} CPUs)")
+                          f"node of the Ray cluster at {ray_address} has {cpus})")
     return float(num_cpus)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from benchmarks.local_cluster import Cluster, two_node_cluster
 from pfxab_flower import engine
 from pfxab_flower.cache import EvaluationStore
 from pfxab_flower.config import RunConfig
@@ -26,7 +27,6 @@ from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.cluster import ray_fit_mapper
 from tests.conftest import cli_error_line
 from tests.landmine_files import shared_copy
-from tests.ray_cluster import Cluster, two_node_cluster
 from tests.test_sweep import TINY, write_config
 
 
@@ -155,3 +155,13 @@ def test_simulate_through_flwr_run_on_the_cluster_equals_the_inprocess_run(clust
     inprocess = json.loads(capsys.readouterr().out)
     for key in ("regret", "final_nodes", "final_points", "phases"):
         assert simulated[key] == inprocess[key], key
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(120)
+def test_a_client_larger_than_every_node_of_the_cluster_is_refused_before_the_run(cluster, tmp_path) -> None:
+    line = cli_error_line("simulate", "--clients", "2", "--horizon", "1000", "--num-cpus", "2",
+                          "--ray-address", cluster, "--out", str(tmp_path / "o"))
+    assert line == (f"pfxab simulate: error: num-cpus=2.0 is invalid; allowed: a number in (0, 1] (the largest node "
+                    f"of the Ray cluster at {cluster} has 1 CPU)")
+    assert not (tmp_path / "o").exists()

@@ -1,8 +1,8 @@
-"""A real two-node Ray cluster on this machine, for the tests of ``--ray-address`` / ``--executor ray``.
+"""A real two-node Ray cluster on this machine, for the tests and benchmarks of ``--ray-address``.
 
 The head and the worker are separate ``ray start`` processes on loopback, each with
 one CPU. Every process the cluster starts inherits a unique marker in its
-environment (``PFXAB_TEST_CLUSTER``), so stopping the cluster stops exactly those
+environment (``PFXAB_LOCAL_CLUSTER``), so stopping the cluster stops exactly those
 processes (``ray stop`` would stop every Ray process of the user, a concurrent
 simulation's included) and checks that none is left.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 from pfxab_flower.simulations.environment import QUIET_ENV
 from pfxab_flower.simulations.processes import processes_with_marker, stop_processes
 
-MARKER = "PFXAB_TEST_CLUSTER"
+MARKER = "PFXAB_LOCAL_CLUSTER"
 START_TIMEOUT = 120.0
 
 
@@ -57,7 +57,7 @@ def _alive_nodes(address: str, env: dict[str, str]) -> int:
 
 @dataclass(frozen=True)
 class Cluster:
-    """A running test cluster: its head's address and where the head keeps its session."""
+    """A running local cluster: its head's address and where the head keeps its session."""
 
     address: str
     head_dir: Path
@@ -68,8 +68,8 @@ class Cluster:
 
 
 @contextmanager
-def two_node_cluster() -> Iterator[Cluster]:
-    """Start a head and a worker node (1 CPU each); yield the running :class:`Cluster`; stop both."""
+def two_node_cluster(cpus_per_node: int = 1) -> Iterator[Cluster]:
+    """Start a head and a worker node (``cpus_per_node`` each); yield the running :class:`Cluster`; stop both."""
     base = Path(tempfile.mkdtemp(prefix="pfxab-rc-", dir="/tmp"))
     marker = str(base)
     env = {**os.environ, **QUIET_ENV, MARKER: marker, "RAY_ADDRESS": ""}
@@ -77,11 +77,11 @@ def two_node_cluster() -> Iterator[Cluster]:
     port = free_port()
     address = f"127.0.0.1:{port}"
     try:
-        _start(["--head", "--port", str(port), "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
-                "--num-gpus", "0", "--temp-dir", str(base / "head"), "--include-dashboard=false",
+        _start(["--head", "--port", str(port), "--node-ip-address", "127.0.0.1", "--num-cpus",
+                str(cpus_per_node), "--num-gpus", "0", "--temp-dir", str(base / "head"), "--include-dashboard=false",
                 "--disable-usage-stats"], env)
-        _start(["--address", address, "--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--num-gpus", "0",
-                "--disable-usage-stats"], env)
+        _start(["--address", address, "--node-ip-address", "127.0.0.1", "--num-cpus",
+                str(cpus_per_node), "--num-gpus", "0", "--disable-usage-stats"], env)
         deadline = time.monotonic() + START_TIMEOUT
         while _alive_nodes(address, env) < 2:
             if time.monotonic() > deadline:
@@ -92,4 +92,4 @@ def two_node_cluster() -> Iterator[Cluster]:
         left = stop_processes(marker)
         shutil.rmtree(base, ignore_errors=True)
         if left or processes_with_marker(marker):
-            raise RuntimeError(f"Ray processes left after stopping the test cluster: {left}")
+            raise RuntimeError(f"Ray processes left after stopping the local cluster: {left}")
