@@ -16,7 +16,6 @@ landmine fits run in the task itself.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -29,7 +28,7 @@ JobRunner = Callable[[Callable[..., Any], Sequence[tuple], Callable[[int, Any, B
 #: ``mapper(fn, calls)``: ``fn(*call)`` for every call, as an iterator of results in order.
 FitMapper = Callable[[Callable[..., Any], Sequence[tuple]], Iterator[Any]]
 
-_local = threading.local()
+_current: list[FitMapper | None] = [None]  # process-wide: a Flower ServerApp evaluates in a thread of its own
 
 
 def in_ray_task() -> bool:
@@ -39,15 +38,15 @@ def in_ray_task() -> bool:
 
 @contextmanager
 def fits_with(mapper: FitMapper | None) -> Iterator[None]:
-    """Within the block, this thread's landmine SVM fits go through ``mapper`` (``None``: locally)."""
-    previous = getattr(_local, "mapper", None)
-    _local.mapper = mapper
+    """Within the block, this process's landmine SVM fits go through ``mapper`` (``None``: locally)."""
+    previous = _current[0]
+    _current[0] = mapper
     try:
         yield
     finally:
-        _local.mapper = previous
+        _current[0] = previous
 
 
 def fit_mapper() -> FitMapper | None:
     """The mapper set by :func:`fits_with`, or ``None`` for local fits."""
-    return getattr(_local, "mapper", None)
+    return _current[0]
