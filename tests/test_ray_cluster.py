@@ -165,3 +165,18 @@ def test_a_client_larger_than_every_node_of_the_cluster_is_refused_before_the_ru
     assert line == (f"pfxab simulate: error: num-cpus=2.0 is invalid; allowed: a number in (0, 1] (the largest node "
                     f"of the Ray cluster at {cluster} has 1 CPU)")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(120)
+def test_an_inprocess_run_with_an_address_gives_the_same_numbers(running: Cluster, capsys) -> None:
+    """With the in-process engine the address only sends landmine's SVM fits to the cluster (none here)."""
+    import json
+
+    args = ["run", "--problem", "garland", "--clients", "3", "--horizon", "20000", "--json"]
+    assert main([*args, "--ray-address", running.address]) == 0
+    remote = json.loads(capsys.readouterr().out)
+    assert main(args) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert {k: v for k, v in remote.items() if "seconds" not in k} == {k: v for k, v in local.items()
+                                                                       if "seconds" not in k}

@@ -31,21 +31,23 @@ def handle(args: argparse.Namespace) -> int:
         from pfxab_flower.config import parse_api
 
         parse_api(args.api)  # one-line error before anything runs
-    if args.ray_address is not None and args.engine != "flower":
-        from pfxab_flower.errors import ConfigError
+    if args.ray_address is not None:
+        from pfxab_flower.simulations.cluster import check_ray_address
 
-        raise ConfigError(f"ray-address={args.ray_address!r} is invalid with engine={args.engine!r}; allowed: "
-                          "engine='flower' (the in-process engine runs in this process)")
+        args.ray_address = check_ray_address(args.ray_address)  # before any work
     if args.engine == "flower":
         from pfxab_flower.config import AppOptions
         from pfxab_flower.simulations.run_flower import run_flower_simulation
 
         options = AppOptions() if args.api is None else AppOptions(api=args.api)
         result = run_flower_simulation(config, options=options, ray_address=args.ray_address)
-    else:
+    else:  # the in-process engine runs here; with an address, landmine's SVM fits go to the cluster
         from pfxab_flower.engine import run_config
+        from pfxab_flower.remote import fits_with
+        from pfxab_flower.simulations.cluster import ray_fit_mapper
 
-        result = run_config(config)
+        with fits_with(ray_fit_mapper(args.ray_address) if args.ray_address is not None else None):
+            result = run_config(config)
     written = result.write(args.out) if args.out is not None else None
     if args.json:
         print(result.to_json())
