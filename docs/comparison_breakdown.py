@@ -1,6 +1,6 @@
 """Where each algorithm spends its pulls and its regret: the numbers behind ``docs/comparison.md``.
 
-Run ``/work/venv/bin/python docs/comparison_breakdown.py`` (about a minute on 2 cores). For every
+Run ``python docs/comparison_breakdown.py`` (about a minute on 2 cores). For every
 problem, alpha and algorithm (M = 10, T = 2e6, uniform noise sigma = 0.1) it replays runs with
 the in-process engine's reference loop (``engine.simulate``), scores them exactly, and splits
 each client's regret into exploration pulls, exploitation while waiting for the other clients,
