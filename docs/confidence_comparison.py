@@ -63,11 +63,16 @@ def tables(runs: pd.DataFrame) -> str:
     return "\n".join([*lines, "", *winners])
 
 
+def parse_arguments(doc: str) -> argparse.Namespace:
+    """``OUT [--workers N]``: the command line of this script and of ``confidence_horizons.py``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("out", type=Path, help="a new or empty directory for the runs and tables")
+    parser.add_argument("--workers", type=int, default=2, help="local worker processes (default 2)")
+    return parser.parse_args()
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args()
+    args = parse_arguments(__doc__)
     runs = measure(args.workers)
     text = tables(runs)
     write_files_atomically(args.out, {"runs.parquet": runs.to_parquet(None, index=False), "tables.md": text})

@@ -15,9 +15,7 @@ About 2 minutes on 2 cores.
 
 from __future__ import annotations
 
-import argparse
 import io
-from pathlib import Path
 
 import matplotlib
 
@@ -26,6 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from confidence_comparison import parse_arguments  # docs/, this script's directory
 from tqdm import tqdm
 
 from pfxab_flower.compare import compare
@@ -99,10 +98,7 @@ def figure_bytes(fig: plt.Figure, fmt: str) -> bytes:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args()
+    args = parse_arguments(__doc__)
     runs = measure(args.workers)
     table = ratios(runs)
     text = summary(table)
