@@ -56,7 +56,7 @@ import pyarrow
 
 from pfxab_flower.config import ENGINES, RunConfig
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.outputs import TEMP_SUFFIX, atomic_file, write_file_atomically, write_files_atomically
+from pfxab_flower.outputs import TEMP_SUFFIX, OutputError, atomic_file, write_file_atomically, write_files_atomically
 from pfxab_flower.parallel import federation_key, local_runner, shared_federation
 from pfxab_flower.remote import JobRunner, fits_with
 from pfxab_flower.results import RunResult
@@ -320,7 +320,7 @@ def _run_locked(
                     try:
                         write_run(run_dirs[index], files)
                         outcome.executed += 1
-                    except OSError as exc:
+                    except OutputError as exc:  # what an OSError while writing becomes (disk full, ...)
                         error = exc
                 if error is not None:  # one failing run must not lose the others
                     outcome.failures.append((Path(run_dirs[index]).name, f"{type(error).__name__}: {error}"))

@@ -148,6 +148,33 @@ def test_ctrl_c_stops_with_130_and_a_rerun_finishes_the_rest(tmp_path, monkeypat
     assert len(pd.read_parquet(out / "runs.parquet")) == 8
 
 
+def test_a_run_whose_files_cannot_be_written_fails_alone_and_is_redone_next_time(tmp_path, monkeypatch, capsys):
+    import errno
+
+    import pfxab_flower.outputs as outputs
+
+    config, out = write_config(tmp_path), tmp_path / "out"
+    real, broken = outputs.write_bytes_synced, run_id(load_experiment(config).configs[0])
+
+    def disk_full_for_one_run(path: Path, data: bytes) -> None:
+        if path.parent.name.startswith(f".{broken}."):  # the run's temporary directory
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, data)
+
+    monkeypatch.setattr(outputs, "write_bytes_synced", disk_full_for_one_run)
+    assert sweep(config, out, "--workers", "1") == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith(f"pfxab sweep: run {broken} failed: OutputError: ")
+    assert "No space left on device" in err[0]
+    assert err[-1] == "pfxab sweep: 1 of 8 runs failed; tables not written"
+    assert not (out / "runs" / broken).exists() and not (out / "runs.parquet").exists()
+    assert len([d for d in (out / "runs").iterdir() if (d / "summary.json").is_file()]) == 7
+    monkeypatch.setattr(outputs, "write_bytes_synced", real)
+    assert sweep(config, out, "--workers", "1") == 0
+    assert "1 of 8 runs to do" in capsys.readouterr().out
+    assert len(pd.read_parquet(out / "runs.parquet")) == 8
+
+
 def test_a_larger_grid_reuses_the_runs_of_a_smaller_one(tmp_path, capsys):
     out = tmp_path / "out"
     assert sweep(write_config(tmp_path, TINY.format(seeds="[0]"), "one.toml"), out, "--workers", "1") == 0
