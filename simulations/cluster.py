@@ -18,12 +18,12 @@ import logging
 import os
 import socket
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from typing import Any
 
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.remote import TASK_ENV, FitMapper, JobRunner
+from pfxab_flower.remote import TASK_ENV, FitMapper, JobRunner, fits_with
 
 #: How long the reachability check waits for the head node's port (seconds).
 CONNECT_TIMEOUT = 5.0
@@ -162,6 +162,11 @@ def ray_fit_mapper(address: str) -> FitMapper:
                 raise
 
     return mapper
+
+
+def fits_on(address: str | None) -> AbstractContextManager[None]:
+    """Within the block, this process's landmine SVM fits run on the cluster at ``address`` (``None``: locally)."""
+    return fits_with(ray_fit_mapper(address) if address is not None else None)
 
 
 def _cause(exc: BaseException) -> BaseException:

@@ -22,10 +22,9 @@ from pfxab_flower.errors import ConfigError, RunStoppedError
 from pfxab_flower.faults import DEFAULT_ROUND_TIMEOUT
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
-from pfxab_flower.remote import fits_with
 from pfxab_flower.results import RunResult
 from pfxab_flower.simulations.apps import client_app, server_app
-from pfxab_flower.simulations.cluster import check_ray_address, ray_fit_mapper
+from pfxab_flower.simulations.cluster import check_ray_address, fits_on
 from pfxab_flower.simulations.environment import backend_config, check_num_cpus, ray_environment
 from pfxab_flower.simulations.server_app import show_phase_log
 from pfxab_flower.strategies.common import failure_reason
@@ -83,8 +82,7 @@ def run_flower(
     flwr_logger.addFilter(_drop_run_simulation_deprecation)
     flwr_logger.addFilter(_one_line_client_errors)
     try:
-        mapper = ray_fit_mapper(ray_address) if ray_address is not None else None
-        with ray_environment() as ray_dir, warnings.catch_warnings(), fits_with(mapper):  # landmine's optimum grid
+        with ray_environment() as ray_dir, warnings.catch_warnings(), fits_on(ray_address):  # landmine's optimum grid
             warnings.simplefilter("ignore", DeprecationWarning)
             run_simulation(server, client, num_supernodes=config.clients,
                            backend_config=backend_config(num_cpus, ray_dir, ray_address))

@@ -58,7 +58,7 @@ from pfxab_flower.config import ENGINES, RunConfig
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.outputs import TEMP_SUFFIX, OutputError, atomic_file, write_file_atomically, write_files_atomically
 from pfxab_flower.parallel import federation_key, local_runner, shared_federation
-from pfxab_flower.remote import JobRunner, fits_with
+from pfxab_flower.remote import JobRunner
 from pfxab_flower.results import RunResult
 from pfxab_flower.simulations.experiment import Experiment, load_experiment, run_id
 
@@ -280,10 +280,10 @@ def run_sweep(
         if experiment.source:
             write_file_atomically(out / "config.toml", experiment.source)  # plot and report read it
         _remove_leftovers(out)
-        from pfxab_flower.simulations.cluster import ray_fit_mapper, ray_runner
+        from pfxab_flower.simulations.cluster import fits_on, ray_runner
 
         runner = ray_runner(ray_address) if ray_address is not None else local_runner(workers)
-        with fits_with(ray_fit_mapper(ray_address) if ray_address is not None else None):
+        with fits_on(ray_address):
             return _run_locked(experiment, out, workers, engine, progress, on_start, on_damaged, runner)
 
 

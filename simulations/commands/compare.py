@@ -7,8 +7,7 @@ import sys
 
 from pfxab_flower.config import ALGORITHMS, parse_algorithms, parse_seeds, parse_workers
 from pfxab_flower.outputs import check_output_dir
-from pfxab_flower.remote import fits_with
-from pfxab_flower.simulations.cluster import executor_address, ray_fit_mapper, ray_runner
+from pfxab_flower.simulations.cluster import executor_address, fits_on, ray_runner
 from pfxab_flower.simulations.commands.options import add_parameter_flag, add_run_options, config_from_args
 
 
@@ -43,7 +42,7 @@ def handle(args: argparse.Namespace) -> int:
         check_output_dir(args.out, result_files=COMPARE_FILES)  # before the runs, not after them
 
     runner = ray_runner(ray_address) if ray_address is not None else None
-    with fits_with(ray_fit_mapper(ray_address) if ray_address is not None else None):  # landmine's optimum grid
+    with fits_on(ray_address):  # landmine's optimum grid
         comparison = compare(base, algorithms, seeds, workers=workers, progress=not args.no_progress,
                              runner=runner)
     written = comparison.write(args.out) if args.out is not None else None

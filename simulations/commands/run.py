@@ -43,10 +43,9 @@ def handle(args: argparse.Namespace) -> int:
         result = run_flower_simulation(config, options=options, ray_address=args.ray_address)
     else:  # the in-process engine runs here; with an address, landmine's SVM fits go to the cluster
         from pfxab_flower.engine import run_config
-        from pfxab_flower.remote import fits_with
-        from pfxab_flower.simulations.cluster import ray_fit_mapper
+        from pfxab_flower.simulations.cluster import fits_on
 
-        with fits_with(ray_fit_mapper(args.ray_address) if args.ray_address is not None else None):
+        with fits_on(args.ray_address):
             result = run_config(config)
     written = result.write(args.out) if args.out is not None else None
     if args.json:
