@@ -242,7 +242,11 @@ def check(name: str, value: Any, label: str | None = None) -> Any:
     :class:`ConfigError` with one line naming the value (as ``label``, e.g. a keyword
     argument's own name, if given) and what is allowed.
     """
-    p = _declared(name)
+    return check_against(_declared(name), value, label)
+
+
+def check_against(p: Parameter, value: Any, label: str | None = None) -> Any:
+    """:func:`check` with the declaration ``p`` itself, e.g. a declared one with a limit known only at run time."""
     if isinstance(value, np.generic):
         value = value.item()
     if value is None and p.optional:
@@ -251,7 +255,7 @@ def check(name: str, value: Any, label: str | None = None) -> Any:
     if converted is None or not p.valid(converted):
         if label is not None:  # a Python keyword argument, named as the caller wrote it
             raise ConfigError(f"{label}={value!r} is invalid; allowed: {p.allowed}")
-        _fail(name, value, p.allowed)
+        _fail(p.name, value, p.allowed)
     return converted
 
 

@@ -12,10 +12,10 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
-from pfxab_flower.config import check
-from pfxab_flower.errors import ConfigError
+from pfxab_flower.config import PARAMETERS, check, check_against
 from pfxab_flower.simulations.processes import stop_processes
 
 QUIET_ENV = {
@@ -39,11 +39,11 @@ def check_num_cpus(num_cpus: float, ray_address: str | None = None) -> float:
     from pfxab_flower.simulations.cluster import cluster_cpus
 
     largest = cluster_cpus(ray_address)
-    if isinstance(num_cpus, bool) or not isinstance(num_cpus, int | float) or not 0 < num_cpus <= largest:
-        cpus = f"{largest:g} CPU" + ("" if largest == 1 else "s")
-        raise ConfigError(f"num-cpus={num_cpus!r} is invalid; allowed: a number in (0, {largest:g}] (the largest "
-                          f"node of the Ray cluster at {ray_address} has {cpus})")
-    return float(num_cpus)
+    cpus = f"{largest:g} CPU" + ("" if largest == 1 else "s")
+    on_cluster = replace(PARAMETERS["num_cpus"], valid=lambda value: 0 < value <= largest,
+                         allowed=f"a number in (0, {largest:g}] (the largest node of the Ray cluster at "
+                                 f"{ray_address} has {cpus})")
+    return check_against(on_cluster, num_cpus)
 
 
 def backend_config(num_cpus: float, ray_dir: Path, ray_address: str | None = None) -> dict:
