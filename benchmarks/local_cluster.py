@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,16 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pfxab_flower.simulations.environment import QUIET_ENV
+from pfxab_flower.simulations.flwr_run import free_port
 from pfxab_flower.simulations.processes import processes_with_marker, stop_processes
 
 MARKER = "PFXAB_LOCAL_CLUSTER"
 START_TIMEOUT = 120.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def ray_executable() -> str:
@@ -72,8 +66,8 @@ def two_node_cluster(cpus_per_node: int = 1) -> Iterator[Cluster]:
     """Start a head and a worker node (``cpus_per_node`` each); yield the running :class:`Cluster`; stop both."""
     base = Path(tempfile.mkdtemp(prefix="pfxab-rc-", dir="/tmp"))
     marker = str(base)
-    env = {**os.environ, **QUIET_ENV, MARKER: marker, "RAY_ADDRESS": ""}
-    env.pop("RAY_ADDRESS")
+    env = {**os.environ, **QUIET_ENV, MARKER: marker}
+    env.pop("RAY_ADDRESS", None)  # the cluster is a new one, not whatever the caller's environment points at
     port = free_port()
     address = f"127.0.0.1:{port}"
     try:

@@ -1,6 +1,6 @@
 """Sweeps, comparisons, landmine fits and Flower simulations on a real two-node Ray cluster.
 
-The cluster (``tests/ray_cluster.py``) is a head and a worker node started with
+The cluster (``benchmarks/local_cluster.py``) is a head and a worker node started with
 ``ray start`` as separate processes on loopback, one CPU each; it is stopped after
 the module with nothing left running. Every result on the cluster must equal the
 local one exactly (wall times aside), and a sweep begun on the cluster must finish
@@ -9,7 +9,6 @@ locally into the same directory.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import numpy as np
@@ -22,19 +21,12 @@ from pfxab_flower.cache import EvaluationStore
 from pfxab_flower.config import RunConfig
 from pfxab_flower.problems.landmine import SvmEvaluator, cache_namespace
 from pfxab_flower.problems.landmine_data import load_splits
-from pfxab_flower.remote import fits_with
 from pfxab_flower.simulations.cli import main
-from pfxab_flower.simulations.cluster import ray_fit_mapper
+from pfxab_flower.simulations.cluster import fits_on
+from pfxab_flower.simulations.flwr_run import free_port
 from tests.conftest import cli_error_line
 from tests.landmine_files import shared_copy
 from tests.test_sweep import TINY, write_config
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize("command", [
@@ -43,7 +35,7 @@ def closed_port() -> int:
     ["simulate", "--ray-address", "127.0.0.1:{port}"],
 ])
 def test_an_unreachable_cluster_is_one_line_before_any_work(command, tmp_path) -> None:
-    port = closed_port()
+    port = free_port()  # bound, then released: nothing listens there
     line = cli_error_line(*[part.format(port=port) for part in command], "--horizon", "1000")
     assert line == (f"pfxab {command[0]}: error: ray-address='127.0.0.1:{port}' cannot be reached (Connection "
                     "refused); allowed: the HOST:PORT of a running Ray head node (start one with `ray start --head`)")
@@ -122,7 +114,7 @@ def test_landmine_fits_on_the_cluster_equal_local_fits_and_only_the_driver_write
     local = SvmEvaluator(splits, namespace, workers=1).evaluate_all(points)
     store = EvaluationStore(tmp_path / "cache.sqlite")
     remote_evaluator = SvmEvaluator(splits, namespace, store=store, workers=1)
-    with fits_with(ray_fit_mapper(cluster)):
+    with fits_on(cluster):
         remote = remote_evaluator.evaluate_all(points)
     np.testing.assert_array_equal(local, remote)
     assert remote_evaluator.fits == 2 * len(points)
