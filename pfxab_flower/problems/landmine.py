@@ -160,20 +160,22 @@ class SvmEvaluator:
             from tqdm import tqdm
 
             progress = tqdm(total=len(missing), desc="landmine SVM fits", unit="fit", file=sys.stderr, leave=False)
-        mapper = fit_mapper()
-        if mapper is not None and not in_ray_task():  # e.g. each chunk a task on a Ray cluster; we keep the values
-            results = mapper(_fit_chunk, [(self.splits[m], [row for _, row in items]) for m, items in chunks])
+        calls = [(self.splits[m], [row for _, row in items]) for m, items in chunks]
+        here = in_ray_task()  # a Ray task fits in itself: it never fans out again
+        mapper = None if here else fit_mapper()
+        if mapper is not None:  # e.g. each chunk a task on a Ray cluster; we keep the values
+            results = mapper(_fit_chunk, calls)
             on_error = _nothing
-        elif self.workers > 1 and len(missing) >= _PARALLEL_FROM and not in_ray_task():
+        elif not here and self.workers > 1 and len(missing) >= _PARALLEL_FROM:
             from joblib.externals.loky import get_reusable_executor
 
             pool = get_reusable_executor(max_workers=self.workers, timeout=_WORKER_IDLE_SECONDS,
                                          initializer=_exit_with_parent, initargs=(os.getpid(),))
-            futures = [pool.submit(_fit_chunk, self.splits[m], [row for _, row in items]) for m, items in chunks]
+            futures = [pool.submit(_fit_chunk, *call) for call in calls]
             results = (future.result() for future in futures)
             on_error = _stop_workers
         else:
-            results = (_fit_chunk(self.splits[m], [row for _, row in items]) for m, items in chunks)
+            results = (_fit_chunk(*call) for call in calls)
             on_error = _nothing
         try:
             for (m, items), values in zip(chunks, results, strict=True):
