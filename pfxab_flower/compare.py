@@ -4,35 +4,56 @@ Why a module of its own: the paper's figures compare PF-XAB, Fed-PNE and PF-PNE
 on one federation, and the comparison is only fair if every algorithm sees the
 same objectives, the same noise seeds and the same regret (the personalised
 regret at the experiment's ``alpha``). This module runs the grid
-``algorithms x seeds`` with the in-process engine, keeps one row per run, and
-summarises each algorithm by the mean and the sample standard deviation
-(``ddof = 1``; undefined, NaN, for a single seed) over the seeds.
+``algorithms x seeds`` with the in-process engine, keeps one row per run and each
+run's regret curve, and summarises each algorithm by the mean and the sample
+standard deviation (``ddof = 1``; undefined, NaN, for a single seed) over the seeds.
+
+What is compared is either a :class:`~pfxab_flower.problems.federation.Federation`
+(your objectives; the keywords are :func:`pfxab_flower.engine.run`'s) or a
+:class:`~pfxab_flower.config.RunConfig` (a built-in problem; keywords replace its
+fields). Every run is checked before the first starts, by the checks the runs
+themselves make, so a bad keyword is one :class:`ConfigError` line and no work.
+The algorithms default to :data:`pfxab_flower.config.ALGORITHMS`, the one list of them.
 
 The federation (and its cached optimum, the one expensive step) is built once,
 in this process, before any worker starts (workers are forked and inherit it).
 Wall times are those of the runs only, after the federation and its optimum
 are ready. Results are ordered by algorithm then seed whatever the number of
 workers, and every number except the wall time is the same for the same seeds.
+
+A written comparison (:meth:`Comparison.write`) is self-describing: ``comparison.json``
+says what was compared, so ``pfxab plot`` and ``pfxab report`` recognise the
+directory and :func:`load_comparison` reads it back.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import itertools
+import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow
 from tqdm import tqdm
 
-from pfxab_flower.config import RunConfig
-from pfxab_flower.engine import run_config
+from pfxab_flower.config import ALGORITHMS, PARAMETERS, RunConfig, check, parse, parse_workers
+from pfxab_flower.engine import describe_problem, run, run_settings
+from pfxab_flower.errors import ConfigError
+from pfxab_flower.faults import NO_FAULTS
+from pfxab_flower.formatting import format_mean_sd
 from pfxab_flower.outputs import write_files_atomically
 from pfxab_flower.parallel import local_runner, shared_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.remote import JobRunner
+from pfxab_flower.results import time_grid
 
 #: The columns of one run's row, in order.
 RUN_COLUMNS = (
@@ -41,6 +62,8 @@ RUN_COLUMNS = (
     "bytes_up", "bytes_down", "bytes_sent", "values_up", "values_down", "rejected_replies",
     "mean_reward_personalised", "mean_reward_global", "mean_reward_local", "wall_seconds",
 )
+#: The columns of the curves table (long format: one row per run and time).
+CURVE_COLUMNS = ("algorithm", "seed", "t", "regret")
 #: What the summary table reports (mean and standard deviation over seeds).
 METRICS = ("regret", "evaluations", "phases", "pulls_per_phase", "communication_rounds", "bytes_sent", "wall_seconds")
 _LABELS = {
@@ -52,52 +75,80 @@ _LABELS = {
     "bytes_sent": "bytes sent (up+down)",
     "wall_seconds": "wall time (s)",
 }
+#: The file that makes a directory a comparison (what was compared); written with the tables, as one unit.
+MANIFEST = "comparison.json"
 #: Files ``Comparison.write`` produces (written as one unit: all of them or none).
-COMPARE_FILES = ("runs.csv", "runs.parquet", "summary.csv", "summary.parquet")
+COMPARE_FILES = (MANIFEST, "runs.csv", "runs.parquet", "summary.csv", "summary.parquet", "curves.csv",
+                 "curves.parquet")
+#: What ``setting`` always holds (the header of a table or a figure names them).
+SETTING_KEYS = ("problem", "clients", "alpha", "horizon", "noise", "noise_sigma", "confidence")
+#: The seeds of a comparison when none are given (``pfxab compare``'s default too).
+DEFAULT_SEEDS = tuple(range(10))
+#: Points of each run's regret curve (the sweep's default; :func:`pfxab_flower.results.time_grid`).
+CURVE_POINTS: int = PARAMETERS["curve_points"].default
+#: Keywords of :func:`pfxab_flower.engine.run` that a comparison sets itself, per run.
+_PER_RUN = ("algorithm", "seed")
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """One row per run (``runs``) and one row per algorithm (``summary``)."""
+    """One row per run (``runs``), one row per algorithm (``summary``), every run's regret curve (``curves``).
+
+    ``setting`` is what every run shared (problem, clients, alpha, horizon, noise, ...).
+    """
 
     runs: pd.DataFrame
     summary: pd.DataFrame
-    base: RunConfig
+    curves: pd.DataFrame
+    setting: dict[str, Any]
+    algorithms: tuple[str, ...]
     seeds: tuple[int, ...]
 
     def write(self, out_dir: str | os.PathLike) -> Path:
-        """Write the runs and the summary as CSV and Parquet, as the content of ``out_dir``, as one unit.
+        """Write the manifest, runs, summary and curves (CSV and Parquet) as the content of ``out_dir``, as one unit.
 
         An older comparison there is kept whole if writing fails and replaced whole otherwise.
         """
-        files: dict[str, str | bytes] = {}
-        for name, frame in (("runs", self.runs), ("summary", self.summary)):
+        manifest = {"kind": "comparison", "algorithms": list(self.algorithms), "seeds": list(self.seeds),
+                    "setting": self.setting}
+        files: dict[str, str | bytes] = {MANIFEST: json.dumps(manifest, indent=2) + "\n"}
+        for name, frame in (("runs", self.runs), ("summary", self.summary), ("curves", self.curves)):
             files[f"{name}.csv"] = frame.to_csv(index=False)
             files[f"{name}.parquet"] = frame.to_parquet(None, index=False)
         return write_files_atomically(out_dir, files)
 
-    def table(self) -> str:
-        """The summary as an aligned text table, headed by the federation and the seeds."""
-        b = self.base
+    def header(self) -> str:
+        """One line: what was compared, on which seeds."""
+        s = self.setting
         runs = int(self.summary["runs"].max()) if len(self.summary) else 0
-        header = (
-            f"{b.problem}: M={b.clients} alpha={b.alpha} T={b.horizon} noise={b.noise}(sigma={b.noise_sigma}) "
-            f"confidence={b.confidence} "
-            f"seeds={format_seeds(self.seeds)} ({runs} runs per algorithm; mean ± sd over seeds)"
-        )
+        return (f"{s['problem']}: M={s['clients']} alpha={s['alpha']:g} T={s['horizon']} "
+                f"noise={s['noise']}(sigma={s['noise_sigma']:g}) confidence={s['confidence']} "
+                f"seeds={format_seeds(self.seeds)} ({runs} runs per algorithm; mean ± sd over seeds)")
+
+    def cells(self) -> list[list[str]]:
+        """The summary as text cells: a header row, then one row per algorithm (shared by ``table`` and reports)."""
         rows = [["algorithm", *(_LABELS[m] for m in METRICS)]]
         for record in self.summary.to_dict("records"):
-            rows.append([record["algorithm"], *(_mean_sd(record, m) for m in METRICS)])
+            rows.append([record["algorithm"],
+                         *(format_mean_sd(record[f"{m}_mean"], record[f"{m}_std"]) for m in METRICS)])
+        return rows
+
+    def table(self) -> str:
+        """The summary as an aligned text table, headed by :meth:`header`."""
+        rows = self.cells()
         widths = [max(len(row[j]) for row in rows) for j in range(len(rows[0]))]
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
-        return "\n".join([header, *lines])
+        return "\n".join([self.header(), *lines])
 
+    def winner(self) -> str:
+        """The algorithm with the lowest mean regret."""
+        return str(self.summary.loc[self.summary["regret_mean"].idxmin(), "algorithm"])
 
-def _mean_sd(record: dict[str, Any], metric: str) -> str:
-    mean, sd = record[f"{metric}_mean"], record[f"{metric}_std"]
-    digits = "{:.3f}" if metric == "wall_seconds" else "{:.6g}"
-    spread = digits.format(sd) if np.isfinite(sd) else "n/a"
-    return f"{digits.format(mean)} ± {spread}"
+    def seeds_won(self, algorithm: str) -> int:
+        """On how many seeds ``algorithm``'s regret is below every other algorithm's (same seed, same noise)."""
+        by_seed = self.runs.pivot(index="seed", columns="algorithm", values="regret")
+        others = by_seed.drop(columns=[algorithm])
+        return int((by_seed[algorithm].to_numpy()[:, None] < others.to_numpy()).all(axis=1).sum())
 
 
 def format_seeds(seeds: tuple[int, ...] | list[int]) -> str:
@@ -108,18 +159,7 @@ def format_seeds(seeds: tuple[int, ...] | list[int]) -> str:
     return ",".join(str(s) for s in seeds)
 
 
-def run_row(federation: Federation, config: RunConfig) -> dict[str, Any]:
-    """Run ``config`` on ``federation`` in process and keep the run's row."""
-    result = run_config(config, federation)
-    s = result.summary
-    row = {name: s[name] for name in RUN_COLUMNS if name in s}
-    row["bytes_sent"] = int(s["bytes_up"]) + int(s["bytes_down"])
-    # each client's pulls per phase (the phase length), averaged over the phases the run reached
-    row["pulls_per_phase"] = float(result.phases["phase_length"].mean()) if len(result.phases) else 0.0
-    return {name: row[name] for name in RUN_COLUMNS}
-
-
-def summarise(runs: pd.DataFrame, algorithms: list[str]) -> pd.DataFrame:
+def summarise(runs: pd.DataFrame, algorithms: Sequence[str]) -> pd.DataFrame:
     """Per algorithm (in the given order): number of runs, mean and sample sd of each metric."""
     records = []
     for algorithm in algorithms:
@@ -134,39 +174,197 @@ def summarise(runs: pd.DataFrame, algorithms: list[str]) -> pd.DataFrame:
     return pd.DataFrame(records, columns=columns)
 
 
-def _run_row(config: RunConfig) -> dict[str, Any]:
-    """One run on this process's federation (see :func:`pfxab_flower.parallel.shared_federation`)."""
-    return run_row(shared_federation(config), config)
+#: Federations given as objects, by token, for this process's forked workers (a lambda cannot be pickled).
+_FEDERATIONS: dict[int, Federation] = {}
+
+
+def _federation_of(source: RunConfig | int) -> Federation:
+    return shared_federation(source) if isinstance(source, RunConfig) else _FEDERATIONS[source]
+
+
+def _run_job(source: RunConfig | int, keywords: dict[str, Any], grid: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
+    """One run: its row and its cumulative regret on ``grid``.
+
+    ``source`` is a RunConfig (the process builds or inherits its federation,
+    :func:`pfxab_flower.parallel.shared_federation`: a Ray worker can too) or the
+    token of a federation object this process was given (forked workers inherit it).
+    """
+    result = run(_federation_of(source), **keywords)
+    s = result.summary
+    row = {name: s[name] for name in RUN_COLUMNS if name in s}
+    row["bytes_sent"] = int(s["bytes_up"]) + int(s["bytes_down"])
+    # each client's pulls per phase (the phase length), averaged over the phases the run reached
+    row["pulls_per_phase"] = float(result.phases["phase_length"].mean()) if len(result.phases) else 0.0
+    return {name: row[name] for name in RUN_COLUMNS}, result.curve_at(grid)["regret"].to_numpy()
+
+
+def _refuse_unknown(given: dict[str, Any], allowed: Sequence[str]) -> None:
+    unknown = [name for name in given if name not in allowed]
+    if unknown:
+        name = unknown[0]
+        hint = f" (compare takes {name}s=, a list)" if name in _PER_RUN else ""
+        raise ConfigError(f"unknown keyword {name!r}{hint}; allowed: {', '.join(allowed)}")
+
+
+def _checked_list(name: str, values: Any, check_one: Any) -> tuple:
+    """``values`` (a non-empty sequence without repeats) each checked by ``check_one``; one line otherwise."""
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence | range | np.ndarray) or len(values) == 0:
+        raise ConfigError(f"{name}={values!r} is invalid; allowed: a non-empty list")
+    checked = tuple(check_one(v) for v in values)
+    if len(set(checked)) != len(checked):
+        raise ConfigError(f"{name}={list(values)!r} is invalid; allowed: a list without repeats")
+    return checked
+
+
+def _plan_config(base: RunConfig, algorithms: tuple[str, ...], seeds: tuple[int, ...],
+                 parameters: dict[str, Any]) -> tuple[RunConfig, list[dict[str, Any]], dict[str, Any]]:
+    """The runs of a RunConfig comparison: every config is built (so checked) before any runs."""
+    _refuse_unknown(parameters, [f.name for f in dataclasses.fields(RunConfig) if f.name not in _PER_RUN])
+    base = base.replace(**parameters)
+    configs = [base.replace(algorithm=a, seed=s) for a in algorithms for s in seeds]
+    keywords = [{**c.algorithm_parameters(), "describe": describe_problem(c)} for c in configs]
+    setting = {k: v for k, v in base.to_dict().items() if k not in _PER_RUN}
+    return base, keywords, setting
+
+
+def _plan_federation(federation: Federation, algorithms: tuple[str, ...], seeds: tuple[int, ...],
+                     parameters: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The runs of a Federation comparison: :func:`run`'s keywords, checked by :func:`run_settings` first."""
+    signature = inspect.signature(run)
+    _refuse_unknown(parameters, [n for n in list(signature.parameters)[1:] if n not in _PER_RUN])
+    bound = signature.bind(federation, algorithm=algorithms[0], seed=seeds[0], **parameters)
+    bound.apply_defaults()
+    shared = {k: v for k, v in bound.arguments.items() if k != "federation"}
+    checkable = {k: v for k, v in shared.items() if k in inspect.signature(run_settings).parameters}
+    for algorithm in algorithms:  # the seed only seeds the noise: its own check is enough
+        run_settings(federation, **{**checkable, "algorithm": algorithm})
+    keywords = [{**shared, "algorithm": a, "seed": s} for a in algorithms for s in seeds]
+    setting = {
+        "problem": federation.name, "clients": federation.num_clients, "dimensions": federation.domain.ndim,
+        "noise": federation.noise.kind, "noise_sigma": federation.noise.sigma,
+        **{name: parse(name, value) for name, value in checkable.items() if name not in _PER_RUN},  # plain values
+    }
+    if shared["faults"] != NO_FAULTS:
+        setting["faults"] = dataclasses.asdict(shared["faults"])
+    return keywords, setting
 
 
 def compare(
-    base: RunConfig,
-    algorithms: list[str],
-    seeds: list[int],
+    target: Federation | RunConfig,
+    algorithms: Sequence[str] = ALGORITHMS,
+    seeds: Sequence[int] = DEFAULT_SEEDS,
+    *,
     workers: int = 1,
     progress: bool = True,
     runner: JobRunner | None = None,
+    **parameters: Any,
 ) -> Comparison:
-    """Run every algorithm with every seed on the federation ``base`` names.
+    """Run every algorithm with every seed on one federation; the runs, their summary and their curves.
 
-    ``base.algorithm`` and ``base.seed`` are ignored; every other field is shared
-    by all runs. ``progress`` shows a progress bar on stderr. ``runner`` runs the jobs
-    (default: ``workers`` local processes; ``pfxab compare --executor ray`` passes a Ray cluster's).
+    ``target``: a :class:`Federation` (``parameters`` are :func:`pfxab_flower.engine.run`'s
+    keywords: ``alpha``, ``horizon``, ``nu1``, ``rho``, ``max_depth``, ``pf_pne_eps``,
+    ``confidence``, ``min_fraction``, ``faults``, ``describe``, with ``run``'s defaults),
+    or a :class:`RunConfig` (its ``algorithm`` and ``seed`` are ignored; ``parameters``
+    replace its other fields, e.g. ``alpha=0.9``). Every run is checked before any starts.
+    ``progress`` shows a progress bar on stderr. ``runner`` runs the jobs (default:
+    ``workers`` local processes; ``pfxab compare --executor ray`` passes a Ray cluster's,
+    for a RunConfig only: a remote worker rebuilds the federation from it).
     """
-    configs = [base.replace(algorithm=a, seed=s) for a in algorithms for s in seeds]
-    rows: list[dict[str, Any] | None] = [None] * len(configs)
-    shared_federation(base).optimum(base.alpha)  # once, before workers fork: they inherit it
+    algorithms = _checked_list("algorithms", algorithms, lambda a: check("algorithm", a, label="algorithms"))
+    seeds = _checked_list("seeds", seeds, lambda s: check("seed", s, label="seeds"))
+    workers = parse_workers(workers)
+    token: int | None = None
+    if isinstance(target, RunConfig):
+        base, keywords, setting = _plan_config(target, algorithms, seeds, parameters)
+        source: RunConfig | int = base
+        federation = shared_federation(base)
+    elif isinstance(target, Federation):
+        if runner is not None:
+            raise ConfigError("runner=... is invalid with a Federation; allowed: a RunConfig (a remote worker "
+                              "rebuilds its federation from it), or local workers=")
+        keywords, setting = _plan_federation(target, algorithms, seeds, parameters)
+        federation, token = target, id(target)
+        source = token
+    else:
+        raise ConfigError(f"target={type(target).__name__} is invalid; allowed: a Federation or a RunConfig")
+    federation.optimum(setting["alpha"])  # once, before workers fork: they inherit it
+    grid = time_grid(setting["horizon"], CURVE_POINTS)
+    results: list[tuple[dict[str, Any], np.ndarray] | None] = [None] * len(keywords)
     errors: list[BaseException] = []
-    with tqdm(total=len(configs), desc="pfxab compare", unit="run", file=sys.stderr, disable=not progress) as bar:
+    if token is not None:
+        _FEDERATIONS[token] = federation
+    try:
+        with tqdm(total=len(keywords), desc="pfxab compare", unit="run", file=sys.stderr,
+                  disable=not progress) as bar:
 
-        def done(index: int, row: dict[str, Any] | None, error: BaseException | None) -> None:
-            rows[index] = row
-            if error is not None:
-                errors.append(error)
-            bar.update()
+            def done(index: int, result: tuple[dict[str, Any], np.ndarray] | None,
+                     error: BaseException | None) -> None:
+                results[index] = result
+                if error is not None:
+                    errors.append(error)
+                bar.update()
 
-        (runner or local_runner(workers))(_run_row, [(config,) for config in configs], done)
+            (runner or local_runner(workers))(_run_job, [(source, kw, grid) for kw in keywords], done)
+    finally:
+        if token is not None:
+            _FEDERATIONS.pop(token, None)
     if errors:
         raise errors[0]
-    runs = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
-    return Comparison(runs=runs, summary=summarise(runs, algorithms), base=base, seeds=tuple(seeds))
+    finished = [r for r in results if r is not None]
+    runs = pd.DataFrame([row for row, _ in finished], columns=list(RUN_COLUMNS))
+    curves = pd.DataFrame({
+        "algorithm": np.repeat(runs["algorithm"].to_numpy(), grid.size),
+        "seed": np.repeat(runs["seed"].to_numpy(), grid.size),
+        "t": np.tile(grid, len(finished)),
+        "regret": np.concatenate([curve for _, curve in finished]) if finished else np.array([], dtype=float),
+    }, columns=list(CURVE_COLUMNS))
+    return Comparison(runs=runs, summary=summarise(runs, algorithms), curves=curves, setting=setting,
+                      algorithms=algorithms, seeds=seeds)
+
+
+def load_comparison(directory: str | os.PathLike) -> Comparison:
+    """The comparison written into ``directory`` by :meth:`Comparison.write`; one :class:`ConfigError` line if not.
+
+    The summary is recomputed from the runs (one source of the numbers); the runs and the
+    curves must hold exactly the manifest's algorithms x seeds.
+    """
+    out = Path(directory)
+
+    def refuse(why: str) -> ConfigError:
+        return ConfigError(f"dir={str(directory)!r} is invalid ({why}); allowed: a comparison directory written by "
+                           f"`pfxab compare --out` ({MANIFEST}, runs.parquet, curves.parquet)")
+
+    try:
+        manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise refuse(f"no {MANIFEST}") from None
+    except (OSError, ValueError) as exc:
+        raise refuse(f"{MANIFEST} is unreadable: {type(exc).__name__}") from None
+    if not (isinstance(manifest, dict) and manifest.get("kind") == "comparison"
+            and isinstance(manifest.get("setting"), dict) and isinstance(manifest.get("algorithms"), list)
+            and isinstance(manifest.get("seeds"), list) and manifest["algorithms"] and manifest["seeds"]):
+        raise refuse(f"{MANIFEST} is not a comparison's manifest")
+    missing = [key for key in SETTING_KEYS if key not in manifest["setting"]]
+    if missing:
+        raise refuse(f"{MANIFEST} lacks setting {missing[0]!r}")
+    tables = {}
+    for name, columns in (("runs", RUN_COLUMNS), ("curves", CURVE_COLUMNS)):
+        try:
+            frame = pd.read_parquet(out / f"{name}.parquet")
+        except FileNotFoundError:
+            raise refuse(f"no {name}.parquet") from None
+        except (OSError, ValueError, pyarrow.ArrowException) as exc:
+            raise refuse(f"{name}.parquet is unreadable: {type(exc).__name__}") from None
+        missing = [c for c in columns if c not in frame.columns]
+        if missing:
+            raise refuse(f"{name}.parquet lacks column {missing[0]!r}")
+        tables[name] = frame
+    algorithms, seeds = tuple(manifest["algorithms"]), tuple(manifest["seeds"])
+    expected = set(itertools.product(algorithms, seeds))
+    runs, curves = tables["runs"], tables["curves"]
+    pairs = list(zip(runs["algorithm"], runs["seed"], strict=True))
+    if len(pairs) != len(expected) or set(pairs) != expected or set(
+            zip(curves["algorithm"], curves["seed"], strict=True)) != expected:
+        raise refuse(f"its tables do not hold the runs of its {MANIFEST}; run `pfxab compare --out` again")
+    return Comparison(runs=runs, summary=summarise(runs, algorithms), curves=curves, setting=manifest["setting"],
+                      algorithms=algorithms, seeds=seeds)

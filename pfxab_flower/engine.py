@@ -156,18 +156,31 @@ def run(
     ``describe`` adds problem-level entries (noise, spread, ...) to the summary; ``faults``
     injects client failures and ``min_fraction`` is the quorum (see :mod:`pfxab_flower.faults`).
     """
+    algorithm, settings = run_settings(federation, algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps,
+                                       confidence, min_fraction)
+    sim = simulate(federation, make_policy(algorithm), settings, faults=faults)
+    return sim.driver.result("inprocess", describe)
+
+
+def run_settings(
+    federation: Federation, algorithm: str, alpha: float, horizon: int, seed: int, nu1: float, rho: float,
+    max_depth: int | None, pf_pne_eps: float, confidence: str, min_fraction: float,
+) -> tuple[str, Settings]:
+    """The checked algorithm name and :class:`Settings` of :func:`run`'s arguments; nothing runs.
+
+    Every check :func:`run` makes before running, one :class:`ConfigError` line naming the
+    Python keyword, so a caller with many runs (:func:`pfxab_flower.compare.compare`) can
+    check them all before the first starts.
+    """
     checked = validate_algorithm_parameters(algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps,
                                             confidence, keywords=True)
     algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps, confidence = checked.values()  # np.int64 -> int
-    min_fraction = parse_min_fraction(min_fraction)
-    M = federation.num_clients
     settings = make_settings(
-        M, alpha=alpha, horizon=horizon, seed=seed, nu1=nu1, rho=rho, max_depth=max_depth, pf_pne_eps=pf_pne_eps,
-        min_fraction=min_fraction, reward_range=check_reward_range(confidence, federation.reward_range),
-        confidence=confidence,
+        federation.num_clients, alpha=alpha, horizon=horizon, seed=seed, nu1=nu1, rho=rho, max_depth=max_depth,
+        pf_pne_eps=pf_pne_eps, min_fraction=parse_min_fraction(min_fraction),
+        reward_range=check_reward_range(confidence, federation.reward_range), confidence=confidence,
     )
-    sim = simulate(federation, make_policy(algorithm), settings, faults=faults)
-    return sim.driver.result("inprocess", describe)
+    return algorithm, settings
 
 
 def describe_problem(config: RunConfig) -> dict[str, Any]:

@@ -63,6 +63,18 @@ class RunResult:
         return write_files_atomically(out_dir, self.files())
 
 
+def time_grid(horizon: int, points: int = 200) -> np.ndarray:
+    """The time grid of a sweep's and a comparison's curves: ``points`` log-spaced times from 1 to T, plus 0.
+
+    Log spacing keeps the early phases visible on a log axis; the grid is made
+    denser with ``points // 2`` evenly spaced times so that a linear axis (the
+    paper's) is drawn faithfully too. Times are integers, where the exact curve is known.
+    """
+    log = np.geomspace(1, horizon, points)
+    linear = np.linspace(0, horizon, points // 2 + 1)
+    return np.unique(np.rint(np.concatenate([[0], log, linear])).astype(np.int64))
+
+
 #: The files of a written result (``pfxab run --out``, the ServerApp's ``out-dir``).
 RESULT_FILES = ("clients.csv", "curve.csv", "phases.csv", "communication.csv", "summary.json")
 

@@ -1,4 +1,4 @@
-"""The paper's figures from a sweep directory (matplotlib, Agg backend: no display needed).
+"""The paper's figures from a sweep or comparison directory (matplotlib, Agg backend: no display needed).
 
 * ``kind = "regret"`` (figures 1, 2, 4): cumulative regret (summed over the M
   clients) against t, the mean over seeds with a shaded band of one standard
@@ -10,6 +10,14 @@
   local reward against alpha (mean +- one sd over seeds), with the best-local and
   best-global values as horizontal reference lines and the best personalised value
   (what a learner playing each client's personalised optimum earns) as a dotted curve.
+* A comparison (``pfxab compare --out``): two panels. Left, each algorithm's final
+  regret: a bar at the mean over seeds, an error bar of one standard deviation, and
+  every seed's regret as a dot (with few seeds the dots are the honest picture).
+  Right, the regret curves: mean over seeds with a one-sd band, on a log t axis
+  (a comparison's runs share one horizon; the log axis shows every phase).
+
+Each algorithm keeps its colour in every figure (its place in
+:data:`pfxab_flower.config.ALGORITHMS`), so figures read side by side.
 """
 
 from __future__ import annotations
@@ -21,11 +29,15 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
+from pfxab_flower.compare import Comparison, load_comparison
+from pfxab_flower.config import ALGORITHMS
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.outputs import OutputError, atomic_file
-from pfxab_flower.simulations.experiment import Experiment, series_keys, series_label
+from pfxab_flower.simulations.experiment import ALGORITHM_LABELS, Experiment, series_keys, series_label
+from pfxab_flower.simulations.result_dirs import result_kind
 from pfxab_flower.simulations.sweep import load_sweep
 
 FORMATS = (".png", ".pdf")
@@ -38,12 +50,32 @@ REWARD_STYLE = {
     "best_local": "tab:blue",
     "best_global": "goldenrod",
 }
+
+
+def algorithm_colour(algorithm: str) -> str:
+    """The colour of ``algorithm`` in every figure: its place in the one list of algorithms."""
+    place = ALGORITHMS.index(algorithm) if algorithm in ALGORITHMS else len(ALGORITHMS)
+    return f"C{place % 10}"
+
+
 def _groups(frame: pd.DataFrame, keys: list[str]):
     if not keys:
         yield (), frame
         return
     for values, group in frame.groupby(keys, sort=False):
         yield (values if isinstance(values, tuple) else (values,)), group
+
+
+def _mean_with_band(ax, curves: pd.DataFrame, label: str, log_x: bool, colour: str | None = None) -> None:
+    """One line: the mean over seeds of ``curves`` (t, seed, regret) with a +-1 sd band (none for one seed)."""
+    table = curves.pivot_table(index="t", columns="seed", values="regret")
+    mean, sd = table.mean(axis=1), table.std(axis=1, ddof=1).fillna(0.0)
+    t = table.index.to_numpy()
+    if log_x:
+        keep = t > 0
+        t, mean, sd = t[keep], mean[keep], sd[keep]
+    (line,) = ax.plot(t, mean, lw=1.8, label=label, color=colour)
+    ax.fill_between(t, mean - sd, mean + sd, color=line.get_color(), alpha=0.25, lw=0)
 
 
 def plot_regret(experiment: Experiment, curves: pd.DataFrame, runs: pd.DataFrame, log_x: bool = False):
@@ -56,14 +88,7 @@ def plot_regret(experiment: Experiment, curves: pd.DataFrame, runs: pd.DataFrame
     for ax, alpha in zip(axes[0], alphas, strict=True):
         panel = curves[curves["alpha"] == alpha]
         for values, group in _groups(panel, keys):
-            table = group.pivot_table(index="t", columns="seed", values="regret")
-            mean, sd = table.mean(axis=1), table.std(axis=1, ddof=1).fillna(0.0)
-            t = table.index.to_numpy()
-            if log_x:
-                keep = t > 0
-                t, mean, sd = t[keep], mean[keep], sd[keep]
-            (line,) = ax.plot(t, mean, lw=1.8, label=series_label(experiment, values))
-            ax.fill_between(t, mean - sd, mean + sd, color=line.get_color(), alpha=0.25, lw=0)
+            _mean_with_band(ax, group, series_label(experiment, values), log_x)
         ax.set_title(f"α = {alpha:g}")
         ax.set_xlabel("t (pulls per client)")
         ax.set_xscale("log" if log_x else "linear")
@@ -106,16 +131,41 @@ def plot_rewards(experiment: Experiment, runs: pd.DataFrame):
     return fig
 
 
-def plot_sweep(sweep_dir: str | Path, out: str | Path, log_x: bool = False) -> Path:
-    """Draw the figure of a finished sweep into ``out`` (.png or .pdf); returns the path."""
-    out = Path(out)
-    if out.suffix.lower() not in FORMATS:
-        raise ConfigError(f"out={str(out)!r} is invalid; allowed: a file name ending in {' or '.join(FORMATS)}")
-    experiment, runs, curves = load_sweep(sweep_dir)
-    if experiment.kind == "rewards":
-        fig = plot_rewards(experiment, runs)
-    else:
-        fig = plot_regret(experiment, curves, runs, log_x=log_x)
+def plot_comparison(comparison: Comparison):
+    """Final regret per algorithm (mean, sd, every seed) beside the regret curves (mean +- 1 sd, log t)."""
+    fig, (bars, curves) = plt.subplots(1, 2, figsize=(11.0, 4.2), gridspec_kw={"width_ratios": [1, 1.5]})
+    setting, seeds = comparison.setting, len(comparison.seeds)
+    offsets = np.linspace(-0.2, 0.2, seeds) if seeds > 1 else np.zeros(1)  # the seeds' dots, side by side
+    for place, record in enumerate(comparison.summary.to_dict("records")):
+        algorithm = record["algorithm"]
+        colour, label = algorithm_colour(algorithm), ALGORITHM_LABELS.get(algorithm, algorithm)
+        sd = record["regret_std"] if seeds > 1 else None
+        bars.bar(place, record["regret_mean"], width=0.6, color=colour, alpha=0.45, yerr=sd, capsize=6,
+                 edgecolor=colour, error_kw={"lw": 1.4})
+        runs = comparison.runs[comparison.runs["algorithm"] == algorithm].set_index("seed")
+        regrets = runs.loc[list(comparison.seeds), "regret"].to_numpy()
+        bars.scatter(place + offsets, regrets, s=16, color=colour, edgecolor="black", linewidth=0.5, zorder=3)
+        _mean_with_band(curves, comparison.curves[comparison.curves["algorithm"] == algorithm], label, log_x=True,
+                        colour=colour)
+    names = [ALGORITHM_LABELS.get(a, a) for a in comparison.summary["algorithm"]]
+    bars.set_xticks(range(len(names)), names)
+    bars.set_ylabel(f"final regret (sum over M = {setting['clients']} clients)")
+    bars.set_title("final regret: mean ± 1 sd; dots: seeds" if seeds > 1 else "final regret (1 seed)", pad=14)
+    curves.set_xscale("log")
+    curves.set_xlabel("t (pulls per client)")
+    curves.set_ylabel("cumulative regret")
+    curves.set_title("regret curves: mean ± 1 sd over seeds" if seeds > 1 else "regret curves (1 seed)", pad=14)
+    curves.legend(loc="upper left", frameon=True)
+    for ax in (bars, curves):
+        ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+        ax.grid(alpha=0.3, axis="y" if ax is bars else "both")
+    fig.suptitle(f"{setting['problem']}: M = {setting['clients']}, α = {setting['alpha']:g}, "
+                 f"T = {setting['horizon']:,}, {seeds} seed{'s' if seeds > 1 else ''}")
+    fig.tight_layout()
+    return fig
+
+
+def _save(fig, out: Path) -> Path:
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         with atomic_file(out) as tmp:  # an older figure stays whole if drawing or writing fails
@@ -126,3 +176,32 @@ def plot_sweep(sweep_dir: str | Path, out: str | Path, log_x: bool = False) -> P
     finally:
         plt.close(fig)
     return out
+
+
+def _checked_out(out: str | Path) -> Path:
+    out = Path(out)
+    if out.suffix.lower() not in FORMATS:
+        raise ConfigError(f"out={str(out)!r} is invalid; allowed: a file name ending in {' or '.join(FORMATS)}")
+    return out
+
+
+def plot_sweep(sweep_dir: str | Path, out: str | Path, log_x: bool = False) -> Path:
+    """Draw the figure of a finished sweep into ``out`` (.png or .pdf); returns the path."""
+    out = _checked_out(out)
+    experiment, runs, curves = load_sweep(sweep_dir)
+    if experiment.kind == "rewards":
+        fig = plot_rewards(experiment, runs)
+    else:
+        fig = plot_regret(experiment, curves, runs, log_x=log_x)
+    return _save(fig, out)
+
+
+def plot_result(result_dir: str | Path, out: str | Path, log_x: bool = False) -> Path:
+    """Draw the figure of a finished sweep or comparison into ``out`` (.png or .pdf); returns the path.
+
+    ``log_x`` is for a sweep's regret figure; a comparison's curves are always on a log t axis.
+    """
+    out = _checked_out(out)
+    if result_kind(result_dir) == "comparison":
+        return _save(plot_comparison(load_comparison(result_dir)), out)
+    return plot_sweep(result_dir, out, log_x=log_x)

@@ -1,8 +1,11 @@
-"""Markdown tables of a finished sweep: the numbers behind each figure.
+"""Markdown tables of a finished sweep or comparison: the numbers behind each figure.
 
 For a regret sweep: final cumulative regret (mean +- sd over seeds) per algorithm
 and alpha, and what each algorithm communicated. For a rewards sweep (figure 3):
-the per-step average rewards per alpha next to the reference values.
+the per-step average rewards per alpha next to the reference values. For a
+comparison (``pfxab compare --out``): the comparison's summary (the cells ``pfxab
+compare`` prints) and the winner: the lowest mean regret, by how much, and on how
+many seeds. Numbers are printed by :mod:`pfxab_flower.formatting`, as ``pfxab compare`` prints them.
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pfxab_flower.simulations.experiment import Experiment, series_keys, series_label
+from pfxab_flower.compare import Comparison, load_comparison
+from pfxab_flower.formatting import format_mean_sd, format_number
+from pfxab_flower.simulations.experiment import ALGORITHM_LABELS, Experiment, series_keys, series_label
+from pfxab_flower.simulations.result_dirs import result_kind
 from pfxab_flower.simulations.sweep import load_sweep
 
 
@@ -26,9 +32,10 @@ def _scale(values: pd.Series) -> tuple[float, str]:
     return 10.0**power, f" (× 10^{power})"
 
 
-def _mean_sd(values: pd.Series, scale: float = 1.0, digits: int = 3) -> str:
+def _mean_sd(values: pd.Series, scale: float = 1.0, decimals: int = 3) -> str:
+    """Mean ± sd over seeds on the table's scale, with the table's fixed decimals (one seed: sd 0)."""
     sd = values.std(ddof=1) if len(values) > 1 else 0.0
-    return f"{values.mean() / scale:.{digits}f} ± {sd / scale:.{digits}f}"
+    return format_mean_sd(values.mean() / scale, sd / scale, decimals=decimals)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -50,10 +57,10 @@ def regret_report(experiment: Experiment, runs: pd.DataFrame) -> str:
         rows.append([label] + [_mean_sd(group.loc[group["alpha"] == a, "regret"], scale) for a in alphas])
         comm.append([
             label,
-            f"{group['phases'].mean():.1f}",
-            f"{group['communication_rounds'].mean():.1f}",
-            f"{(group['bytes_up'] + group['bytes_down']).mean() / 1e3:.1f}",
-            f"{group['wall_seconds'].mean():.2f}",
+            format_number(group["phases"].mean(), decimals=1),
+            format_number(group["communication_rounds"].mean(), decimals=1),
+            format_number((group["bytes_up"] + group["bytes_down"]).mean() / 1e3, decimals=1),
+            format_number(group["wall_seconds"].mean(), decimals=2),
         ])
     header = ["algorithm"] + [f"α = {a:g}" for a in alphas]
     title = (f"Final cumulative regret{unit}, summed over M = {clients} clients at T = {horizon:,}; "
@@ -67,17 +74,57 @@ def rewards_report(experiment: Experiment, runs: pd.DataFrame) -> str:
     seeds = runs["seed"].nunique()
     rows = []
     for alpha, group in runs.groupby("alpha"):
-        rows.append([f"{alpha:g}"] + [_mean_sd(group[f"mean_reward_{k}"], digits=4)
+        rows.append([f"{alpha:g}"] + [_mean_sd(group[f"mean_reward_{k}"], decimals=4)
                                       for k in ("personalised", "global", "local")]
-                    + [f"{group['best_personalised'].mean():.4f}"])
+                    + [format_number(group["best_personalised"].mean(), decimals=4)])
     header = ["α", "personalised", "global", "local", "best personalised"]
     best_local, best_global = runs["best_local"].mean(), runs["best_global"].mean()
     return (f"**{experiment.title}**\n\nAverage per-step reward (mean over clients), mean ± sd over {seeds} seeds; "
-            f"best local = {best_local:.4f}, best global = {best_global:.4f}:\n\n{_table(header, rows)}\n")
+            f"best local = {format_number(best_local, decimals=4)}, "
+            f"best global = {format_number(best_global, decimals=4)}:\n\n{_table(header, rows)}\n")
 
 
-def report(sweep_dir: str | Path) -> str:
-    experiment, runs, _ = load_sweep(sweep_dir)
+def comparison_report(comparison: Comparison) -> str:
+    """The comparison's summary table (winner in bold) and one line on the winner."""
+    header, *rows = comparison.cells()
+    winner = comparison.winner()
+    bold = 2  # the winner's name and regret
+    rows = [[f"**{c}**" for c in row[:bold]] + row[bold:] if row[0] == winner else row for row in rows]
+    clients, horizon = comparison.setting["clients"], comparison.setting["horizon"]
+    title = (f"Final cumulative regret, summed over M = {clients} clients at T = {horizon:,}, and what each run "
+             f"cost; mean ± sd over {_seeds(len(comparison.seeds))}")
+    return f"**{comparison.header()}**\n\n{title}:\n\n{_table(header, rows)}\n\n{winner_line(comparison)}\n"
+
+
+def _seeds(count: int) -> str:
+    return f"{count} seed{'s' if count != 1 else ''}"
+
+
+def winner_line(comparison: Comparison) -> str:
+    """Which algorithm has the lowest mean regret, how much more the next has, and on how many seeds it is lowest."""
+    means = comparison.summary.set_index("algorithm")["regret_mean"].sort_values(kind="stable")
+    winner = comparison.winner()
+    name = ALGORITHM_LABELS.get(winner, winner)
+    line = f"Lowest mean regret: **{name}** ({format_number(means[winner])})"
+    if len(means) == 1:
+        return line + ", the only algorithm compared."
+    runner_up, second = means.index[1], means.iloc[1]
+    other = f"{ALGORITHM_LABELS.get(runner_up, runner_up)} ({format_number(second)})"
+    if second == means[winner]:
+        line += f", tied with {other}"
+    elif means[winner] > 0:
+        line += f"; the next, {other}, has {second / means[winner]:.2f}x as much"
+    else:
+        line += f"; the next is {other}"
+    won = comparison.seeds_won(winner)
+    return line + f"; {name} is below every other algorithm on {won} of {_seeds(len(comparison.seeds))}."
+
+
+def report(result_dir: str | Path) -> str:
+    """The Markdown report of a finished sweep or comparison directory."""
+    if result_kind(result_dir) == "comparison":
+        return comparison_report(load_comparison(result_dir))
+    experiment, runs, _ = load_sweep(result_dir)
     if experiment.kind == "rewards":
         return rewards_report(experiment, runs)
     return regret_report(experiment, runs)

@@ -59,7 +59,7 @@ from pfxab_flower.errors import ConfigError
 from pfxab_flower.outputs import TEMP_SUFFIX, OutputError, atomic_file, write_file_atomically, write_files_atomically
 from pfxab_flower.parallel import federation_key, local_runner, shared_federation
 from pfxab_flower.remote import JobRunner
-from pfxab_flower.results import RunResult
+from pfxab_flower.results import RunResult, time_grid
 from pfxab_flower.simulations.experiment import Experiment, load_experiment, run_id
 
 #: Columns of runs.parquet taken from each run's summary.json (besides the config fields).
@@ -76,18 +76,6 @@ _TEXT_COLUMNS, _FLAG_COLUMNS = ("engine",), ("optimum_estimated",)
 #: Summary columns that may be null (``evaluations``: an engine that does not count objective calls).
 _OPTIONAL_COLUMNS = ("evaluations",)
 LOCK_FILE = ".pfxab-sweep.lock"
-
-
-def time_grid(horizon: int, points: int = 200) -> np.ndarray:
-    """The shared time grid of curves.parquet: ``points`` log-spaced times from 1 to T, plus 0.
-
-    Log spacing keeps the early phases visible on a log axis; the grid is made
-    denser with ``points // 2`` evenly spaced times so that a linear axis (the
-    paper's) is drawn faithfully too. Times are integers, where the exact curve is known.
-    """
-    log = np.geomspace(1, horizon, points)
-    linear = np.linspace(0, horizon, points // 2 + 1)
-    return np.unique(np.rint(np.concatenate([[0], log, linear])).astype(np.int64))
 
 
 def references(config: RunConfig) -> dict[str, float]:

@@ -1,4 +1,5 @@
-"""``pfxab compare``: seeds parsing, the runs and summary tables, the files, one-line errors."""
+"""``compare`` and ``pfxab compare``: seeds parsing, a Federation or a RunConfig, the runs, summary and curve
+tables, the files read back, how numbers are printed, one-line errors before any work."""
 
 from __future__ import annotations
 
@@ -6,12 +7,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pfxab_flower.compare import COMPARE_FILES, METRICS, RUN_COLUMNS, compare
-from pfxab_flower.config import RunConfig, parse_seeds
-from pfxab_flower.engine import run_config
+import pfxab_flower.compare as compare_module
+from pfxab_flower import Federation
+from pfxab_flower.compare import COMPARE_FILES, CURVE_COLUMNS, METRICS, RUN_COLUMNS, compare, load_comparison
+from pfxab_flower.config import ALGORITHMS, RunConfig, parse_seeds
+from pfxab_flower.engine import run, run_config
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.formatting import format_mean_sd, format_number
 from pfxab_flower.simulations.cli import main
-from tests.conftest import cli_error_line
+from tests.conftest import cli_error_line, tent_federation
 
 SMALL = RunConfig(problem="garland", clients=3, alpha=0.5, horizon=20_000)
 ALL = ["pf-xab", "fed-pne", "pf-pne"]
@@ -84,10 +88,13 @@ def test_compare_command_prints_the_table_and_writes_csv_and_parquet(tmp_path, c
     expected = ["algorithm", "runs", *(f"{m}_{k}" for m in METRICS for k in ("mean", "std"))]
     assert list(summary_csv.columns) == list(summary_pq.columns) == expected
     pd.testing.assert_frame_equal(summary_csv, summary_pq, check_dtype=False)
-    # the printed regret is the mean of the written runs
-    pf_xab = next(line for line in lines if line.startswith("pf-xab"))
-    assert float(pf_xab.split()[1]) == pytest.approx(runs_csv[runs_csv["algorithm"] == "pf-xab"]["regret"].mean(),
-                                                     rel=1e-5)
+    # the printed regret is the mean and sd of the written runs, as the formatting helper prints them
+    for algorithm in ALL:
+        line = next(line for line in lines if line.startswith(algorithm))
+        regrets = runs_csv[runs_csv["algorithm"] == algorithm]["regret"]
+        assert line.split()[1:4] == format_mean_sd(regrets.mean(), regrets.std(ddof=1)).split()
+        assert int(line.split()[1].replace(",", "")) == round(regrets.mean())  # a regret >= 1000: no decimals
+    assert not any("e+" in line or "e-" in line for line in lines[1:])  # no raw floats
 
 
 @pytest.mark.parametrize(
@@ -105,3 +112,159 @@ def test_bad_compare_input_is_one_line_exit_2_and_writes_nothing(tmp_path, flag,
     line = cli_error_line("compare", "--horizon", "1000", flag, value, "--out", str(out))
     assert line.startswith("pfxab compare: error: ") and fragment in line
     assert not out.exists()
+
+
+# --- a Federation of your own, from Python -------------------------------------------------------------------
+
+
+def test_compare_a_federation_from_python_like_run():
+    """The must-show call: every algorithm of the one list, each row what ``run`` gives for that seed."""
+    federation = tent_federation([0.2, 0.5, 0.7])
+    comparison = compare(federation, alpha=0.5, horizon=50_000, seeds=[0, 1], progress=False)
+    runs = comparison.runs
+    assert comparison.algorithms == ALGORITHMS and comparison.seeds == (0, 1)
+    assert list(runs.columns) == list(RUN_COLUMNS)
+    assert list(zip(runs["algorithm"], runs["seed"], strict=True)) == [(a, s) for a in ALGORITHMS for s in (0, 1)]
+    assert set(runs["problem"]) == {"tent"} and set(runs["horizon"]) == {50_000} and set(runs["alpha"]) == {0.5}
+    for row in runs.to_dict("records"):
+        single = run(federation, algorithm=row["algorithm"], alpha=0.5, horizon=50_000, seed=row["seed"]).summary
+        for key in ("regret", "phases", "communication_rounds", "bytes_up", "bytes_down", "evaluations"):
+            assert row[key] == single[key], (row["algorithm"], row["seed"], key)
+    summary = comparison.summary
+    assert list(summary["algorithm"]) == list(ALGORITHMS) and list(summary["runs"]) == [2] * len(ALGORITHMS)
+    grouped = runs.groupby("algorithm", sort=False)["regret"]
+    np.testing.assert_allclose(summary["regret_mean"], grouped.mean().loc[list(ALGORITHMS)])
+    np.testing.assert_allclose(summary["regret_std"], grouped.std(ddof=1).loc[list(ALGORITHMS)])
+    # each run's curve ends at its regret, starts at 0 and never falls
+    curves = comparison.curves
+    assert list(curves.columns) == list(CURVE_COLUMNS)
+    for (algorithm, seed), curve in curves.groupby(["algorithm", "seed"]):
+        regret = runs[(runs["algorithm"] == algorithm) & (runs["seed"] == seed)]["regret"].item()
+        assert curve["t"].iloc[0] == 0 and curve["t"].iloc[-1] == 50_000
+        assert curve["regret"].iloc[0] == 0 and curve["regret"].iloc[-1] == pytest.approx(regret, rel=1e-12)
+        assert (np.diff(curve["regret"]) >= -1e-9).all()
+    assert comparison.setting["problem"] == "tent" and comparison.setting["clients"] == 3
+    assert comparison.winner() in ALGORITHMS and comparison.table().startswith("tent: M=3 alpha=0.5 T=50000")
+
+
+def test_a_federation_of_lambdas_runs_in_forked_workers_with_the_same_rows():
+    federation = tent_federation([0.1, 0.9])
+    kwargs = {"algorithms": ["pf-pne", "pf-xab"], "seeds": [3, 1], "alpha": 0.2, "horizon": 20_000,
+              "progress": False}
+    serial = compare(federation, **kwargs).runs
+    parallel = compare(federation, workers=2, **kwargs).runs
+    columns = [c for c in RUN_COLUMNS if c != "wall_seconds"]
+    pd.testing.assert_frame_equal(serial[columns], parallel[columns])
+    assert compare_module._FEDERATIONS == {}  # nothing kept after the comparison
+
+
+def test_run_keywords_reach_every_run():
+    federation = tent_federation([0.2, 0.5, 0.7])
+    comparison = compare(federation, ["pf-xab"], [0], alpha=0.9, horizon=30_000, rho=0.3, confidence="bernstein",
+                         progress=False)
+    single = run(federation, alpha=0.9, horizon=30_000, rho=0.3, confidence="bernstein", seed=0).summary
+    assert comparison.runs["regret"].item() == single["regret"]
+    assert comparison.setting["rho"] == 0.3 and comparison.setting["confidence"] == "bernstein"
+
+
+def test_a_run_config_takes_keywords_that_replace_its_fields():
+    comparison = compare(SMALL, ["fed-pne"], [0], alpha=0.9, progress=False)
+    assert set(comparison.runs["alpha"]) == {0.9} and comparison.setting["alpha"] == 0.9
+    assert comparison.runs["regret"].item() == run_config(SMALL.replace(algorithm="fed-pne", alpha=0.9)).summary[
+        "regret"]
+
+
+@pytest.fixture
+def no_runs(monkeypatch):
+    """A comparison that reaches a run (or the optimum, the first work) fails the test."""
+    def forbidden(*args, **kwargs):
+        raise AssertionError("work started before the keywords were checked")
+
+    monkeypatch.setattr(compare_module, "_run_job", forbidden)
+    monkeypatch.setattr(Federation, "optimum", forbidden)
+
+
+@pytest.mark.parametrize(
+    "target, kwargs, expected",
+    [
+        ("tent", {"alpha": 2}, "alpha=2 is invalid; allowed: a number in [0, 1]"),
+        ("tent", {"horizon": 0}, "horizon=0 is invalid; allowed: an integer in [1, "),
+        ("tent", {"confidence": "wide"}, "confidence='wide' is invalid; allowed: hoeffding, bernstein"),
+        ("tent", {"pf_pne_eps": -1.0}, "pf_pne_eps=-1.0 is invalid"),
+        ("tent", {"foo": 1}, "unknown keyword 'foo'; allowed: alpha, horizon, "),
+        ("tent", {"seed": 1}, "unknown keyword 'seed' (compare takes seeds=, a list)"),
+        ("tent", {"seeds": [0, 0]}, "seeds=[0, 0] is invalid; allowed: a list without repeats"),
+        ("tent", {"seeds": []}, "seeds=[] is invalid; allowed: a non-empty list"),
+        ("tent", {"seeds": [0, -1]}, "seeds=-1 is invalid; allowed: an integer in [0, 2**63)"),
+        ("tent", {"algorithms": ["pf-xab", "hoo"]}, "algorithms='hoo' is invalid; allowed: pf-xab, fed-pne, pf-pne"),
+        ("tent", {"algorithms": "pf-xab"}, "algorithms='pf-xab' is invalid; allowed: a non-empty list"),
+        ("tent", {"workers": 0}, "workers=0 is invalid; allowed: an integer >= 1"),
+        ("config", {"alpha": 2}, "alpha=2 is invalid"),
+        ("config", {"foo": 1}, "unknown keyword 'foo'; allowed: problem, clients, alpha, "),
+        ("config", {"algorithm": "fed-pne"}, "unknown keyword 'algorithm' (compare takes algorithms=, a list)"),
+        ("object", {}, "target=str is invalid; allowed: a Federation or a RunConfig"),
+    ],
+)
+def test_bad_keywords_are_one_line_before_any_work(no_runs, target, kwargs, expected):
+    what = {"tent": lambda: tent_federation([0.2, 0.5]), "config": lambda: SMALL, "object": lambda: "garland"}[target]()
+    with pytest.raises(ConfigError) as exc:
+        compare(what, **{"horizon": 1000, "progress": False, **kwargs} if target == "tent"
+                else {"progress": False, **kwargs})
+    message = str(exc.value)
+    assert "\n" not in message and message.startswith(expected), message
+
+
+def test_a_federation_cannot_go_to_a_remote_runner(no_runs):
+    with pytest.raises(ConfigError, match=r"^runner=\.\.\. is invalid with a Federation"):
+        compare(tent_federation([0.5]), runner=lambda fn, jobs, done: None, progress=False)
+
+
+def test_a_written_comparison_reads_back_whole(tmp_path):
+    comparison = compare(tent_federation([0.2, 0.7]), ["pf-xab", "pf-pne"], [0, 1], horizon=20_000, progress=False)
+    out = comparison.write(tmp_path / "cmp")
+    assert sorted(p.name for p in out.iterdir()) == sorted(COMPARE_FILES)
+    back = load_comparison(out)
+    assert back.algorithms == comparison.algorithms and back.seeds == comparison.seeds
+    assert back.setting == comparison.setting
+    for name in ("runs", "summary", "curves"):
+        pd.testing.assert_frame_equal(getattr(back, name), getattr(comparison, name))
+    assert back.table() == comparison.table()
+
+
+# --- numbers as printed ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "mean, sd, text",
+    [
+        (257482.3, 3.25391e-11, "257,482 ± 0"),  # an sd far below the mean's precision is 0
+        (2409976.0, 0.0, "2,409,976 ± 0"),  # whole numbers as integers (was 2.40998e+06 ± 0)
+        (2082003.4, 4868.2, "2,082,003 ± 4,868"),  # never fewer digits than the integer part
+        (6.0, 0.0, "6 ± 0"),
+        (np.int64(13), np.float64(0.0), "13 ± 0"),
+        (6.5, 0.7071, "6.500 ± 0.707"),  # four significant digits, the sd at the mean's decimals
+        (604.56, 0.76, "604.6 ± 0.8"),
+        (0.36123, 0.0834, "0.3612 ± 0.0834"),
+        (0.0012, 0.5, "0.0012 ± 0.5000"),  # the larger of the two sets the decimals
+        (0.0, 0.0, "0 ± 0"),
+        (1.0, float("nan"), "1 ± n/a"),  # one seed: no sd
+        (-3.2, 0.1, "-3.200 ± 0.100"),
+    ],
+)
+def test_mean_and_sd_are_printed_with_sensible_precision(mean, sd, text):
+    assert format_mean_sd(mean, sd) == text
+
+
+def test_a_table_on_one_scale_keeps_its_decimals():
+    assert format_mean_sd(0.8011, 1e-9, decimals=3) == "0.801 ± 0.000"  # a sweep's scaled table
+    assert format_number(-1e-12, decimals=3) == "0.000"  # never "-0.000"
+    assert format_number(6.0, decimals=1) == "6.0"
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [(np.int64(42916), "42,916"), (13.0, "13"), (7, "7"), (0.123456, "0.1235"), (123456.7, "123,457"),
+     (float("nan"), "n/a"), (float("inf"), "inf")],
+)
+def test_single_numbers(value, text):
+    assert format_number(value) == text

@@ -1,4 +1,5 @@
-"""Figure 3 (rewards against alpha): the paper's trends at a small scale, its references, its plot and table.
+"""Figure 3 (rewards against alpha): the paper's trends at a small scale, its references, its plot and table;
+and a comparison's figure and table (``pfxab compare --out D && pfxab plot D && pfxab report D``).
 
 Scale: PF-XAB's rewards at alpha = 0 and alpha = 1 were measured on Garland with
 M = 10 for T from 5e3 to 2e6 (3 seeds each). Below T = 1.5e5 the direction of
@@ -9,12 +10,16 @@ phases for the partition to separate the clients' optima); from T = 1.5e5 to
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from pfxab_flower.compare import MANIFEST, load_comparison
+from pfxab_flower.formatting import format_mean_sd
 from pfxab_flower.simulations.cli import main
+from tests.conftest import cli_error_line
 
 FIGURE3_SMALL = """
 [experiment]
@@ -82,3 +87,103 @@ def test_figure3_plot_and_table(figure3_small, tmp_path, capsys):
     assert len(rows) == 2
     local_at_1 = runs.loc[runs["alpha"] == 1.0, "mean_reward_local"].mean()
     assert rows[1].split(" | ")[3].startswith(f"{local_at_1:.4f} ± ")
+
+
+# --- a comparison directory -------------------------------------------------------------------------------------
+
+COMPARE_ARGS = ["compare", "--problem", "garland", "--clients", "3", "--alpha", "0.5", "--horizon", "30000",
+                "--seeds", "0,1", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def comparison_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("compare") / "D"
+    assert main([*COMPARE_ARGS, "--out", str(out)]) == 0
+    return out
+
+
+def test_compare_then_plot_then_report(comparison_dir, tmp_path, capsys):
+    capsys.readouterr()
+    png, pdf = tmp_path / "D.png", tmp_path / "D.pdf"
+    assert main(["plot", str(comparison_dir), "--out", str(png)]) == 0
+    assert capsys.readouterr().out == f"wrote {png}\n"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+    assert main(["plot", str(comparison_dir), "--out", str(pdf)]) == 0
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+    capsys.readouterr()
+    assert main(["report", str(comparison_dir)]) == 0
+    report = capsys.readouterr().out
+    comparison = load_comparison(comparison_dir)
+    runs = comparison.runs
+    assert report.startswith("**garland: M=3 alpha=0.5 T=30000") and "seeds=0,1" in report.splitlines()[0]
+    assert "| algorithm | regret | evaluations | phases |" in report
+    means = runs.groupby("algorithm")["regret"].mean()
+    winner = means.idxmin()
+    for algorithm, group in runs.groupby("algorithm"):
+        cell = format_mean_sd(group["regret"].mean(), group["regret"].std(ddof=1))
+        row = f"| **{algorithm}** | **{cell}** |" if algorithm == winner else f"| {algorithm} | {cell} |"
+        assert row in report, row
+    last = report.strip().splitlines()[-1]
+    assert last.startswith("Lowest mean regret: **") and last.endswith(" of 2 seeds.")
+    others = means.drop(winner)
+    assert f"has {others.min() / means[winner]:.2f}x as much" in last
+
+
+def test_the_figure_draws_what_the_tables_hold(comparison_dir):
+    """The bars are the mean regrets, the dots every seed's, the curves end at the mean final regret."""
+    from matplotlib.collections import PathCollection
+
+    from pfxab_flower.simulations.plots import plot_comparison
+
+    comparison = load_comparison(comparison_dir)
+    fig = plot_comparison(comparison)
+    try:
+        bars_ax, curves_ax = fig.axes
+        heights = [patch.get_height() for patch in bars_ax.patches]
+        assert heights == pytest.approx(list(comparison.summary["regret_mean"]))
+        dots = sorted(y for collection in bars_ax.collections if isinstance(collection, PathCollection)
+                      for _, y in collection.get_offsets())
+        assert dots == pytest.approx(sorted(comparison.runs["regret"]))
+        assert curves_ax.get_xscale() == "log"
+        lines = {line.get_label(): line for line in curves_ax.get_lines()}
+        assert set(lines) == {"PF-XAB", "Fed-PNE", "PF-PNE"}
+        for record in comparison.summary.to_dict("records"):
+            label = {"pf-xab": "PF-XAB", "fed-pne": "Fed-PNE", "pf-pne": "PF-PNE"}[record["algorithm"]]
+            assert lines[label].get_ydata()[-1] == pytest.approx(record["regret_mean"])
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("command", ["plot", "report"])
+def test_a_directory_that_is_neither_a_sweep_nor_a_comparison_is_one_line(tmp_path, command):
+    (tmp_path / "stuff").mkdir()
+    (tmp_path / "stuff" / "notes.txt").write_text("x")
+    extra = ["--out", str(tmp_path / "f.png")] if command == "plot" else []
+    line = cli_error_line(command, str(tmp_path / "stuff"), *extra)
+    assert line == (f"pfxab {command}: error: dir={str(tmp_path / 'stuff')!r} is invalid (neither config.toml nor "
+                    "comparison.json in it); allowed: a finished sweep directory (`pfxab sweep --out`, with "
+                    "config.toml) or a comparison directory (`pfxab compare --out`, with comparison.json)")
+    assert "no such directory" in cli_error_line(command, str(tmp_path / "missing"), *extra)
+    assert not (tmp_path / "f.png").exists()
+
+
+def test_a_damaged_comparison_is_one_line(comparison_dir, tmp_path):
+    import shutil
+
+    cases = {
+        "old": (lambda d: (d / MANIFEST).unlink(), "a comparison written before comparison.json existed"),
+        "manifest": (lambda d: (d / MANIFEST).write_text("{not json"), "comparison.json is unreadable"),
+        "setting": (lambda d: (d / MANIFEST).write_text(json.dumps(
+            {**json.loads((d / MANIFEST).read_text()), "setting": {}})), "comparison.json lacks setting 'problem'"),
+        "seeds": (lambda d: (d / MANIFEST).write_text(json.dumps(
+            {**json.loads((d / MANIFEST).read_text()), "seeds": [0, 1, 2]})), "its tables do not hold the runs"),
+        "curves": (lambda d: (d / "curves.parquet").write_bytes(b"PAR1 broken"), "curves.parquet is unreadable"),
+    }
+    for name, (damage, fragment) in cases.items():
+        copy = tmp_path / name
+        shutil.copytree(comparison_dir, copy)
+        damage(copy)
+        line = cli_error_line("report", str(copy))
+        assert line.startswith(f"pfxab report: error: dir={str(copy)!r} is invalid (") and fragment in line, line

@@ -97,7 +97,7 @@ def test_plot_and_report_of_the_tiny_sweep(finished, tmp_path, capsys):
     assert runs["regret"].max() < 1e4  # so the table is not rescaled
     mean = runs.loc[(runs["algorithm"] == "pf-xab") & (runs["alpha"] == 0.9), "regret"].mean()
     row = next(line for line in table.splitlines() if line.startswith("| PF-XAB |"))
-    assert row.split(" | ")[2].startswith(f"{mean:.3f} ± ")
+    assert row.split(" | ")[2].startswith(f"{mean:,.3f} ± ")
 
 
 def test_running_the_same_sweep_again_does_no_new_work(finished, capsys):

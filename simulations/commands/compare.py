@@ -1,4 +1,7 @@
-"""``pfxab compare``: every algorithm on the same federation and seeds, summarised in one table."""
+"""``pfxab compare``: every algorithm on the same federation and seeds, summarised in one table.
+
+``--out DIR`` writes a comparison directory that ``pfxab plot`` and ``pfxab report`` read.
+"""
 
 from __future__ import annotations
 
@@ -16,13 +19,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "compare", help="run every algorithm on the same federation and seeds; print mean and sd per algorithm"
     )
     add_run_options(parser, skip=("algorithm", "seed"))
-    parser.add_argument("--seeds", default="0-9", metavar="SEEDS",
+    parser.add_argument("--seeds", default=None, metavar="SEEDS",
                         help="seeds: an integer, a range like 0-9, or a list like 0,3,5 (default: 0-9)")
     parser.add_argument("--algorithms", default=",".join(ALGORITHMS), metavar="LIST",
                         help=f"comma-separated algorithms (default: {','.join(ALGORITHMS)})")
     parser.add_argument("--workers", default="1", metavar="N", help="worker processes (default: 1)")
     parser.add_argument("--out", default=None, metavar="DIR",
-                        help="write runs.csv, runs.parquet, summary.csv, summary.parquet here")
+                        help="write the comparison here (comparison.json; runs, summary and curves as CSV and "
+                             "Parquet), for `pfxab plot` and `pfxab report`")
     add_parameter_flag(parser, "executor")
     add_parameter_flag(parser, "ray_address")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -30,14 +34,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    seeds = parse_seeds(args.seeds)
+    from pfxab_flower.compare import COMPARE_FILES, DEFAULT_SEEDS, compare
+
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else list(DEFAULT_SEEDS)
     algorithms = parse_algorithms(args.algorithms)
     workers = parse_workers(args.workers)
     base = config_from_args(args, algorithm=algorithms[0], seed=seeds[0])
     ray_address = executor_address(args.executor, args.ray_address)  # reachable, before any work
-
-    from pfxab_flower.compare import COMPARE_FILES, compare
-
     if args.out is not None:
         check_output_dir(args.out, result_files=COMPARE_FILES)  # before the runs, not after them
 

@@ -1,4 +1,4 @@
-"""``pfxab report DIR``: Markdown tables of a finished sweep (final regret, or rewards per alpha)."""
+"""``pfxab report DIR``: Markdown tables of a finished sweep (final regret, or rewards per alpha) or comparison."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import argparse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("report", help="print Markdown tables of a finished sweep directory")
-    parser.add_argument("dir", help="sweep directory written by `pfxab sweep`")
+    parser = subparsers.add_parser("report", help="print Markdown tables of a finished sweep or comparison directory")
+    parser.add_argument("dir", help="directory written by `pfxab sweep --out` or `pfxab compare --out`")
     parser.set_defaults(handler=handle)
 
 

@@ -1,0 +1,39 @@
+"""Which kind of result a directory holds, for ``pfxab plot`` and ``pfxab report``.
+
+Both commands take a sweep directory (``pfxab sweep --out``: ``config.toml``) and a
+comparison directory (``pfxab compare --out``: ``comparison.json``). Each says what it
+is by the file that describes it, so the choice is made here, once, and a directory
+that is neither is one line naming what it lacks.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pfxab_flower.compare import MANIFEST
+from pfxab_flower.errors import ConfigError
+
+#: The file that describes a sweep directory (a copy of the experiment's configuration).
+SWEEP_CONFIG = "config.toml"
+_ALLOWED = ("a finished sweep directory (`pfxab sweep --out`, with config.toml) or a comparison directory "
+            f"(`pfxab compare --out`, with {MANIFEST})")
+
+
+def result_kind(directory: str | os.PathLike) -> Literal["sweep", "comparison"]:
+    """``"comparison"`` or ``"sweep"``; a :class:`ConfigError` line for anything else."""
+    path = Path(directory)
+    if (path / MANIFEST).is_file():
+        return "comparison"
+    if (path / SWEEP_CONFIG).is_file():
+        return "sweep"
+    if not path.exists():
+        why = "no such directory"
+    elif not path.is_dir():
+        why = "not a directory"
+    elif (path / "runs.parquet").is_file() and (path / "summary.parquet").is_file():
+        why = f"a comparison written before {MANIFEST} existed; run `pfxab compare --out` again"
+    else:
+        why = f"neither {SWEEP_CONFIG} nor {MANIFEST} in it"
+    raise ConfigError(f"dir={str(directory)!r} is invalid ({why}); allowed: {_ALLOWED}")
