@@ -12,6 +12,10 @@
 Each node optimises ``objective(points, partition_id)`` (its ``partition-id`` from the node
 config) with ``noise`` of scale ``noise_sigma`` added to every reward. The algorithm and
 its parameters come from the server's strategy (``PFXAB``, ``FedPNE`` or ``PFPNE``).
+
+Why ``partition_id``, when :meth:`pfxab_flower.Federation.from_callables` takes one ``f(x)`` per
+client: a ``ClientApp`` is one program that every node runs, so it gets one function for all
+of them, and a node tells it which client it is. In Python the list position says that.
 """
 
 from __future__ import annotations

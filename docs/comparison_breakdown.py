@@ -12,6 +12,14 @@ behind each estimate, the elimination threshold and the actual standard error of
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the clone's code: the numbers of its docs
+if not Path(sys.path[0], "pfxab_flower", "__init__.py").is_file():
+    print(f"{Path(__file__).name}: error: {sys.path[0]} is not a clone of pfxab-flower; allowed: run this script from "
+          "the docs/ folder of a clone (it is not installed with the package)", file=sys.stderr)
+    raise SystemExit(2)
 
 import numpy as np
 import pandas as pd

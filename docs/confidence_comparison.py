@@ -13,7 +13,14 @@ Landmine needs its data file (``PFXAB_LANDMINE_DATA`` or the cache, see docs/lan
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the clone's code: the numbers of its docs
+if not Path(sys.path[0], "pfxab_flower", "__init__.py").is_file():
+    print(f"{Path(__file__).name}: error: {sys.path[0]} is not a clone of pfxab-flower; allowed: run this script from "
+          "the docs/ folder of a clone (it is not installed with the package)", file=sys.stderr)
+    raise SystemExit(2)
 
 import pandas as pd
 

@@ -14,8 +14,10 @@ Two entry points check a value by its snake_case name, with the same code:
 * :func:`parse` for text (flags, run-config keys, CSV or TOML rows): ``"0.5"`` is
   converted to the declared type first, then checked.
 
-Both raise :class:`ConfigError` with one line, ``"{key}={value!r} is invalid;
-allowed: {what}"``, before any work starts (and before Ray starts).
+Both raise :class:`ConfigError` with one line, ``"{name}={value!r} is invalid;
+allowed: {what}"``, before any work starts (and before Ray starts). The name is spelled
+the way the value was given (:func:`~pfxab_flower.errors.spelled_as`): ``noise_sigma`` from Python, ``--noise-sigma``
+from the command line, ``noise-sigma`` from a Flower run config or a sweep's TOML file.
 
 The limits (``MAX_*``) are there so that a value too large to finish, or to fit in
 memory, is refused instead of running for hours or dying with a traceback; each
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pfxab_flower.errors import ConfigError
+from pfxab_flower.errors import ConfigError, spelled, spelled_as
 from pfxab_flower.noise import NOISE_KINDS
 
 if TYPE_CHECKING:
@@ -91,6 +93,7 @@ class Parameter:
     valid: Callable[[Any], bool] = lambda value: True  # on the converted value
     optional: bool = False  # None (unset; "" in a run config) is allowed
     scope: str = "run"  # "run": a RunConfig field; "app": an AppOptions field; "other": a flag or a limit
+    unset: str = "unset"  # what leaving an optional parameter unset means (its default in --help)
 
     @property
     def key(self) -> str:
@@ -156,11 +159,11 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("algorithm", str, "pf-xab", ", ".join(ALGORITHMS),
               f"algorithm ({', '.join(ALGORITHMS)})", _one_of(ALGORITHMS)),
     Parameter("clients", int, 10, f"an integer in [1, {MAX_CLIENTS}]",
-              f"number of clients M, at most {MAX_CLIENTS} (M = 1000, T = 1000 runs in 7.6 s here)",
+              f"number of clients M, at most {MAX_CLIENTS}",
               _between(1, MAX_CLIENTS)),
     Parameter("alpha", float, 0.5, "a number in [0, 1]", "personalisation weight in [0, 1]", _between(0, 1)),
     Parameter("horizon", int, 2_000_000, f"an integer in [1, {MAX_HORIZON:,}]",
-              f"pulls per client T, at most {MAX_HORIZON:,} (T = 1e10 runs in 85 s here)",
+              f"pulls per client T, at most {MAX_HORIZON:,}",
               _between(1, MAX_HORIZON)),
     Parameter("seed", int, 0, "an integer in [0, 2**63)", "random seed (noise)", _between(0, MAX_INT64)),
     Parameter("nu1", float, 1.0, "a number > 0", "smoothness constant nu1 > 0", _between(0, math.inf, low_open=True)),
@@ -171,17 +174,18 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("noise_sigma", float, 0.1, "a number >= 0", "noise scale sigma >= 0", _between(0, math.inf)),
     Parameter("spread", float, 0.3, "a number in [0, 1)", "spread of the synthetic clients' shifts, in [0, 1)",
               _between(0, 1, high_open=True)),
-    Parameter("max_depth", int, None, "an integer >= 1 (or unset for no limit)", "deepest phase (default: budget only)",
-              _between(1, MAX_INT64), optional=True),
+    Parameter("max_depth", int, None, "an integer >= 1 (or unset for no limit)", "deepest phase",
+              _between(1, MAX_INT64), optional=True, unset="none, the budget alone limits the depth"),
     Parameter("pf_pne_eps", float, 0.1, "a number >= 0", "PF-PNE heterogeneity slack eps >= 0", _between(0, math.inf)),
     Parameter("confidence", str, "hoeffding", ", ".join(CONFIDENCES),
               "confidence widths: hoeffding (the paper's) or bernstein (from the observed variance)",
               _one_of(CONFIDENCES)),
     Parameter("landmine_data", str, None, "a file path", "path to LandmineData.mat (landmine problem)",
-              optional=True),
+              optional=True, unset="$PFXAB_LANDMINE_DATA, else the downloaded copy in the cache"),
     Parameter("fields", str, None, f"distinct comma-separated integers in 0..{LANDMINE_FIELD_COUNT - 1}",
               "comma-separated landmine field indices (landmine problem)",
-              lambda text: index_list(text, LANDMINE_FIELD_COUNT) is not None, optional=True),
+              lambda text: index_list(text, LANDMINE_FIELD_COUNT) is not None, optional=True,
+              unset=",".join(map(str, DEFAULT_LANDMINE_FIELDS))),
     # The Flower app (run-config keys beside the RunConfig fields).
     Parameter("out_dir", str, "results/latest", "a directory path",
               "where the ServerApp writes summary.json, clients.csv, curve.csv", lambda text: bool(text.strip()),
@@ -191,7 +195,8 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("fail_rate", float, 0.0, "a probability in [0, 1]",
               "inject failures: each client misses each phase with this probability", _between(0, 1), scope="app"),
     Parameter("fail_clients", tuple, None, "distinct comma-separated client indices, or \"\" for every client",
-              "the clients fail-rate applies to, comma-separated (unset: every client)", optional=True, scope="app"),
+              "the clients fail-rate applies to, comma-separated", optional=True, scope="app",
+              unset="every client"),
     Parameter("straggle_seconds", float, 0.0, "a number of seconds >= 0 (0: injected failures)",
               "the clients fail-rate selects answer this many seconds late instead of failing "
               "(a failure if at least round-timeout)", _between(0, math.inf), scope="app"),
@@ -213,8 +218,8 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               "where the runs execute: local worker processes, or tasks on the Ray cluster at --ray-address",
               _one_of(EXECUTORS), scope="other"),
     Parameter("ray_address", str, None, "HOST:PORT of a running Ray head node (what `ray start --head` prints)",
-              "an existing Ray cluster to run on (HOST:PORT of its head node; default: none, run locally)",
-              lambda text: bool(text.strip()), optional=True, scope="other"),
+              "an existing Ray cluster to run on (HOST:PORT of its head node)",
+              lambda text: bool(text.strip()), optional=True, scope="other", unset="none, run locally"),
     Parameter("dimensions", int, 1, f"an integer in [1, {MAX_DIMENSIONS}] (dimensions of the domain)",
               "dimensions of a search space", _between(1, MAX_DIMENSIONS), scope="other"),
 )}
@@ -224,7 +229,7 @@ DEFAULT_MIN_FRACTION: float = PARAMETERS["min_fraction"].default
 
 
 def _fail(name: str, value: object, allowed: str) -> None:
-    raise ConfigError(f"{name.replace('_', '-')}={value!r} is invalid; allowed: {allowed}")
+    raise ConfigError(f"{spelled(name)}={value!r} is invalid; allowed: {allowed}")
 
 
 def _declared(name: str) -> Parameter:
@@ -413,7 +418,12 @@ class RunConfig:
             object.__setattr__(self, f.name, check(f.name, getattr(self, f.name)))
         chosen = self._chosen_fields()
         if self.problem == "landmine" and self.clients > len(chosen):
-            _fail("clients", self.clients, f"at most {len(chosen)}, the number of landmine fields chosen by --fields")
+            fields_ = spelled("fields")
+            allowed = (f"at most {len(chosen)}, the number of landmine fields in {fields_}={self.fields!r}"
+                       if self.fields is not None else
+                       f"at most {len(chosen)} with the default landmine fields ({PARAMETERS['fields'].unset}); "
+                       f"{fields_} can name up to {LANDMINE_FIELD_COUNT}")
+            _fail("clients", self.clients, allowed)
 
     def _chosen_fields(self) -> tuple[int, ...]:
         if self.fields is None:
@@ -486,7 +496,15 @@ APP_DEFAULTS: dict[str, Any] = {p.key: run_config_value(p.name, p.default) for p
 
 
 def parse_run_config(values: Mapping[str, Any]) -> tuple[RunConfig, AppOptions]:
-    """Split a Flower run config into the validated run and the app options."""
+    """Split a Flower run config into the validated run and the app options.
+
+    Errors name its keys (``noise-sigma``), unless an outer entry point chose a spelling.
+    """
+    with spelled_as("key", unless_set=True):
+        return _parse_run_config(values)
+
+
+def _parse_run_config(values: Mapping[str, Any]) -> tuple[RunConfig, AppOptions]:
     run = {k: v for k, v in values.items() if k not in APP_DEFAULTS}
     app = {**APP_DEFAULTS, **{k: v for k, v in values.items() if k in APP_DEFAULTS}}
     timeout, out_dir = parse_round_timeout(app["round-timeout"]), parse("out_dir", app["out-dir"])

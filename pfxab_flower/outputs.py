@@ -38,7 +38,7 @@ import tempfile
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 
-from pfxab_flower.errors import ConfigError
+from pfxab_flower.errors import ConfigError, spelled
 
 #: Suffix of the hidden temporary siblings this module creates (a crash may leave one behind).
 TEMP_SUFFIX = ".pfxab-tmp"
@@ -58,7 +58,7 @@ def _nearest_existing(path: Path) -> Path:
 
 def _refuse(name: str, value: str | os.PathLike, allowed: str, why: str = "") -> ConfigError:
     detail = f" ({why})" if why else ""
-    return ConfigError(f"{name}={str(value)!r} is invalid{detail}; allowed: {allowed}")
+    return ConfigError(f"{spelled(name)}={str(value)!r} is invalid{detail}; allowed: {allowed}")
 
 
 def _probe_writable(directory: Path, name: str, value: str | os.PathLike, allowed: str) -> None:

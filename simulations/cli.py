@@ -2,7 +2,8 @@
 
 Every error a user can cause (a bad flag, a bad value, a missing data file, an
 objective that returns NaN) is printed as one line on stderr, with exit status
-2, before any work starts; nothing is written.
+2, before any work starts; nothing is written. A bad value is named by its flag
+(``--noise-sigma=-1.0 is invalid``; :func:`pfxab_flower.errors.spelled_as`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 import pfxab_flower
-from pfxab_flower.errors import ConfigError, ObjectiveError, RunStoppedError
+from pfxab_flower.errors import ConfigError, ObjectiveError, RunStoppedError, spelled_as
 
 #: Modules that each add one sub-command with ``register(subparsers)``.
 COMMANDS = (
@@ -56,7 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.handler(args) or 0)
+        with spelled_as("flag"):
+            return int(args.handler(args) or 0)
     except (ConfigError, ObjectiveError, RunStoppedError) as exc:
         print(f"pfxab {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from typing import Any
 
-from pfxab_flower.errors import ConfigError
+from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.remote import TASK_ENV, FitMapper, JobRunner, fits_with
 
 #: How long the reachability check waits for the head node's port (seconds).
@@ -36,8 +36,8 @@ def parse_ray_address(text: object) -> str:
     value = str(text).strip()
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdecimal() or not 0 < int(port) < 65536:
-        raise ConfigError(f"ray-address={text!r} is invalid; allowed: HOST:PORT of a running Ray head node "
-                          "(the address `ray start --head` prints, e.g. 127.0.0.1:6379)")
+        raise ConfigError(f"{spelled('ray_address')}={text!r} is invalid; allowed: HOST:PORT of a running Ray head "
+                          "node (the address `ray start --head` prints, e.g. 127.0.0.1:6379)")
     return value
 
 
@@ -54,8 +54,8 @@ def check_ray_address(text: object, timeout: float = CONNECT_TIMEOUT) -> str:
             pass
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        raise ConfigError(f"ray-address={address!r} cannot be reached ({reason}); allowed: the HOST:PORT of a "
-                          "running Ray head node (start one with `ray start --head`)") from None
+        raise ConfigError(f"{spelled('ray_address')}={address!r} cannot be reached ({reason}); allowed: the "
+                          "HOST:PORT of a running Ray head node (start one with `ray start --head`)") from None
     return address
 
 
@@ -70,12 +70,14 @@ def executor_address(executor: object, ray_address: object) -> str | None:
     kind = parse("executor", "processes" if executor is None else executor)
     if kind == "processes":
         if ray_address is not None:
-            raise ConfigError(f"ray-address={ray_address!r} is invalid with executor='processes'; allowed: "
-                              "no ray-address, or executor='ray' to run on that cluster")
+            raise ConfigError(f"{spelled('ray_address')}={ray_address!r} is invalid with {spelled('executor')}="
+                              f"'processes'; allowed: no {spelled('ray_address')}, or {spelled('executor')}='ray' to "
+                              "run on that cluster")
         return None
     if ray_address is None:
-        raise ConfigError("executor='ray' is invalid without a ray-address; allowed: executor='processes', or "
-                          "--ray-address HOST:PORT of a running Ray head node")
+        raise ConfigError(f"{spelled('executor')}='ray' is invalid without a {spelled('ray_address')}; allowed: "
+                          f"{spelled('executor')}='processes', or {spelled('ray_address')}=HOST:PORT of a running "
+                          "Ray head node")
     return check_ray_address(ray_address)
 
 

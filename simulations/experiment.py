@@ -31,7 +31,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from pfxab_flower.config import PARAMETERS, RunConfig, check
+from pfxab_flower.config import PARAMETERS, RunConfig, check, spelled_as
 from pfxab_flower.errors import ConfigError
 
 KINDS = ("regret", "rewards")
@@ -107,7 +107,8 @@ def load_experiment(path: str | Path) -> Experiment:
     if kind not in KINDS:
         raise ConfigError(f"{_where(path, 'experiment', 'kind')}={kind!r} is invalid; allowed: {', '.join(KINDS)}")
     try:
-        curve_points = check("curve_points", meta.get("curve_points", PARAMETERS["curve_points"].default))
+        with spelled_as("keyword"):  # errors name the file's own keys: snake_case in [experiment]
+            curve_points = check("curve_points", meta.get("curve_points", PARAMETERS["curve_points"].default))
     except ConfigError as exc:
         raise ConfigError(f"{_where(path, 'experiment')} {exc}") from None
     fixed = {_field_name(k, path, "fixed"): v for k, v in _table(data, "fixed", path).items()}
@@ -123,7 +124,8 @@ def load_experiment(path: str | Path) -> Experiment:
     for row in itertools.product(*grid.values()):
         values = {**fixed, **dict(zip(grid, row, strict=True))}
         try:
-            configs.append(RunConfig.from_mapping(values))
+            with spelled_as("key"):  # kebab-case in [fixed] and [grid], as their list of allowed keys
+                configs.append(RunConfig.from_mapping(values))
         except ConfigError as exc:
             raise ConfigError(f"{path.name}: {exc}") from None
     if len({run_id(c) for c in configs}) != len(configs):

@@ -8,7 +8,8 @@ What ``flwr run`` needs on a fresh machine (measured with Flower 1.41), provided
 
 * a private, temporary ``FLWR_HOME`` (the local SuperLink's state, the installed app) and
   ``RAY_TMPDIR``, both removed afterwards, and free local SuperLink ports, so the run
-  starts its own SuperLink and never talks to someone else's;
+  starts its own SuperLink and never talks to someone else's; the home holds Flower's
+  default ``config.toml`` from the start (:func:`write_flower_config`);
 * ``FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1`` (the app's dependencies are
   already installed; ``flwr`` would otherwise try to download them) and the quiet variables;
 * ``--federation-config "num-supernodes=M client-resources-num-cpus=..."`` (the default
@@ -38,7 +39,7 @@ from typing import IO, Any
 import tomli_w  # flwr's own dependency (it writes pyproject.toml files with it)
 
 from pfxab_flower.config import AppOptions, RunConfig, to_run_config
-from pfxab_flower.errors import ConfigError
+from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.simulations.environment import QUIET_ENV, check_num_cpus, temporary_directory
 from pfxab_flower.simulations.log_lines import readable_lines
 from pfxab_flower.simulations.processes import exit_on_signals, stop_processes, watchdog
@@ -90,8 +91,8 @@ def flwr_executable() -> str:
 def check_app_dir(app_dir: Path) -> Path:
     pyproject = app_dir / "pyproject.toml"
     if not pyproject.is_file() or "[tool.flwr.app" not in pyproject.read_text(encoding="utf-8"):
-        raise ConfigError(f"app-dir={str(app_dir)!r} is invalid; allowed: a directory whose pyproject.toml "
-                          "has [tool.flwr.app] (a Flower app), or no --app-dir")
+        raise ConfigError(f"{spelled('app_dir')}={str(app_dir)!r} is invalid; allowed: a directory whose "
+                          f"pyproject.toml has [tool.flwr.app] (a Flower app), or no {spelled('app_dir')}")
     return pyproject
 
 
@@ -131,6 +132,20 @@ def write_app_project(directory: Path) -> Path:
     return pyproject
 
 
+def write_flower_config(home: Path) -> Path:
+    """Flower's own default ``config.toml`` in a fresh ``FLWR_HOME``; its path.
+
+    ``flwr run`` writes the same file when it is missing, and says so on every run
+    ("Flower configuration not found. Created default configuration at ..."): the
+    temporary home is new each time, so the note would be noise in every log.
+    """
+    from flwr.cli.constant import DEFAULT_FLOWER_CONFIG_TOML, FLOWER_CONFIG_FILE
+
+    path = home / FLOWER_CONFIG_FILE
+    path.write_text(DEFAULT_FLOWER_CONFIG_TOML, encoding="utf-8")
+    return path
+
+
 def simulate(
     config: RunConfig,
     options: AppOptions,
@@ -161,6 +176,7 @@ def simulate(
         temporary_directory("pfxab-ray-") as ray_dir,
         watchdog(str(home), [home, ray_dir]),  # the clean-up, should this process be killed
     ):
+        write_flower_config(home)
         pyproject = user_pyproject or write_app_project(home / "pfxab-app")
         app_dir = pyproject.parent
         original = pyproject.read_bytes()

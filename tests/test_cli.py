@@ -90,7 +90,7 @@ def test_abbreviated_flags_are_refused_with_one_line(args, abbreviated):
 
 def test_an_empty_out_is_refused_not_ignored(tmp_path):
     line = cli_error_line("run", "--horizon", "1000", "--out", "")
-    assert line == ("pfxab run: error: out='' is invalid; allowed: a new or empty directory, or one holding only a "
+    assert line == ("pfxab run: error: --out='' is invalid; allowed: a new or empty directory, or one holding only a "
                     "previous result (clients.csv, communication.csv, curve.csv, phases.csv, summary.json), "
                     "on a writable file system")
 

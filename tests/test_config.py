@@ -99,7 +99,7 @@ def test_check_is_the_strategy_keyword_check() -> None:
     for name, bad, fragment in [
         ("horizon", True, "horizon=True is invalid; allowed: an integer in [1, "),
         ("alpha", "0.5", "alpha='0.5' is invalid; allowed: a number in [0, 1]"),
-        ("round_timeout", 0, "round-timeout=0 is invalid; allowed: a number of seconds > 0"),
+        ("round_timeout", 0, "round_timeout=0 is invalid; allowed: a number of seconds > 0"),
         ("api", "grpc", "api='grpc' is invalid; allowed: message, legacy"),
         ("no_such", 1, "unknown parameter 'no-such'; allowed: problem, "),
     ]:
@@ -128,10 +128,10 @@ def test_validate_algorithm_parameters_keeps_its_keywords_and_returns_plain_valu
 def test_the_second_checks_are_the_declared_ones() -> None:
     for call, fragment in [
         (lambda: NoiseModel("loud", 0.1), "noise='loud' is invalid; allowed: " + PARAMETERS["noise"].allowed),
-        (lambda: NoiseModel("uniform", -1.0), "noise-sigma=-1.0 is invalid; allowed: a number >= 0"),
+        (lambda: NoiseModel("uniform", -1.0), "noise_sigma=-1.0 is invalid; allowed: a number >= 0"),
         (lambda: synthetic_federation("garland", 0), "clients=0 is invalid; allowed: an integer in [1, "),
         (lambda: synthetic_federation("garland", 3, spread=1.0), "spread=1.0 is invalid; allowed: a number in [0, 1)"),
-        (lambda: check_num_cpus(10_000), "num-cpus=10000 is invalid; allowed: a number in (0, "),
+        (lambda: check_num_cpus(10_000), "num_cpus=10000 is invalid; allowed: a number in (0, "),
     ]:
         with pytest.raises(ConfigError) as exc:
             call()
@@ -155,7 +155,7 @@ def test_the_second_checks_are_the_declared_ones() -> None:
 )
 def test_limits_are_refused_in_one_line_before_any_work(args: tuple[str, ...], fragment: str) -> None:
     line = cli_error_line(*args)
-    assert line.startswith(f"pfxab {args[0]}: error: {fragment}")
+    assert line.startswith(f"pfxab {args[0]}: error: --{fragment}")
 
 
 def test_limits_themselves_are_accepted() -> None:
@@ -180,7 +180,7 @@ def test_sweep_curve_points_within_the_declared_limit(tmp_path: Path, points: in
     else:
         with pytest.raises(ConfigError) as exc:
             load_experiment(path)
-        assert _one_line(exc).startswith(f"e.toml: [experiment] curve-points={points!s} is invalid; allowed: ")
+        assert _one_line(exc).startswith(f"e.toml: [experiment] curve_points={points!s} is invalid; allowed: ")
 
 
 def test_optimum_grid_stops_growing_with_the_dimension_and_too_many_dimensions_are_refused() -> None:
@@ -228,7 +228,7 @@ def test_numpy_bounds_are_numbers() -> None:
 
 @pytest.mark.parametrize("sigma", ["0.1", None, [0.1], float("nan")])
 def test_a_noise_sigma_that_is_not_a_number_is_a_config_error(sigma: object) -> None:
-    with pytest.raises(ConfigError, match=r"^noise-sigma=.* is invalid; allowed: a number >= 0$"):
+    with pytest.raises(ConfigError, match=r"^noise_sigma=.* is invalid; allowed: a number >= 0$"):
         Federation.from_callables(_tents(), {"x": (0.0, 1.0)}, noise_sigma=sigma)  # type: ignore[arg-type]
 
 

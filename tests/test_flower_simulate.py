@@ -71,7 +71,7 @@ def test_bad_run_config_is_one_line_error(values: dict, message: str) -> None:
 def test_client_resources_must_fit_the_machine() -> None:
     assert check_num_cpus(1) == 1.0
     for bad in (0, -1, (os.cpu_count() or 1) + 1, True):
-        with pytest.raises(ConfigError, match="num-cpus"):
+        with pytest.raises(ConfigError, match="num_cpus"):
             check_num_cpus(bad)
 
 
@@ -100,6 +100,21 @@ def test_generated_app_is_a_flower_app_of_the_installed_code_with_the_code_defau
     assert generated["components"] == app_table()["app"]["components"]
     assert set(generated["config"]) == set(app_table()["app"]["config"])  # flwr drops undeclared overrides
     assert parse_run_config(generated["config"]) == (RunConfig(), AppOptions())
+
+
+def test_the_flower_home_starts_with_flowers_default_config_so_flwr_has_nothing_to_announce(
+        tmp_path, monkeypatch, capsys) -> None:
+    from flwr.cli.flower_config import init_flwr_config, read_superlink_connection
+
+    monkeypatch.setenv("FLWR_HOME", str(tmp_path / "empty"))
+    init_flwr_config()  # what `flwr run` does first, in a home without the file
+    assert "Flower configuration not found" in capsys.readouterr().out
+    monkeypatch.setenv("FLWR_HOME", str(tmp_path))
+    written = flwr_run.write_flower_config(tmp_path)
+    init_flwr_config()
+    assert capsys.readouterr().out == ""  # found: no note in pfxab simulate's log
+    assert written.read_bytes() == (tmp_path / "empty" / written.name).read_bytes()  # Flower's own default
+    assert read_superlink_connection().name == "local"  # and flwr reads it as its local SuperLink
 
 
 def test_stop_processes_stops_exactly_the_marked_ones(tmp_path) -> None:
@@ -155,4 +170,5 @@ def test_pfxab_simulate_works_outside_a_clone(tmp_path) -> None:
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["engine"] == "flower" and summary["clients"] == 2 and summary["horizon"] == 2000
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # nothing written in the working directory
+    assert "Flower configuration not found" not in code.stdout + code.stderr  # the log holds only the run
     assert {p.name for p in Path("/tmp").glob("pfxab-*")} <= before

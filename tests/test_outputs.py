@@ -79,7 +79,7 @@ def test_a_bad_out_dir_is_one_line_before_any_work(tmp_path, capsys, no_work, co
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
     assert captured.out == "" and len(lines) == 1, captured.err
-    assert lines[0].startswith(f"pfxab {command}: error: out={value!r} is invalid") and fragment in lines[0]
+    assert lines[0].startswith(f"pfxab {command}: error: --out={value!r} is invalid") and fragment in lines[0]
     assert (tmp_path / "a-file").read_text() == "mine\n"  # nothing of the user's touched
 
 
@@ -90,7 +90,7 @@ def test_a_bad_plot_out_is_one_line_before_reading_the_sweep(tmp_path, case):
              "/proc": "/proc/pfxab-test/f.png", "wrong suffix": str(tmp_path / "f.svg")}[case]
     (tmp_path / "d.png").mkdir()
     line = cli_error_line("plot", str(tmp_path / "no-such-sweep"), "--out", value)
-    assert line.startswith(f"pfxab plot: error: out={value!r} is invalid")  # not the missing sweep: out came first
+    assert line.startswith(f"pfxab plot: error: --out={value!r} is invalid")  # not the missing sweep: out came first
 
 
 def test_a_directory_holding_other_files_is_refused_and_kept(tmp_path, no_work):
@@ -208,4 +208,4 @@ set -e
 """
     seen = _in_private_mounts(tmp_path, script)
     assert seen["status"] == 2 and seen["err"].count("\n") == 1
-    assert "out='ro/r' is invalid (cannot write in" in seen["err"] and "Read-only file system" in seen["err"]
+    assert "--out='ro/r' is invalid (cannot write in" in seen["err"] and "Read-only file system" in seen["err"]

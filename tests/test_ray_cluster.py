@@ -37,15 +37,15 @@ from tests.test_sweep import TINY, write_config
 def test_an_unreachable_cluster_is_one_line_before_any_work(command, tmp_path) -> None:
     port = free_port()  # bound, then released: nothing listens there
     line = cli_error_line(*[part.format(port=port) for part in command], "--horizon", "1000")
-    assert line == (f"pfxab {command[0]}: error: ray-address='127.0.0.1:{port}' cannot be reached (Connection "
+    assert line == (f"pfxab {command[0]}: error: --ray-address='127.0.0.1:{port}' cannot be reached (Connection "
                     "refused); allowed: the HOST:PORT of a running Ray head node (start one with `ray start --head`)")
 
 
 @pytest.mark.parametrize(("args", "fragment"), [
-    (["--executor", "ray"], "executor='ray' is invalid without a ray-address"),
-    (["--ray-address", "127.0.0.1:6379"], "ray-address='127.0.0.1:6379' is invalid with executor='processes'"),
-    (["--executor", "cluster"], "executor='cluster' is invalid; allowed: processes, ray"),
-    (["--executor", "ray", "--ray-address", "head"], "ray-address='head' is invalid; allowed: HOST:PORT"),
+    (["--executor", "ray"], "--executor='ray' is invalid without a --ray-address"),
+    (["--ray-address", "127.0.0.1:6379"], "--ray-address='127.0.0.1:6379' is invalid with --executor='processes'"),
+    (["--executor", "cluster"], "--executor='cluster' is invalid; allowed: processes, ray"),
+    (["--executor", "ray", "--ray-address", "head"], "--ray-address='head' is invalid; allowed: HOST:PORT"),
 ])
 def test_the_executor_and_its_address_are_checked_together(args, fragment, tmp_path) -> None:
     assert fragment in cli_error_line("sweep", str(write_config(tmp_path)), "--out", str(tmp_path / "o"), *args)
@@ -154,7 +154,7 @@ def test_simulate_through_flwr_run_on_the_cluster_equals_the_inprocess_run(clust
 def test_a_client_larger_than_every_node_of_the_cluster_is_refused_before_the_run(cluster, tmp_path) -> None:
     line = cli_error_line("simulate", "--clients", "2", "--horizon", "1000", "--num-cpus", "2",
                           "--ray-address", cluster, "--out", str(tmp_path / "o"))
-    assert line == (f"pfxab simulate: error: num-cpus=2.0 is invalid; allowed: a number in (0, 1] (the largest node "
+    assert line == (f"pfxab simulate: error: --num-cpus=2.0 is invalid; allowed: a number in (0, 1] (the largest node "
                     f"of the Ray cluster at {cluster} has 1 CPU)")
     assert not (tmp_path / "o").exists()
 

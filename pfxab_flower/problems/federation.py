@@ -88,9 +88,14 @@ class Federation:
     ) -> Federation:
         """A user-defined federation; its optimum is estimated (see :mod:`.optimum`).
 
-        ``noise`` and ``noise_sigma`` are checked as the run parameters ``--noise`` and ``--noise-sigma`` are;
-        ``value_range`` is where the objectives' values lie (checked on every evaluation; a server
-        rejects local means outside it, widened by the noise).
+        ``objectives[m]`` is client ``m``'s ``f(x)``: an ``(n, d)`` array of points in the domain's
+        units to ``n`` values. The list says which function is which client, so ``f`` needs no
+        client argument; a Flower ``ClientApp`` is instead one program that every node runs, so
+        ``objective_client_app`` takes one ``objective(points, partition_id)`` and each node passes
+        its own ``partition-id`` (``functools.partial(objective, partition_id=m)`` turns one into
+        the other). ``noise`` and ``noise_sigma`` are checked as the run parameters of the same
+        names are; ``value_range`` is where the objectives' values lie (checked on every
+        evaluation; a server rejects local means outside it, widened by the noise).
         """
         if isinstance(objectives, str | bytes) or not isinstance(objectives, Sequence):
             raise ConfigError(f"objectives={objectives!r} is invalid; allowed: a sequence of callables")

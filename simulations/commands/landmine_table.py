@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from pfxab_flower.errors import ConfigError
+from pfxab_flower.errors import ConfigError, spelled
 
 #: Deeper than this is more than a million fits per field: certainly a typo.
 _MAX_DEPTH = 16
@@ -37,7 +37,7 @@ def _int_in(name: str, value: str, low: int, high: int) -> int:
     except ValueError:
         number = None
     if number is None or not low <= number <= high:
-        raise ConfigError(f"{name}={value!r} is invalid; allowed: an integer in {low}..{high}")
+        raise ConfigError(f"{spelled(name)}={value!r} is invalid; allowed: an integer in {low}..{high}")
     return number
 
 
@@ -56,7 +56,7 @@ def handle(args: argparse.Namespace) -> int:
     workers = _int_in("workers", args.workers, 1, 64)
     output = Path(args.output)
     if output.is_dir() or not _writable_folder(output.parent):  # refuse now, not after an hour of fitting
-        raise ConfigError(f"output={args.output!r} is invalid; allowed: a file path in a writable folder")
+        raise ConfigError(f"{spelled('output')}={args.output!r} is invalid; allowed: a file path in a writable folder")
     table = generate_table(depth, args.landmine_data, workers=workers)
     table.write(output)
     print(f"landmine-table: wrote {args.output} (depth {depth}, {table.values.size} values, "

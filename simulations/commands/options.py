@@ -31,7 +31,7 @@ def add_parameter_flag(parser: argparse.ArgumentParser, name: str, *, flag: str 
     shown = run_config_value(name, p.default)
     extra = {"type": p.kind, "default": p.default} if typed else {"default": None}
     parser.add_argument(flag or "--" + p.key, dest=dest or name, metavar=name.upper(),
-                        help=f"{p.help} (default: {shown if shown != '' else 'unset'})", **extra)
+                        help=f"{p.help} (default: {shown if shown != '' else p.unset})", **extra)
 
 
 def config_from_args(args: argparse.Namespace, **overrides: object) -> RunConfig:
