@@ -15,6 +15,9 @@ What ``flwr run`` needs on a fresh machine (measured with Flower 1.41), provided
 * ``--federation-config "num-supernodes=M client-resources-num-cpus=..."`` (the default
   federation has 2 nodes) and the run's parameters as ``--run-config``, validated first;
 * ``--stream`` so the log (one line per phase) is shown as it happens;
+* how the run ended, as ``flwr run`` (exit 0 whatever happened) does not say: the server's
+  ``run stopped: <why>`` line, else, when nothing was written, Flower's own record
+  (``flwr ls --run-id``: ``finished:failed`` and the exception);
 * on success, failure, Ctrl-C, SIGTERM or SIGHUP (exit 143/129): stop the SuperLink,
   superexec, flwr-simulation and Ray processes this run started (found by the temporary
   ``FLWR_HOME`` in their environment), and check a user's ``pyproject.toml`` was not
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -46,6 +50,8 @@ from pfxab_flower.simulations.processes import exit_on_signals, stop_processes, 
 
 #: The server's log line when it stops a run (``ServerDriver.stop``): ``pfxab: run stopped: <why>``.
 STOP_MARK = "run stopped: "
+#: ``flwr run``'s line naming the run it submitted.
+RUN_STARTED = re.compile(r"Successfully started run (\d+)")
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,7 @@ class SimulateOutcome:
     pyproject_restored: bool
     wall_seconds: float
     stop_reason: str | None = None  # why the server stopped the run, from its log line (nothing is written then)
+    flower_status: str | None = None  # Flower's record of a run that wrote nothing: ``flwr ls`` status and details
 
 
 def toml_value(value: Any) -> str:
@@ -203,6 +210,8 @@ def simulate(
         ]
         returncode = 1
         stop_reason: str | None = None
+        run_id: str | None = None
+        flower_status: str | None = None
         left: list[int] = []
         try:
             # a session of its own: Ctrl-C reaches only us, and we stop everything below
@@ -215,7 +224,11 @@ def simulate(
                     log.flush()
                     if STOP_MARK in line and stop_reason is None:
                         stop_reason = line.split(STOP_MARK, 1)[1].strip()
+                    if run_id is None and (started_run := RUN_STARTED.search(line)):
+                        run_id = started_run[1]
                 returncode = process.wait()
+                if stop_reason is None and run_id is not None and not _written(summary, previous):
+                    flower_status = run_status(run_id, env, app_dir)  # `flwr run` exits 0 whatever happened
             finally:
                 if process.poll() is None:
                     process.terminate()
@@ -229,9 +242,29 @@ def simulate(
             restored = pyproject.read_bytes() != original
             if restored:
                 pyproject.write_bytes(original)
-    wrote = summary.exists() and summary.stat().st_mtime_ns != previous
-    return SimulateOutcome(returncode, summary if wrote else None, left, restored, time.perf_counter() - started,
-                           stop_reason)
+    return SimulateOutcome(returncode, summary if _written(summary, previous) else None, left, restored,
+                           time.perf_counter() - started, stop_reason, flower_status)
+
+
+def _written(summary: Path, previous: int | None) -> bool:
+    """Whether this run wrote ``summary`` (it did not exist before, or it changed)."""
+    return summary.exists() and summary.stat().st_mtime_ns != previous
+
+
+def run_status(run_id: str, env: dict[str, str], cwd: Path) -> str | None:
+    """How the local SuperLink recorded run ``run_id`` (``flwr ls``): e.g. ``finished:failed (<details>)``.
+
+    The one place Flower says how a run really ended: ``flwr run`` exits 0 whatever
+    happened, and a ServerApp that raised leaves only a traceback in the log.
+    """
+    command = [flwr_executable(), "ls", "--run-id", run_id, "--format", "json"]
+    try:
+        done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=60)
+        run = json.loads(done.stdout)["runs"][0]
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError, IndexError):
+        return None
+    details = " ".join(str(run.get("status-details") or "").split())
+    return f"{run.get('status', 'unknown')}" + (f" ({details})" if details else "")
 
 
 def _number(value: float) -> str:

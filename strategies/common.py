@@ -19,9 +19,9 @@ from pfxab_flower.config import REWARD_LIMIT, check, check_reward_range, validat
 from pfxab_flower.driver import Exchange, ServerDriver, Unreadable
 from pfxab_flower.engine import make_settings
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
+from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT, required_replies
 from pfxab_flower.problems.federation import Federation
-from pfxab_flower.strategies import serde
+from pfxab_flower.strategies import ray_diagnosis, serde
 
 LOGGER = logging.getLogger("pfxab_flower")
 
@@ -141,4 +141,32 @@ def too_few_nodes(driver: ServerDriver, nodes: int, waited: float) -> str:
             f"least num_clients={M} SuperNodes (simulation: num-supernodes={M}), or num_clients={nodes}")
 
 
-__all__ = ["DEFAULT_MIN_FRACTION", "DEFAULT_ROUND_TIMEOUT", "decode_replies", "failure_reason", "make_driver"]
+def stop_on_foreign_ray(driver: ServerDriver, grid: object) -> None:
+    """At the start of a run: stop it (one line, cause and fix) if its simulation's Ray is someone else's cluster.
+
+    ``grid`` is the run's Flower grid; only the simulation's in-memory grid runs in the
+    process of Flower's Ray backend, so anything else is not checked.
+    """
+    from flwr.superlink.grid import InMemoryGrid
+
+    if not driver.running:  # already stopped (too few nodes): nothing to add
+        return
+    reason = ray_diagnosis.foreign_cluster(isinstance(grid, InMemoryGrid))
+    if reason is not None:
+        driver.stop(reason)
+
+
+#: Flower's legacy client proxy's failure for a node that sent nothing back (the Message API just has no reply).
+NO_REPLY = "Expected one Message but got: 0"
+
+
+def explain_silence(driver: ServerDriver, phase: int, exchange: Exchange) -> None:
+    """The first exchange, answered by nobody (no reply, no error): stop with what was seen, not just a count."""
+    silent = not (exchange.reports or exchange.unreadable) and all(NO_REPLY in f for f in exchange.failures)
+    if phase == 1 and silent and required_replies(driver.settings.min_fraction, driver.num_clients) > 0:
+        driver.stop(f"phase 1: none of the {driver.num_clients} clients replied within the round timeout; "
+                    f"{ray_diagnosis.silence_cause()}")
+
+
+__all__ = ["DEFAULT_MIN_FRACTION", "DEFAULT_ROUND_TIMEOUT", "decode_replies", "explain_silence", "failure_reason",
+           "make_driver", "stop_on_foreign_ray"]

@@ -46,7 +46,14 @@ from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
 from pfxab_flower.strategies import secure, serde
-from pfxab_flower.strategies.common import decode_replies, log_summary, make_driver, too_few_nodes
+from pfxab_flower.strategies.common import (
+    decode_replies,
+    explain_silence,
+    log_summary,
+    make_driver,
+    stop_on_foreign_ray,
+    too_few_nodes,
+)
 
 LOGGER = logging.getLogger("pfxab_flower")
 
@@ -117,6 +124,7 @@ class LegacyPhasedEliminationStrategy(Strategy):
     ) -> list[tuple[ClientProxy, FitIns]]:
         if not self._sent:
             self._sent = self._clients(client_manager)
+            stop_on_foreign_ray(self.driver, getattr(self._sent[0], "grid", None) if self._sent else None)
         instruction = self.driver.next_instruction()
         if instruction is None:
             return []
@@ -143,6 +151,7 @@ class LegacyPhasedEliminationStrategy(Strategy):
             update = self._aggregate_secure(instruction, results, failures)
         else:
             exchange = self._exchange(instruction, instruction.phase, "explore", results, failures, LocalReport)
+            explain_silence(self.driver, instruction.phase, exchange)
             update = self.driver.local_means(instruction, exchange)
         self._pending = update
         plan = self.driver.machine.plan

@@ -36,7 +36,14 @@ from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
 from pfxab_flower.strategies import records, serde
-from pfxab_flower.strategies.common import decode_replies, log_summary, make_driver, too_few_nodes
+from pfxab_flower.strategies.common import (
+    decode_replies,
+    explain_silence,
+    log_summary,
+    make_driver,
+    stop_on_foreign_ray,
+    too_few_nodes,
+)
 
 LOGGER = logging.getLogger("pfxab_flower")
 
@@ -156,6 +163,7 @@ class PhasedEliminationStrategy(Strategy):
     ) -> Iterable[Message]:
         if self._nodes is None:
             self._nodes = self._connected_nodes(grid)
+            stop_on_foreign_ray(self.driver, grid)
         instruction = self.driver.next_instruction()
         if instruction is None:
             return []
@@ -175,8 +183,9 @@ class PhasedEliminationStrategy(Strategy):
                               for m in range(self.driver.num_clients)], dtype=np.int64)
             final = ArrayRecord({"final-points": Array(self.driver.final_points()), "final-nodes": Array(nodes)})
             return final, None  # train_metrics_clientapp keeps one row per phase
-        update = self.driver.local_means(instruction, self._exchange(instruction.phase, "explore", replies,
-                                                                     LocalReport))
+        exchange = self._exchange(instruction.phase, "explore", replies, LocalReport)
+        explain_silence(self.driver, instruction.phase, exchange)
+        update = self.driver.local_means(instruction, exchange)
         self._pending = update
         plan = self.driver.machine.plan
         if update is None or plan is None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+import tomli_w
 
+from pfxab_flower.simulations.flwr_run import write_app_project
 from pfxab_flower.simulations.log_lines import readable_lines
 
 FLOWER_LOG = [
@@ -52,3 +55,41 @@ def test_a_run_the_server_stops_is_one_line_and_exit_2_under_simulate(tmp_path: 
     assert len(lines) == 1 and lines[0].startswith("pfxab simulate: error: phase 1: only 0 of 3 clients"), proc.stderr
     assert "Traceback" not in proc.stdout and "\x1b[" not in proc.stdout
     assert not out.exists()
+
+
+BOOM_SERVER_APP = """from flwr.serverapp import ServerApp
+
+app = ServerApp()
+
+
+@app.main()
+def main(grid, context):
+    raise RuntimeError("boom: this ServerApp always fails")
+"""
+
+
+def write_boom_app(directory: Path) -> Path:
+    """The bundled app's project (every run-config key declared), with a ServerApp that raises."""
+    pyproject = write_app_project(directory)
+    project = tomllib.loads(pyproject.read_text())
+    project["tool"]["flwr"]["app"]["components"]["serverapp"] = "boom_app:app"
+    pyproject.write_text(tomli_w.dumps(project))
+    (directory / "boom_app.py").write_text(BOOM_SERVER_APP)
+    return directory
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_a_run_that_ends_without_a_result_names_flowers_record_and_exits_1(tmp_path: Path) -> None:
+    """``flwr run`` exits 0 after a ServerApp raised; ``pfxab simulate`` asks Flower (``flwr ls``) and says so."""
+    app = write_boom_app(tmp_path / "app")
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pfxab_flower.simulations.cli", "simulate", "--clients", "2", "--horizon", "2000",
+         "--app-dir", str(app), "--out", str(out)],
+        capture_output=True, text=True, timeout=280, cwd=tmp_path,
+    )
+    assert proc.returncode == 1, proc.stderr + proc.stdout[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert lines == ["pfxab simulate: error: the Flower run ended finished:failed (Simulation failed with exception: "
+                     "boom: this ServerApp always fails) and wrote no summary.json (see the log above)"], proc.stderr

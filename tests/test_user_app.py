@@ -13,8 +13,10 @@ import importlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 import warnings
 from functools import partial
 from pathlib import Path
@@ -80,29 +82,94 @@ def test_the_page_shows_a_complete_app_with_keys_of_its_own(user_app: tuple[Path
     assert {"learning-rate", "num-server-rounds", "results-file"} <= set(config)
 
 
+def flwr_environment(home: Path) -> dict[str, str]:
+    """What a user's shell needs for ``flwr run .`` (docs/flower.md), with a private ``FLWR_HOME`` and free ports."""
+    return {
+        **os.environ, **QUIET_ENV, "FLWR_HOME": str(home), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+        "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(free_port()), "FLWR_LOCAL_CONTROL_API_PORT": str(free_port()),
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    }
+
+
+def flwr_run_command(app_dir: Path, supernodes: int, run_config: str, init_cpus: bool = True) -> list[str]:
+    """``flwr run <app> --stream`` with ``supernodes`` simulated SuperNodes of one CPU each."""
+    federation = f"num-supernodes={supernodes} client-resources-num-cpus=1"
+    if init_cpus:
+        federation += f" init-args-num-cpus={os.cpu_count() or 1}"
+    return [flwr_executable(), "run", str(app_dir), "--stream", "--federation-config", federation,
+            "--run-config", run_config]
+
+
+def stop_local_superlink(home: Path, wait: float = 20.0) -> list[int]:
+    """Stop the local SuperLink the documented way; what is left after ``wait`` s.
+
+    docs/flower.md says ``pkill -f "flower-superlink --insecure --simulation"``: SIGTERM to
+    the processes whose command line has that. Only this test's (found by the private
+    ``FLWR_HOME`` in their environment) are signalled.
+    """
+    marker = f"FLWR_HOME={home}"
+    for pid in processes_with_marker(marker):
+        command_line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        if b"flower-superlink --insecure --simulation" in command_line:
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait
+    while (left := processes_with_marker(marker)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
 @pytest.mark.ray
 @pytest.mark.timeout(600)
 def test_user_app_through_flwr_run(user_app: tuple[Path, dict], tmp_path: Path) -> None:
     app_dir, config = user_app
     with temporary_directory("pfxab-user-") as home:
-        env = {
-            **os.environ, **QUIET_ENV, "FLWR_HOME": str(home), "RAY_TMPDIR": str(home / "ray"),
-            "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
-            "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(free_port()), "FLWR_LOCAL_CONTROL_API_PORT": str(free_port()),
-            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-        }
+        env = {**flwr_environment(home), "RAY_TMPDIR": str(home / "ray")}
         (home / "ray").mkdir()
         try:
             for algorithm in ALGORITHMS:
                 results = tmp_path / f"{algorithm}.json"
-                command = [flwr_executable(), "run", str(app_dir), "--stream", "--federation-config",
-                           f"num-supernodes={config['num-clients']} client-resources-num-cpus=1 "
-                           f"init-args-num-cpus={os.cpu_count() or 1}",
-                           "--run-config", f"algorithm='{algorithm}' results-file='{results}'"]
+                command = flwr_run_command(app_dir, config["num-clients"],
+                                           f"algorithm='{algorithm}' results-file='{results}'")
                 done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True, timeout=240)
                 assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
                 assert results.exists(), done.stdout[-3000:]
                 check_outcome(json.loads(results.read_text()), expected_points(app_dir, config, algorithm))
+        finally:
+            stop_processes(str(home))
+        assert processes_with_marker(str(home)) == []
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_a_stopped_run_ends_with_one_line_its_record_and_a_superlink_that_stops(
+    user_app: tuple[Path, dict], tmp_path: Path
+) -> None:
+    """docs/flower.md: the app's one line and ``stopped`` result, ``flwr ls``/``flwr log``, stopping the SuperLink."""
+    app_dir, config = user_app
+    results = tmp_path / "stopped.json"
+    with temporary_directory("pfxab-user-") as home:
+        env = {**flwr_environment(home), "RAY_TMPDIR": str(home / "ray")}
+        (home / "ray").mkdir()
+        try:
+            command = flwr_run_command(app_dir, config["num-clients"] - 1, f"results-file='{results}'")
+            done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True, timeout=240)
+            assert done.returncode == 0, done.stdout[-3000:]  # Flower's: whatever happened to the run
+            why = f"only {config['num-clients'] - 1} of the {config['num-clients']} nodes the run needs are connected"
+            lines = [line for line in done.stdout.splitlines() if "my-tuning-app:" in line]
+            assert len(lines) == 1 and f"no result, the run stopped: {why}" in lines[0], done.stdout[-3000:]
+            assert "Traceback" not in done.stdout and "Exit Code" not in done.stdout, done.stdout[-3000:]
+            assert json.loads(results.read_text())["stopped"].startswith(why)
+
+            run_id = re.search(r"Successfully started run (\d+)", done.stdout)[1]
+            listed = subprocess.run([flwr_executable(), "ls", "--run-id", run_id, "--format", "json"], cwd=app_dir,
+                                    env=env, capture_output=True, text=True, timeout=60)
+            assert json.loads(listed.stdout)["runs"][0]["status"] == "finished:completed"  # the app caught the stop
+            log = subprocess.run([flwr_executable(), "log", run_id, "--show"], cwd=app_dir, env=env,
+                                 capture_output=True, text=True, timeout=60)
+            assert f"no result, the run stopped: {why}" in log.stdout, log.stdout[-2000:] + log.stderr[-2000:]
+
+            assert processes_with_marker(f"FLWR_HOME={home}")  # the SuperLink still runs after `flwr run`
+            assert stop_local_superlink(home) == []
         finally:
             stop_processes(str(home))
         assert processes_with_marker(str(home)) == []

@@ -61,8 +61,9 @@ def handle(args: argparse.Namespace) -> int:
     if outcome.stop_reason is not None:
         raise RunStoppedError(outcome.stop_reason)  # one line, exit 2, as `pfxab run` says it
     if outcome.summary_path is None:
-        print(f"pfxab simulate: error: flwr run exited with status {outcome.returncode} and wrote no "
-              f"summary.json (see the log above)", file=note)
+        ended = (f"the Flower run ended {outcome.flower_status}" if outcome.flower_status is not None
+                 else f"flwr run exited with status {outcome.returncode}")
+        print(f"pfxab simulate: error: {ended} and wrote no summary.json (see the log above)", file=note)
         return outcome.returncode or 1
     if args.json:
         print(json.dumps(json.loads(outcome.summary_path.read_text(encoding="utf-8"))))
