@@ -3,7 +3,7 @@
 Used like Flower's ``FedAvg``::
 
     strategy = PFXAB(num_clients=10, horizon=2_000_000, alpha=0.5, seed=0)
-    result = strategy.start(grid=grid)             # rounds derived from the horizon
+    result = strategy.start(grid=grid)             # Flower rounds until the run is over
     result.arrays["final-points"].numpy()           # (M, d): each client's recommendation
     result.train_metrics_clientapp[1]               # phase 1: active nodes, eliminated, pulls, ...
 
