@@ -3,7 +3,9 @@
 Each message is unpacked (:mod:`pfxab_flower.strategies.records`), decoded into the core
 message (:mod:`pfxab_flower.strategies.serde`), handed to the node's session, and its reply
 packed back. A session that raises (an objective error, an injected failure) makes Flower
-send an error reply, which the strategy counts as a failure of that client.
+send an error reply, which the strategy counts as a failure of that client. A message
+that is not a pfxab-flower server message (another strategy, another version) gets an
+error reply saying so, logged once per node (:mod:`.foreign`).
 """
 
 from __future__ import annotations
@@ -11,14 +13,15 @@ from __future__ import annotations
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
+from pfxab_flower.client_apps.foreign import answer_foreign_messages, read_message
 from pfxab_flower.client_apps.sessions import SessionFn
 from pfxab_flower.strategies import records, serde
 
 
 def handle_message(session_fn: SessionFn, message: Message, context: Context) -> Message:
     """The reply to one server message (train or evaluate: the payload says which)."""
+    instruction = read_message(message)
     session = session_fn(context)
-    instruction = serde.read_broadcast(*records.from_record(message.content))
     if session.stands_by(instruction.parameters):
         return Message(records.to_record(*serde.standby_payload(session.client)), reply_to=message)
     reply = session.handle(instruction)
@@ -27,7 +30,7 @@ def handle_message(session_fn: SessionFn, message: Message, context: Context) ->
 
 def message_client_app(session_fn: SessionFn) -> ClientApp:
     """A Message-API ``ClientApp`` running the sessions ``session_fn`` builds."""
-    app = ClientApp()
+    app = ClientApp(mods=[answer_foreign_messages])
 
     @app.train()
     def train(message: Message, context: Context) -> Message:

@@ -4,6 +4,9 @@
 final point); ``evaluate`` carries the global update and returns the next active set. With
 ``secure_aggregation`` the local means go out as the masked vector SecAgg+ sums
 (:mod:`pfxab_flower.strategies.secure`), and the final reply's content in its metrics.
+A message that is not a pfxab-flower server message of the legacy API (another strategy,
+another version, the Message API) gets an error reply saying so, logged once per node
+(:mod:`.foreign`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from flwr.client import Client, ClientApp, NumPyClient
 from flwr.client.mod import secaggplus_mod
 
 from pfxab_flower.algorithms.messages import FinishInstruction, LocalReport
+from pfxab_flower.client_apps.foreign import answer_foreign_messages, read_instruction, require_legacy_records
 from pfxab_flower.client_apps.sessions import SessionFn
 from pfxab_flower.session import ClientSession
 from pfxab_flower.strategies import secure, serde
@@ -29,7 +33,7 @@ class PhasedNumPyClient(NumPyClient):
         self.secure_aggregation = secure_aggregation
 
     def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[list[np.ndarray], int, dict]:
-        instruction = serde.read_broadcast(parameters, config)
+        instruction = read_instruction("legacy API", "train", parameters, config)
         if self.session.stands_by(instruction.parameters):
             arrays, metrics = serde.standby_payload(self.session.client)
             return arrays, 0, metrics
@@ -43,7 +47,7 @@ class PhasedNumPyClient(NumPyClient):
         return arrays, 1, metrics
 
     def evaluate(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[float, int, dict]:
-        update = serde.read_broadcast(parameters, config)
+        update = read_instruction("legacy API", "evaluate", parameters, config)
         if self.session.stands_by(update.parameters):
             return 0.0, 0, serde.standby_payload(self.session.client)[1]
         reply = self.session.handle(update)
@@ -57,4 +61,5 @@ def legacy_client_app(session_fn: SessionFn, secure_aggregation: bool = False) -
     def client_fn(context: Context) -> Client:
         return PhasedNumPyClient(session_fn(context), secure_aggregation).to_client()
 
-    return ClientApp(client_fn=client_fn, mods=[secaggplus_mod] if secure_aggregation else None)
+    secure = [secaggplus_mod] if secure_aggregation else []
+    return ClientApp(client_fn=client_fn, mods=[answer_foreign_messages, *secure, require_legacy_records])

@@ -48,6 +48,16 @@ class Unreadable:
 
     client: object
     reason: str
+    node: int | None = None  # the Flower node it came from, where the transport knows it
+
+
+@dataclass
+class Failure:
+    """A client that sent an error, or nothing, in an exchange: why, and who where the transport knows it."""
+
+    reason: str
+    node: int | None = None  # the Flower node the message went to
+    client: int | None = None  # the client index, if the transport knows it without the node
 
 
 @dataclass
@@ -56,8 +66,9 @@ class Exchange:
 
     reports: list[Any] = field(default_factory=list)
     unreadable: list[Unreadable] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)  # clients that sent an error or nothing readable
+    failures: list[Failure] = field(default_factory=list)  # clients that sent an error or nothing
     harness: dict[int, Mapping[str, np.ndarray]] = field(default_factory=dict)
+    nodes: dict[int, int] = field(default_factory=dict)  # client -> the Flower node its readable reply came from
 
 
 class ServerDriver:
@@ -72,6 +83,8 @@ class ServerDriver:
         self.finished = False
         self.final_reports: dict[int, FinishReport] = {}
         self.harness: dict[int, Mapping[str, np.ndarray]] = {}
+        self.nodes: dict[int, int] = {}  # client -> its Flower node, as its replies claimed (Flower transports)
+        self.problems: dict[int, tuple[int, str]] = {}  # client -> (phase, why) of its latest failed exchange
         self.started = time.perf_counter()
 
     @property
@@ -84,8 +97,14 @@ class ServerDriver:
 
     @property
     def max_rounds(self) -> int:
-        """Flower rounds the run can take: one per phase (bounded from the horizon) plus the final one."""
+        """Flower rounds the run can take: one per phase (bounded from the horizon) plus one for the final exchange."""
         return self.machine.max_phases() + 1
+
+    def describe_rounds(self) -> str:
+        """The run's bounds in the three units of the log: phases, Flower rounds, exchanges."""
+        phases = self.machine.max_phases()
+        return (f"at most {phases} phases: {phases + 1} Flower rounds, {2 * phases + 1} exchanges "
+                "(fewer if the budget runs out sooner)")
 
     @property
     def running(self) -> bool:
@@ -104,7 +123,7 @@ class ServerDriver:
         try:
             return self.machine.aggregate(exchange.reports)
         except RunStoppedError as exc:
-            self.stop(str(exc), exchange.failures)
+            self.stop(str(exc), exchange)
             return None
 
     def secure_sums(
@@ -116,7 +135,7 @@ class ServerDriver:
         try:
             return self.machine.aggregate_sums(sums, holders, len(exchange.reports), variance_sums)
         except RunStoppedError as exc:
-            self.stop(str(exc), exchange.failures)
+            self.stop(str(exc), exchange)
             return None
 
     def active_sets(self, update: GlobalUpdate, exchange: Exchange) -> None:
@@ -125,10 +144,10 @@ class ServerDriver:
         try:
             self.machine.collect(exchange.reports)
         except RunStoppedError as exc:
-            self.stop(str(exc), exchange.failures)
+            self.stop(str(exc), exchange)
 
     def final_nodes(self, instruction: FinishInstruction, exchange: Exchange) -> None:
-        """Keep each client's final recommendation; the run is finished."""
+        """Keep each client's final recommendation; the run is finished (lost clients are named once)."""
         phase = instruction.phases + 1
         self._take(phase, "finish", exchange)
         valid: list[FinishReport] = []
@@ -141,6 +160,13 @@ class ServerDriver:
                 self.machine.reject(report.client, phase, "finish", reason)
         self.machine.finish(valid)
         self.finished = True
+        LOGGER.info("final exchange: %d of %d clients sent their final point; %d phases, %d exchanges in all",
+                    len(self.final_reports), self.num_clients, self.machine.completed,
+                    self.machine.communication_rounds)
+        for lost in self.lost_client_records():
+            LOGGER.warning("%s was lost in %s: %s; its final point is NaN, its regret covers the pulls it reported",
+                           self.who(lost["client"], lost["flower_node"]), self._phase_name(lost["phase"]),
+                           lost["reason"])
 
     def check_final(self, report: FinishReport) -> str | None:
         """Why a final report cannot be used, or ``None`` if it can (the machine's check, and no repeats)."""
@@ -168,19 +194,65 @@ class ServerDriver:
         """Log what crossed the wire in one exchange (each transport counts its own encoding)."""
         self.communication.record(phase, kind, values_down, bytes_down, values_up, bytes_up)
 
-    def stop(self, reason: str, failures: list[str] | None = None) -> None:
-        """End the run early (too few replies, too few nodes): say why once; nothing more is sent."""
+    def stop(self, reason: str, exchange: Exchange | None = None) -> None:
+        """End the run early (too few replies, too few nodes): say why once; nothing more is sent.
+
+        The line names the exchange's first failure, or else its first unreadable reply
+        (what it held and what was expected: e.g. a ClientApp that is not pfxab-flower's).
+        """
         if self.stop_reason is not None:
             return
-        self.stop_reason = reason + (f"; first client failure: {failures[0]}" if failures else "")
+        if exchange is not None and exchange.failures:
+            first = exchange.failures[0]
+            reason += f"; first client failure{self._sender(self._client_of(first), first.node)}: {first.reason}"
+        elif exchange is not None and exchange.unreadable:
+            bad = exchange.unreadable[0]
+            reason += (f"; first unreadable reply{self._sender(bad.client, bad.node)}: {bad.reason} (is every "
+                       "node's ClientApp one of pfxab_flower.client_apps, of this version?)")
+        self.stop_reason = reason
         LOGGER.error("run stopped: %s", self.stop_reason)
 
+    def node_gone(self, node: int, phase: int) -> None:
+        """A transport saw a node leave the federation: its client fails every exchange from now on."""
+        client = self._client_of(Failure("", node))
+        LOGGER.warning("phase %d: %s is gone (no heartbeat); it counts as failed from now on",
+                       phase, self.who(client, node))
+        if client is not None:
+            self.problems[client] = (phase, "its Flower node is gone (no heartbeat)")
+
+    def who(self, client: object, node: int | None = None) -> str:
+        """A client as the log names it: its index and, where known, its Flower node."""
+        if node is None and isinstance(client, int) and not isinstance(client, bool):
+            node = self.nodes.get(client)
+        name = f"client {client}" if client is not None else "a client"
+        return name + (f" (Flower node {node})" if node is not None else "")
+
+    def _sender(self, client: object, node: int | None) -> str:
+        """``", from client 2 (Flower node N)"``, or as much of it as is known."""
+        if client is None and node is None:
+            return ""
+        return ", from " + (self.who(client, node) if client is not None else f"Flower node {node}")
+
+    def _client_of(self, failure: Failure) -> int | None:
+        if failure.client is not None:
+            return failure.client
+        return next((m for m, node in self.nodes.items() if node == failure.node), None)
+
     def _take(self, phase: int, stage: str, exchange: Exchange) -> None:
-        """Log the failures and unreadable replies of an exchange, and keep the harness data."""
-        for reason in exchange.failures:
-            LOGGER.warning("phase %d: %s round failed on a client: %s", phase, stage, reason)
+        """Log the failures and unreadable replies of an exchange, and keep the node ids and harness data."""
+        for client, node in exchange.nodes.items():
+            if isinstance(client, int) and 0 <= client < self.num_clients:
+                self.nodes[client] = node
+        for failure in exchange.failures:
+            client = self._client_of(failure)
+            LOGGER.warning("phase %d: %s sent no usable %s reply: %s", phase, self.who(client, failure.node), stage,
+                           failure.reason)
+            if client is not None:
+                self.problems[client] = (phase, failure.reason)
         for bad in exchange.unreadable:
-            self.machine.reject(bad.client, phase, stage, bad.reason)
+            reason = bad.reason if bad.client is not None or bad.node is None else \
+                f"{bad.reason} (from Flower node {bad.node})"
+            self.machine.reject(bad.client, phase, stage, reason)
         for client, data in exchange.harness.items():
             if isinstance(client, int) and 0 <= client < self.num_clients:
                 self.harness[client] = data
@@ -203,6 +275,33 @@ class ServerDriver:
     def lost_clients(self) -> list[int]:
         """Clients with no usable final report: their node died (or kept failing) before the end."""
         return [m for m in range(self.num_clients) if m not in self.final_reports]
+
+    def lost_client_records(self) -> list[dict[str, Any]]:
+        """Each lost client: ``client`` index, ``flower_node`` (``None`` if it never sent a readable reply),
+        ``phase`` where it was lost and ``reason``.
+
+        It was lost in the first phase whose active set it did not send (after the last one
+        it did); ``phases + 1`` is the final exchange. The reason is the latest failure,
+        rejection or departure seen from that phase on.
+        """
+        records = []
+        for m in self.lost_clients():
+            phase = self.machine.reported_phase[m] + 1
+            seen = [(r["phase"], r["reason"]) for r in self.machine.rejected if r["client"] == m]
+            if m in self.problems:
+                seen.append(self.problems[m])
+            since = [(p, why) for p, why in seen if p >= phase]
+            if since:
+                reason = max(since, key=lambda item: item[0])[1]
+            elif phase > self.machine.completed:
+                reason = "no usable final reply"
+            else:
+                reason = f"no usable reply from phase {phase} on"
+            records.append({"client": m, "flower_node": self.nodes.get(m), "phase": phase, "reason": reason})
+        return records
+
+    def _phase_name(self, phase: int) -> str:
+        return "the final exchange" if self.machine.done and phase > self.machine.completed else f"phase {phase}"
 
     def pull_logs(self) -> list[PullLog]:
         """Each client's pull log from the last harness data it sent (simulation only).
@@ -230,13 +329,11 @@ class ServerDriver:
             raise IncompleteRunError(f"the run stopped after {self.machine.completed} phases, before the final round")
         settings = self.settings
         lost = frozenset(self.lost_clients())
-        if lost:
-            LOGGER.warning("clients %s were lost before the end: their regret covers the pulls they reported",
-                           sorted(lost))
         return build_result(
             federation=self.federation,
             server=self.machine,
             ledger=score(self.federation, settings.alpha, settings.horizon, self.pull_logs(), lost),
+            lost_clients=self.lost_client_records(),
             communication=self.communication.frame(),
             parameters=run_parameters(self.algorithm, self.federation.name, engine, settings, describe),
             wall_seconds=time.perf_counter() - self.started,

@@ -18,7 +18,7 @@ from pfxab_flower.algorithms.messages import FinishInstruction, Message, payload
 from pfxab_flower.algorithms.phased import Policy, ServerMachine, Settings
 from pfxab_flower.algorithms.schedule import Schedule
 from pfxab_flower.config import REWARD_LIMIT, RunConfig, check_reward_range, validate_algorithm_parameters
-from pfxab_flower.driver import Exchange, ServerDriver
+from pfxab_flower.driver import Exchange, Failure, ServerDriver
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS, FaultPlan, InjectedFailureError, parse_min_fraction
 from pfxab_flower.problems import build_federation
@@ -113,7 +113,7 @@ def simulate(
             try:
                 reply = session.handle(broadcast)  # type: ignore[arg-type]
             except (InjectedFailureError, LateReplyError) as exc:
-                result.failures.append(str(exc))
+                result.failures.append(Failure(str(exc), client=session.client))
                 continue
             result.reports.append(reply.report)
             if reply.harness is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,12 +88,16 @@ def build_result(
     parameters: Mapping[str, Any],
     wall_seconds: float,
     evaluations: list[int] | None = None,
+    lost_clients: Sequence[Mapping[str, Any]] = (),
 ) -> RunResult:
     """Assemble the result of a finished run (``parameters`` describe the run: algorithm, seed, ...).
 
     ``evaluations`` are each client's objective calls (distinct points for a
     deterministic reward): what the run cost a practitioner, next to its pulls.
-    ``None`` when the engine did not count them (reported as null).
+    ``None`` when the engine did not count them (reported as null). ``lost_clients``
+    describe the clients with no final report (``client``, ``flower_node``, ``phase``,
+    ``reason``: :meth:`ServerDriver.lost_client_records`); their final point is NaN
+    (``null`` in the summary).
     """
     settings = server.settings
     M = settings.num_clients
@@ -132,7 +136,7 @@ def build_result(
         rejected_replies=len(server.rejected),
         failures=server.failures,
         final_nodes=[None if m in lost else int(n) for m, n in enumerate(final_nodes)],
-        clients_lost=lost,
+        lost_clients=[dict(record) for record in lost_clients],
         pulls_scored=[c.pulls for c in ledger.clients],
         final_points=[None if m in lost else row for m, row in enumerate(final_points.tolist())],
         dimensions=names,
@@ -150,8 +154,8 @@ def build_result(
         server.history,
         columns=[
             "phase", "depth", "active_nodes", "eliminated", "global_pulls", "local_pulls",
-            "phase_length", "time", "next_active_nodes", "rounds", "failed_local_means", "failed_active_sets",
-            "mean_observed_reward",
+            "phase_length", "time", "next_active_nodes", "communication_rounds", "failed_local_means",
+            "failed_active_sets", "mean_observed_reward",
         ],
     )
     return RunResult(summary, clients, ledger.curve(), phases, communication, ledger)

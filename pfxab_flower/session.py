@@ -46,6 +46,20 @@ Instruction = PhaseInstruction | GlobalUpdate | FinishInstruction
 Report = LocalReport | ActiveSetReport | FinishReport
 
 
+def check_parameters(parameters: AlgorithmParameters) -> None:
+    """The server's parameters, checked before a client runs anything (one-line ``ConfigError`` if bad).
+
+    A client trusts nothing it receives: a server of another version, or a hostile one,
+    may send values this version's machine cannot run.
+    """
+    validate_algorithm_parameters(
+        algorithm=parameters.algorithm, alpha=parameters.alpha, horizon=parameters.horizon,
+        seed=parameters.seed, nu1=parameters.nu1, rho=parameters.rho, max_depth=parameters.max_depth or None,
+        pf_pne_eps=parameters.pf_pne_eps, confidence=parameters.confidence,
+    )
+    check_reward_range(parameters.confidence, (parameters.reward_low, parameters.reward_high))
+
+
 class LateReplyError(RuntimeError):
     """An injected straggler answered after the round timeout: its reply is lost, its work not kept."""
 
@@ -110,12 +124,7 @@ class ClientSession:
     def handle(self, message: Instruction) -> SessionReply:
         """Run the machine on ``message`` and keep the new state; raise if the client fails."""
         parameters = message.parameters
-        validate_algorithm_parameters(
-            algorithm=parameters.algorithm, alpha=parameters.alpha, horizon=parameters.horizon,
-            seed=parameters.seed, nu1=parameters.nu1, rho=parameters.rho, max_depth=parameters.max_depth or None,
-            pf_pne_eps=parameters.pf_pne_eps, confidence=parameters.confidence,
-        )
-        check_reward_range(parameters.confidence, (parameters.reward_low, parameters.reward_high))
+        check_parameters(parameters)
         if not isinstance(message, FinishInstruction):
             faults = replace(self.faults, seed=parameters.seed)  # the run's seed is the server's
             faults.check(self.client, message.phase)  # InjectedFailureError: nothing kept

@@ -9,7 +9,8 @@ Flower's log, as streamed, carries three things a reader should not have to deco
   of this run);
 * a Ray traceback of 50-odd lines for every message a client failed (an injected dropout, an
   objective error): dropped, since the server logs each failure in one line with its phase
-  and the client's own message (``pfxab: phase 2: local-means round failed on a client: ...``).
+  and the client's own message (``pfxab: phase 2: client 1 (Flower node N) sent no usable
+  local-means reply: ...``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The ``ServerApp`` of ``flwr run`` / ``pfxab simulate``: one run of the run config, results written to ``out-dir``.
 
 The run config (``[tool.flwr.app.config]`` + ``--run-config``) is validated first; the
-strategy's rounds come from the horizon. When the clients have sent their final reports
+strategy runs Flower rounds until the run is over (one per phase, one for the final
+exchange; the horizon bounds them). When the clients have sent their final reports
 the run is scored exactly like ``engine.run`` and written (``summary.json`` last) to
 ``out-dir``, resolved against ``PFXAB_BASE_DIR`` (set by ``pfxab simulate`` to the
 directory it was started from) or else the working directory. A run the server stopped
@@ -76,5 +77,5 @@ def main(grid: Grid, context: Context) -> None:
     if isinstance(outcome, str):
         return  # the driver has logged why; nothing is written for a stopped run
     out = outcome.write(resolve_out_dir(options.out_dir))
-    LOGGER.info("regret %.6g after %d phases; results written to %s",
-                outcome.summary["regret"], outcome.summary["phases"], out)
+    LOGGER.info("regret %.6g after %d phases (%d exchanges); results written to %s",
+                outcome.summary["regret"], outcome.summary["phases"], outcome.summary["communication_rounds"], out)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from pfxab_flower.config import REWARD_LIMIT, check, check_reward_range, validate_algorithm_parameters
-from pfxab_flower.driver import Exchange, ServerDriver, Unreadable
+from pfxab_flower.driver import Exchange, Failure, ServerDriver, Unreadable
 from pfxab_flower.engine import make_settings
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT, required_replies
@@ -27,6 +27,11 @@ LOGGER = logging.getLogger("pfxab_flower")
 
 #: Flower's own strategies log their configuration with this tree (``FedAvg.summary``).
 SUMMARY_FORMAT = "\t├──> %s: %s"
+#: How Flower's legacy client proxy wraps the reason of an error reply (``GridClientProxy``).
+LEGACY_ERROR = ("Message contains an Error (reason: ", "). It originated during client-side execution")
+#: The ServerApp-side metrics of a finished run whose federation is known (simulation): Message API
+#: ``Result.evaluate_metrics_serverapp``, legacy ``History.metrics_centralized``.
+SCORE_KEYS = ("regret", "mean_reward_personalised", "mean_reward_global", "mean_reward_local")
 
 
 def make_driver(
@@ -71,7 +76,7 @@ def summary_lines(driver: ServerDriver) -> list[tuple[str, Any]]:
     return [
         ("Algorithm", driver.algorithm),
         ("Clients", f"{s.num_clients} (min-fraction {s.min_fraction:g} must answer every exchange)"),
-        ("Horizon", f"{s.horizon} pulls per client, at most {driver.max_rounds} rounds"),
+        ("Horizon", f"{s.horizon} pulls per client: {driver.describe_rounds()}"),
         ("Personalisation alpha", s.alpha),
         ("Smoothness", f"nu1={schedule.nu1:g}, rho={schedule.rho:g}, max depth {schedule.max_depth or 'none'}"),
         ("Seed", s.seed),
@@ -85,13 +90,21 @@ def log_summary(driver: ServerDriver, name: str) -> None:
         LOGGER.info(SUMMARY_FORMAT, key, value)
 
 
+class Reply(NamedTuple):
+    """A reply's payload as a transport decoded it, and the Flower node it came from (if known)."""
+
+    arrays: list[np.ndarray]
+    config: Mapping[str, Any]
+    node: int | None = None
+
+
 def decode_replies(
     driver: ServerDriver,
-    payloads: Iterable[tuple[list[np.ndarray], Mapping[str, Any]] | Unreadable | str],
+    payloads: Iterable[Reply | Unreadable | Failure],
     expected: type,
     standby: set[int],
 ) -> Exchange:
-    """Turn decoded payloads (or unreadable replies, or failure reasons) into an :class:`Exchange`, in a fixed order.
+    """Turn decoded payloads (or unreadable replies, or failures) into an :class:`Exchange`, in a fixed order.
 
     Arrival order is random in Flower: sorting by the partition id a reply claims makes
     every number reproducible. Standby replies (nodes beyond ``num_clients``) are noted once.
@@ -99,13 +112,13 @@ def decode_replies(
     exchange = Exchange()
     readable = []
     for payload in payloads:
-        if isinstance(payload, str):
-            exchange.failures.append(failure_reason(payload))
+        if isinstance(payload, Failure):
+            exchange.failures.append(Failure(failure_reason(payload.reason), payload.node, payload.client))
         elif isinstance(payload, Unreadable):
             exchange.unreadable.append(payload)
         else:
             readable.append(payload)
-    for arrays, config in sorted(readable, key=lambda p: repr(p[1].get(serde.PARTITION_ID))):
+    for arrays, config, node in sorted(readable, key=lambda p: repr(p.config.get(serde.PARTITION_ID))):
         claimed = config.get(serde.PARTITION_ID)
         if serde.is_standby(config):
             if claimed not in standby:
@@ -116,9 +129,11 @@ def decode_replies(
         try:
             report = serde.read_reply(arrays, config, expected)
         except serde.WireError as exc:
-            exchange.unreadable.append(Unreadable(claimed, str(exc)))
+            exchange.unreadable.append(Unreadable(claimed, str(exc), node))
             continue
         exchange.reports.append(report)
+        if node is not None:
+            exchange.nodes[report.client] = node
         harness = serde.read_harness(config)
         if harness:
             exchange.harness[report.client] = harness
@@ -128,6 +143,8 @@ def decode_replies(
 def failure_reason(failure: BaseException | str) -> str:
     """A client failure as one line: the client's own message, without Ray's or Flower's wrapping."""
     text = str(failure)
+    if text.startswith(LEGACY_ERROR[0]) and LEGACY_ERROR[1] in text:  # the legacy proxy's wrapping of an error reply
+        text = text[len(LEGACY_ERROR[0]):text.rindex(LEGACY_ERROR[1])]
     if "Message: " in text:  # Flower's ClientAppException wraps the original message (and a Ray traceback)
         text = text.rsplit("Message: ", 1)[1].split("'>", 1)[0]
     text = " ".join(text.split()).rstrip("'>")
@@ -156,17 +173,17 @@ def stop_on_foreign_ray(driver: ServerDriver, grid: object) -> None:
         driver.stop(reason)
 
 
-#: Flower's legacy client proxy's failure for a node that sent nothing back (the Message API just has no reply).
-NO_REPLY = "Expected one Message but got: 0"
+#: How a node that sent nothing back shows: Flower's legacy client proxy's failure, and our Message-API strategy's.
+NO_REPLY = ("Expected one Message but got: 0", "no reply within the round timeout")
 
 
 def explain_silence(driver: ServerDriver, phase: int, exchange: Exchange) -> None:
     """The first exchange, answered by nobody (no reply, no error): stop with what was seen, not just a count."""
-    silent = not (exchange.reports or exchange.unreadable) and all(NO_REPLY in f for f in exchange.failures)
+    silent = not (exchange.reports or exchange.unreadable) and all(any(text in f.reason for text in NO_REPLY) for f in exchange.failures)
     if phase == 1 and silent and required_replies(driver.settings.min_fraction, driver.num_clients) > 0:
         driver.stop(f"phase 1: none of the {driver.num_clients} clients replied within the round timeout; "
                     f"{ray_diagnosis.silence_cause()}")
 
 
-__all__ = ["DEFAULT_MIN_FRACTION", "DEFAULT_ROUND_TIMEOUT", "decode_replies", "explain_silence", "failure_reason",
-           "make_driver", "stop_on_foreign_ray"]
+__all__ = ["DEFAULT_MIN_FRACTION", "DEFAULT_ROUND_TIMEOUT", "Reply", "decode_replies", "explain_silence",
+           "failure_reason", "make_driver", "stop_on_foreign_ray"]

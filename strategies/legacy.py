@@ -4,19 +4,25 @@ Same driver and same rounds as the Message-API strategies (:mod:`.message`), on 
 ``Strategy``/``NumPyClient`` API: ``configure_fit`` -> phase (or final) instruction,
 ``aggregate_fit`` -> local means (or final points), ``configure_evaluate`` -> global update,
 ``aggregate_evaluate`` -> next active sets. Metrics reach Flower's ``History``:
-``metrics_distributed_fit[p]`` (exploration of phase ``p``) and ``metrics_distributed[p]``
+``metrics_distributed_fit[p]`` (exploration of phase ``p``; for the final exchange's
+Flower round ``final-reports`` and ``lost-clients``, a JSON list) and ``metrics_distributed[p]``
 (the whole phase: active nodes, eliminated, pulls per client, failures, mean observed
 reward; ``losses_distributed[p]`` is minus that mean, as Flower records evaluate metrics
-only with a loss). With ``secure_aggregation=True`` the local means arrive as SecAgg+ sums
-(:mod:`.secure`; run it with :func:`~pfxab_flower.strategies.secure.secure_server_app`).
+only with a loss). With a known federation, ``metrics_centralized`` of the last Flower round
+holds the regret and mean rewards (``losses_centralized``: the regret). With
+``secure_aggregation=True`` the local means arrive as SecAgg+ sums (:mod:`.secure`; run it
+with :func:`~pfxab_flower.strategies.secure.run_legacy_workflow`, whose round loop ends
+when the run is over).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, ClassVar
 
 import numpy as np
+from flwr.app import Error
 from flwr.common import (
     Code,
     EvaluateIns,
@@ -41,14 +47,17 @@ from pfxab_flower.algorithms.messages import (
     LocalReport,
     PhaseInstruction,
 )
-from pfxab_flower.driver import Exchange, ServerDriver, Unreadable
+from pfxab_flower.driver import Exchange, Failure, ServerDriver, Unreadable
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
 from pfxab_flower.strategies import secure, serde
 from pfxab_flower.strategies.common import (
+    SCORE_KEYS,
+    Reply,
     decode_replies,
     explain_silence,
+    failure_reason,
     log_summary,
     make_driver,
     stop_on_foreign_ray,
@@ -92,18 +101,29 @@ class LegacyPhasedEliminationStrategy(Strategy):
         self._sent: list[ClientProxy] = []
         self._standby: set[int] = set()
         self._pending: Any = None
+        self._score: tuple[float, dict[str, Scalar]] | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_clients={self.driver.num_clients}, horizon={self.driver.settings.horizon})"
 
     @property
     def num_rounds(self) -> int:
-        """Flower rounds the run can take: one per phase (bounded from the horizon) plus the final one."""
+        """Flower rounds the run can take: one per phase (bounded from the horizon) plus one for the final exchange."""
         return self.driver.max_rounds
 
     @property
     def stop_reason(self) -> str | None:
         return self.driver.stop_reason
+
+    @property
+    def running(self) -> bool:
+        """Whether another Flower round has work to do (:class:`.workflow.PhasedWorkflow` ends its loop when not)."""
+        return self.driver.running
+
+    @property
+    def lost_clients(self) -> list[dict[str, Any]]:
+        """Clients with no final point: ``client``, ``flower_node``, ``phase`` where lost, ``reason``."""
+        return self.driver.lost_client_records()
 
     def final_points(self) -> np.ndarray:
         """Each client's final recommendation, ``(M, d)`` in the user's units."""
@@ -145,7 +165,8 @@ class LegacyPhasedEliminationStrategy(Strategy):
         if isinstance(instruction, FinishInstruction):
             exchange = self._exchange(instruction, instruction.phases + 1, "finish", results, failures, FinishReport)
             self.driver.final_nodes(instruction, exchange)
-            return ndarrays_to_parameters([self.driver.final_points()]), {"final-reports": len(exchange.reports)}
+            return ndarrays_to_parameters([self.driver.final_points()]), {
+                "final-reports": len(exchange.reports), "lost-clients": json.dumps(self.lost_clients)}
         assert isinstance(instruction, PhaseInstruction)
         if self.secure_aggregation:
             update = self._aggregate_secure(instruction, results, failures)
@@ -187,8 +208,14 @@ class LegacyPhasedEliminationStrategy(Strategy):
         return -float(rows[-1]["mean_observed_reward"]), dict(rows[-1])
 
     def evaluate(self, server_round: int, parameters: Parameters) -> tuple[float, dict[str, Scalar]] | None:
-        """No centralised evaluation: the regret is scored from the clients' pulls."""
-        return None
+        """Flower's centralised evaluation: once a run with a known federation is finished, its regret (the
+        loss) and mean rewards, scored from the clients' pulls; else nothing."""
+        if not self.driver.finished or self.driver.federation is None:
+            return None
+        if self._score is None:  # Flower's own Server loop asks again in every round it has left
+            summary = self.run_result().summary
+            self._score = float(summary["regret"]), {key: float(summary[key]) for key in SCORE_KEYS}
+        return self._score
 
     # -- helpers ----------------------------------------------------------------------------------
     def _clients(self, client_manager: ClientManager) -> list[ClientProxy]:
@@ -204,21 +231,23 @@ class LegacyPhasedEliminationStrategy(Strategy):
         expected: type,
     ) -> Exchange:
         """Decode an exchange's replies and log what crossed the wire."""
-        payloads: list[Any] = [_failure_text(f) for f in failures]
+        payloads: list[Any] = self._failures(results, failures)
         up_values = up_bytes = 0
-        for _, res in results:
+        for proxy, res in results:
+            node = _node(proxy)
             tensors = list(res.parameters.tensors) if isinstance(res, FitRes) else []
             values, nbytes = serde.wire_size(tensors, res.metrics)
             up_values, up_bytes = up_values + values, up_bytes + nbytes
             if self.secure_aggregation and expected is FinishReport:  # the content travels in the metrics
-                payloads.append(secure.unpack_finish(dict(res.metrics)))
+                payloads.append(Reply(*secure.unpack_finish(dict(res.metrics)), node))
                 continue
             try:
                 arrays = parameters_to_ndarrays(res.parameters) if isinstance(res, FitRes) else []
             except Exception as exc:  # any decoding failure of foreign bytes is the peer's fault
-                payloads.append(Unreadable(res.metrics.get(serde.PARTITION_ID), f"tensors cannot be decoded: {exc!r}"))
+                payloads.append(Unreadable(res.metrics.get(serde.PARTITION_ID), f"tensors cannot be decoded: {exc!r}",
+                                           node))
                 continue
-            payloads.append((arrays, dict(res.metrics)))
+            payloads.append(Reply(arrays, dict(res.metrics), node))
         exchange = decode_replies(self.driver, payloads, expected, self._standby)
         arrays, config = serde.broadcast_payload(broadcast)
         down_values, down_bytes = serde.wire_size(list(ndarrays_to_parameters(arrays).tensors), config)
@@ -230,18 +259,20 @@ class LegacyPhasedEliminationStrategy(Strategy):
         self, instruction: PhaseInstruction, results: list[tuple[ClientProxy, FitRes]], failures: list
     ) -> GlobalUpdate | None:
         """A fit round through SecAgg+: every reply carries the same sum; only metrics are per client."""
-        exchange = Exchange(failures=[_failure_text(f) for f in failures])
+        exchange = Exchange(failures=self._failures(results, failures))
         clients: dict[int, FitRes] = {}
-        for _, res in sorted(results, key=lambda pair: repr(pair[1].metrics.get(serde.PARTITION_ID))):
+        for proxy, res in sorted(results, key=lambda pair: repr(pair[1].metrics.get(serde.PARTITION_ID))):
             try:
                 client = serde.partition_id(res.metrics)
             except serde.WireError as exc:
-                exchange.unreadable.append(Unreadable(res.metrics.get(serde.PARTITION_ID), str(exc)))
+                exchange.unreadable.append(Unreadable(res.metrics.get(serde.PARTITION_ID), str(exc), _node(proxy)))
                 continue
             if client in clients or not 0 <= client < self.driver.num_clients:
                 exchange.unreadable.append(Unreadable(client, f"client id {client} is repeated or out of range"))
                 continue
             clients[client] = res
+            if (node := _node(proxy)) is not None:
+                exchange.nodes[client] = node
         exchange.reports = list(clients)  # the driver counts the reporters
         arrays, config = serde.broadcast_payload(instruction)
         down_values, down_bytes = serde.wire_size(list(ndarrays_to_parameters(arrays).tensors), config)
@@ -259,8 +290,27 @@ class LegacyPhasedEliminationStrategy(Strategy):
         return self.driver.secure_sums(instruction, sums, holders, exchange, variance_sums)
 
 
-def _failure_text(failure: BaseException | tuple[ClientProxy, Any]) -> str:
-    return str(failure if isinstance(failure, BaseException) else failure[1].status.message)
+    def _failures(self, results: list[tuple[ClientProxy, Any]], failures: list) -> list[Failure]:
+        """Flower's failures with their nodes: a non-OK reply names its proxy; an exception does not, unless
+        it is the exchange's only one and exactly one node sent nothing else (then it is that node's)."""
+        answered = {id(proxy) for proxy, _ in results} | {id(f[0]) for f in failures if isinstance(f, tuple)}
+        silent = [proxy for proxy in self._sent if id(proxy) not in answered]
+        exceptions = [f for f in failures if isinstance(f, BaseException)]
+        alone = _node(silent[0]) if len(silent) == 1 and len(exceptions) == 1 else None
+        return [Failure(failure_reason(_exception_text(f)), alone) if isinstance(f, BaseException) else
+                Failure(failure_reason(f[1].status.message), _node(f[0])) for f in failures]
+
+
+def _exception_text(failure: BaseException) -> str:
+    """An exception's text; Flower's legacy workflow wraps an error reply's ``Error`` in a bare ``Exception``."""
+    error = failure.args[0] if len(failure.args) == 1 else None
+    return (error.reason or f"error code {error.code}") if isinstance(error, Error) else str(failure)
+
+
+def _node(proxy: ClientProxy) -> int | None:
+    """The Flower node behind a proxy (``None`` for proxies without one, e.g. in tests)."""
+    node = getattr(proxy, "node_id", None)
+    return node if isinstance(node, int) else None
 
 
 def ok_fit_res(arrays: list[np.ndarray], num_examples: int, metrics: dict[str, Any]) -> FitRes:

@@ -3,40 +3,45 @@
 Used like Flower's ``FedAvg``::
 
     strategy = PFXAB(num_clients=10, horizon=2_000_000, alpha=0.5, seed=0)
-    result = strategy.start(grid=grid)             # rounds derived from the horizon
+    result = strategy.start(grid=grid)             # Flower rounds until the run is over
     result.arrays["final-points"].numpy()           # (M, d): each client's recommendation
     result.train_metrics_clientapp[1]               # phase 1: active nodes, eliminated, pulls, ...
 
-One Flower round is one phase: ``configure_train`` broadcasts the ``PhaseInstruction``,
-``aggregate_train`` averages the local means, ``configure_evaluate`` broadcasts the
-``GlobalUpdate``, ``aggregate_evaluate`` collects the next active sets; one more round
-sends the ``FinishInstruction`` and gathers the final points. Every decision is the
-:class:`~pfxab_flower.driver.ServerDriver`'s; this module only encodes and decodes.
-Once the run is over, Flower's remaining rounds (an upper bound from the horizon) are
-empty and end at once.
+One Flower round is one phase, that is two exchanges: ``configure_train`` broadcasts the
+``PhaseInstruction``, ``aggregate_train`` averages the local means, ``configure_evaluate``
+broadcasts the ``GlobalUpdate``, ``aggregate_evaluate`` collects the next active sets; one
+more Flower round is the final exchange (``FinishInstruction``, the final points). Every
+decision is the :class:`~pfxab_flower.driver.ServerDriver`'s; this module only encodes and
+decodes. The number of phases is known only as the run goes (the horizon bounds it), so
+``start`` runs Flower's round loop until the run is over, and no further.
 """
 
 from __future__ import annotations
 
-import logging
+import io
 import time
 from collections.abc import Callable, Iterable
+from logging import INFO
 from typing import Any, ClassVar
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.common.logger import log
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 from flwr.superlink.grid import InMemoryGrid
 
 from pfxab_flower.algorithms.messages import ActiveSetReport, FinishInstruction, FinishReport, LocalReport
-from pfxab_flower.driver import Exchange, ServerDriver, Unreadable
+from pfxab_flower.driver import Exchange, Failure, ServerDriver, Unreadable
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
 from pfxab_flower.strategies import records, serde
 from pfxab_flower.strategies.common import (
+    NO_REPLY,
+    SCORE_KEYS,
+    Reply,
     decode_replies,
     explain_silence,
     log_summary,
@@ -52,8 +57,6 @@ LOGGER = logging.getLogger("pfxab_flower")
 PULL_INTERVAL = 0.01
 #: Seconds a simulation's node count must hold before the strategy concludes no more nodes will come.
 SIMULATION_SETTLE = 3.0
-#: What ``Result.evaluate_metrics_serverapp`` reports when the federation is known (simulation).
-SCORE_KEYS = ("regret", "mean_reward_personalised", "mean_reward_global", "mean_reward_local")
 
 
 class PhasedEliminationStrategy(Strategy):
@@ -101,13 +104,14 @@ class PhasedEliminationStrategy(Strategy):
         self._standby: set[int] = set()
         self._pending: Any = None
         self._broadcast: RecordDict | None = None
+        self._timeout = float(round_timeout)  # of the exchange under way (``start``'s ``timeout``)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_clients={self.driver.num_clients}, horizon={self.driver.settings.horizon})"
 
     @property
     def num_rounds(self) -> int:
-        """Flower rounds the run can take: one per phase (bounded from the horizon) plus the final one."""
+        """Flower rounds the run can take: one per phase (bounded from the horizon) plus one for the final exchange."""
         return self.driver.max_rounds
 
     def summary(self) -> None:
@@ -124,30 +128,75 @@ class PhasedEliminationStrategy(Strategy):
         evaluate_config: ConfigRecord | None = None,
         evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
     ) -> Result:
-        """Flower's round loop (``Strategy.start``), rounds derived from the horizon; the outcome in the ``Result``.
+        """Flower's round loop (``Strategy.start``) until the run is over; the outcome in the ``Result``.
 
-        ``result.arrays`` holds ``final-points`` (``(M, d)``, the user's units, client order)
-        and ``final-nodes``; ``train_metrics_clientapp[p]`` phase ``p``'s metrics; with a
-        known federation, ``evaluate_metrics_serverapp`` the regret and mean rewards.
-        Raises :class:`RunStoppedError` (one line: why) if the server stopped the run:
-        too few nodes, or fewer than ``min_fraction`` of the clients answered an exchange.
+        One Flower round per phase and one for the final exchange, at most ``num_rounds``
+        (default: the bound from the horizon); the loop ends as soon as the run is over,
+        so no empty round is run or logged. ``result.arrays`` holds ``final-points``
+        (``(M, d)``, the user's units, client order; a lost client's row is NaN),
+        ``final-nodes`` (their cells; 0 for a lost client) and ``lost-clients`` (one row
+        per lost client: client index, Flower node id (0 if unknown), phase; see
+        :attr:`lost_clients` for the reasons); ``train_metrics_clientapp[p]`` phase ``p``'s
+        metrics; with a known federation, ``evaluate_metrics_serverapp`` the regret and mean
+        rewards at the last Flower round. Raises :class:`RunStoppedError` (one line: why) if
+        the server stopped the run: too few nodes, or fewer than ``min_fraction`` of the
+        clients answered an exchange.
         """
         if isinstance(grid, InMemoryGrid):  # the simulation's grid polls for replies
             grid.pull_interval = min(grid.pull_interval, PULL_INTERVAL)
-        result = super().start(
-            grid, initial_arrays if initial_arrays is not None else ArrayRecord(),
-            num_rounds=num_rounds or self.num_rounds, timeout=timeout or self.round_timeout,
-            train_config=train_config, evaluate_config=evaluate_config, evaluate_fn=evaluate_fn,
-        )
+        arrays = initial_arrays if initial_arrays is not None else ArrayRecord()
+        limit = num_rounds or self.num_rounds
+        self._timeout = float(timeout or self.round_timeout)
+        log(INFO, "Starting %s strategy: at most %d Flower rounds (one per phase, one for the final exchange)",
+            type(self).__name__, limit)
+        self.summary()
+        result, started = Result(), time.time()
+        if evaluate_fn is not None:
+            _evaluate_serverapp(evaluate_fn, 0, arrays, result)
+        flower_round = 0
+        while flower_round < limit:
+            messages = list(self.configure_train(flower_round + 1, arrays, train_config or ConfigRecord(), grid))
+            if self._pending is None:  # the run is over (finished or stopped): no more Flower rounds
+                break
+            flower_round += 1
+            log(INFO, "")
+            log(INFO, "[ROUND %d] %s", flower_round, _round_name(self._pending))
+            final, _ = self.aggregate_train(flower_round, self._send(grid, messages))
+            if final is not None:
+                result.arrays = arrays = final
+            if self._pending is not None:  # the phase's second exchange
+                messages = list(self.configure_evaluate(flower_round, arrays, evaluate_config or ConfigRecord(), grid))
+                self.aggregate_evaluate(flower_round, self._send(grid, messages))
+            if evaluate_fn is not None:
+                _evaluate_serverapp(evaluate_fn, flower_round, arrays, result)
         if self.driver.stop_reason is not None:
             raise RunStoppedError(self.driver.stop_reason)
+        self._fill(result, flower_round)
+        log(INFO, "")
+        log(INFO, "Strategy execution finished in %.2fs: %d Flower rounds", time.time() - started, flower_round)
+        log(INFO, "")
+        log(INFO, "Final results:")
+        for line in io.StringIO(str(result)):
+            log(INFO, "\t%s", line.strip("\n"))
+        return result
+
+    def _send(self, grid: Grid, messages: list[Message]) -> Iterable[Message]:
+        return grid.send_and_receive(messages, timeout=self._timeout) if messages else []
+
+    def _fill(self, result: Result, last_round: int) -> None:
+        """The run's outcome in Flower's ``Result``: one metrics row per phase, and the score if known."""
         for row in self.driver.phase_metrics():
             result.train_metrics_clientapp[int(row["phase"])] = MetricRecord(_metric_values(row))
         if self.driver.finished and self.driver.federation is not None:
             summary = self.run_result().summary
-            rounds = self.driver.machine.completed + 1
-            result.evaluate_metrics_serverapp[rounds] = MetricRecord({k: float(summary[k]) for k in SCORE_KEYS})
-        return result
+            scores = {key: float(summary[key]) for key in SCORE_KEYS}
+            earlier = result.evaluate_metrics_serverapp.get(last_round)
+            result.evaluate_metrics_serverapp[last_round] = MetricRecord({**(earlier or {}), **scores})
+
+    @property
+    def lost_clients(self) -> list[dict[str, Any]]:
+        """Clients with no final point: ``client``, ``flower_node``, ``phase`` where lost, ``reason``."""
+        return self.driver.lost_client_records()
 
     def run_result(self, describe: dict[str, Any] | None = None) -> RunResult:
         """The scored result (simulation: a federation was given), as the in-process engine builds it."""
@@ -181,7 +230,10 @@ class PhasedEliminationStrategy(Strategy):
                                                                 FinishReport))
             nodes = np.array([self.driver.final_reports[m].node_id if m in self.driver.final_reports else 0
                               for m in range(self.driver.num_clients)], dtype=np.int64)
-            final = ArrayRecord({"final-points": Array(self.driver.final_points()), "final-nodes": Array(nodes)})
+            lost = np.array([[r["client"], r["flower_node"] or 0, r["phase"]] for r in self.lost_clients],
+                            dtype=np.uint64).reshape(-1, 3)
+            final = ArrayRecord({"final-points": Array(self.driver.final_points()), "final-nodes": Array(nodes),
+                                 "lost-clients": Array(lost)})
             return final, None  # train_metrics_clientapp keeps one row per phase
         exchange = self._exchange(instruction.phase, "explore", replies, LocalReport)
         explain_silence(self.driver, instruction.phase, exchange)
@@ -243,7 +295,7 @@ class PhasedEliminationStrategy(Strategy):
         for node in self._nodes or []:
             if node not in online and node not in self._gone:
                 self._gone.add(node)
-                LOGGER.warning("node %d is gone (no heartbeat); its client counts as failed from now on", node)
+                self.driver.node_gone(node, _phase_of(message))
         self._sent = [node for node in self._nodes or [] if node in online]
         self._broadcast = records.to_record(*serde.broadcast_payload(message))
         return [Message(content=self._broadcast, message_type=message_type, dst_node_id=node) for node in self._sent]
@@ -252,22 +304,50 @@ class PhasedEliminationStrategy(Strategy):
         """Decode an exchange's replies and log what crossed the wire."""
         payloads: list[Any] = []
         up_values = up_bytes = 0
+        answered = set()
         for reply in replies:
+            node = reply.metadata.src_node_id
+            answered.add(node)
             if reply.has_error():
-                payloads.append(reply.error.reason)
+                payloads.append(Failure(reply.error.reason or f"error code {reply.error.code}", node))
                 continue
             values, nbytes = records.record_size(reply.content)
             up_values, up_bytes = up_values + values, up_bytes + nbytes
             try:
-                payloads.append(records.from_record(reply.content))
+                payloads.append(Reply(*records.from_record(reply.content), node))
             except serde.WireError as exc:
-                payloads.append(Unreadable(None, str(exc)))
+                payloads.append(Unreadable(None, str(exc), node))
+        payloads += [Failure(f"{NO_REPLY[1]} ({self._timeout:g} s)", node)
+                     for node in self._sent if node not in answered]
         exchange = decode_replies(self.driver, payloads, expected, self._standby)
         assert self._broadcast is not None
         down_values, down_bytes = records.record_size(self._broadcast)
         sent = len(self._sent)
         self.driver.record(phase, kind, down_values * sent, down_bytes * sent, up_values, up_bytes)
         return exchange
+
+
+def _round_name(instruction: Any) -> str:
+    """What a Flower round does, in the log's words."""
+    if isinstance(instruction, FinishInstruction):
+        return f"final exchange (after {instruction.phases} phases)"
+    return f"phase {instruction.phase}: explore and eliminate exchanges"
+
+
+def _phase_of(message: Any) -> int:
+    """The phase a broadcast belongs to (the final exchange: one past the last phase)."""
+    return message.phases + 1 if isinstance(message, FinishInstruction) else message.phase
+
+
+def _evaluate_serverapp(
+    evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None], flower_round: int, arrays: ArrayRecord,
+    result: Result,
+) -> None:
+    """Flower's centralised evaluation hook, as ``Strategy.start`` calls it."""
+    metrics = evaluate_fn(flower_round, arrays)
+    log(INFO, "Global evaluation: %s", metrics)
+    if metrics is not None:
+        result.evaluate_metrics_serverapp[flower_round] = metrics
 
 
 def _metric_values(row: dict[str, Any]) -> dict[str, int | float]:

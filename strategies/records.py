@@ -32,7 +32,10 @@ def to_record(arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> Record
 
 
 def from_record(record: RecordDict) -> tuple[list[np.ndarray], dict[str, Any]]:
-    """The payload of a ``RecordDict``; :class:`serde.WireError` if it holds none."""
+    """The payload of a ``RecordDict``; :class:`serde.WireError` (what it holds, what was expected) if it holds none."""
+    if ARRAYS not in record.array_records or CONFIG not in record.config_records:
+        raise serde.WireError(f"message content cannot be read: it holds {describe(record)}; expected records "
+                              f"{ARRAYS!r} (ArrayRecord) and {CONFIG!r} (ConfigRecord)")
     try:
         tensors = record.array_records[ARRAYS]
         config = dict(record.config_records[CONFIG])
@@ -40,6 +43,16 @@ def from_record(record: RecordDict) -> tuple[list[np.ndarray], dict[str, Any]]:
     except Exception as exc:  # any failure to read foreign content is the peer's fault
         raise serde.WireError(f"message content cannot be read: {exc!r}") from exc
     return arrays, config
+
+
+def describe(record: RecordDict) -> str:
+    """What a foreign message holds, in a few words: its records and their kinds."""
+    kinds = [(name, "ArrayRecord") for name in record.array_records]
+    kinds += [(name, "ConfigRecord") for name in record.config_records]
+    kinds += [(name, "MetricRecord") for name in record.metric_records]
+    if not kinds:
+        return "no records"
+    return "records " + ", ".join(f"{name!r} ({kind})" for name, kind in sorted(kinds))
 
 
 def record_size(record: RecordDict) -> tuple[int, int]:

@@ -30,12 +30,13 @@ from typing import Any
 
 import numpy as np
 from flwr.app import Context
-from flwr.server import LegacyContext, ServerConfig
-from flwr.server.workflow import DefaultWorkflow, SecAggPlusWorkflow
+from flwr.server import History, LegacyContext, ServerConfig
+from flwr.server.workflow import SecAggPlusWorkflow
 from flwr.serverapp import Grid
 
 from pfxab_flower.algorithms.messages import LocalReport
 from pfxab_flower.errors import ObjectiveError
+from pfxab_flower.strategies.workflow import PhasedWorkflow
 
 SECURE_CLIP = 8.0  # SecAgg+ clipping range (Flower's default): local means must lie in [-8, 8]
 QUANTIZATION_RANGE = 2**22  # Flower's default: the quantisation step is 2 * SECURE_CLIP / 2**22
@@ -94,10 +95,14 @@ def unpack_finish(config: dict) -> tuple[list[np.ndarray], dict]:
     return [np.array([node], dtype=np.int64), np.frombuffer(point, dtype="<f8").copy()], rest
 
 
-def run_legacy_workflow(grid: Grid, context: Context, strategy: Any, num_rounds: int, round_timeout: float) -> None:
+def run_legacy_workflow(
+    grid: Grid, context: Context, strategy: Any, num_rounds: int, round_timeout: float
+) -> History:
     """Flower's legacy round loop for a legacy strategy, every fit round through SecAgg+ if the strategy is secure.
 
-    SecAgg+ can unmask the sum when ``max(0.5, min-fraction)`` of the clients took part.
+    At most ``num_rounds`` Flower rounds; the loop ends when the run is over
+    (:class:`~.workflow.PhasedWorkflow`). SecAgg+ can unmask the sum when
+    ``max(0.5, min-fraction)`` of the clients took part. Returns Flower's ``History``.
     """
     legacy = LegacyContext(context=context, config=ServerConfig(num_rounds=num_rounds, round_timeout=round_timeout),
                            strategy=strategy)
@@ -109,4 +114,5 @@ def run_legacy_workflow(grid: Grid, context: Context, strategy: Any, num_rounds:
             max_weight=1.0, clipping_range=SECURE_CLIP, quantization_range=QUANTIZATION_RANGE,
             timeout=round_timeout,
         )
-    DefaultWorkflow(fit_workflow=fit)(grid, legacy)
+    PhasedWorkflow(fit_workflow=fit)(grid, legacy)
+    return legacy.history

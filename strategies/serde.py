@@ -29,7 +29,7 @@ when no message can be formed at all.
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -51,6 +51,7 @@ STANDBY = "standby"
 FINISH_KEY = "phases"  # present only in a FinishInstruction's config
 UPDATE_KEY = "phase-length"  # present only in a GlobalUpdate's config
 HARNESS_PREFIX = "harness:"
+PARAMETER_PREFIX = "param-"  # AlgorithmParameters.to_wire's keys
 
 Arrays = list[np.ndarray]
 Config = dict[str, Any]
@@ -81,7 +82,14 @@ def broadcast_payload(message: Instruction) -> Payload:
 
 
 def read_broadcast(arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> Instruction:
-    """Client side: the server message in a received payload."""
+    """Client side: the server message in a received payload; :class:`WireError` says what is missing or wrong.
+
+    A message without any ``param-*`` key comes from another strategy (e.g. Flower's
+    ``FedAvg``); one with some of them but not all, or mistyped, from another version.
+    """
+    if not any(str(key).startswith(PARAMETER_PREFIX) for key in config):
+        raise WireError(f"it carries no pfxab-flower parameters (no {PARAMETER_PREFIX}algorithm; config keys: "
+                        f"{describe_keys(config)}; {len(arrays)} array{'' if len(arrays) == 1 else 's'})")
     try:
         parameters = AlgorithmParameters.from_wire(config)
         if FINISH_KEY in config:
@@ -96,8 +104,11 @@ def read_broadcast(arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> I
                                 holders)
         return PhaseInstruction(int(config["phase"]), _ids(arrays[0]), int(config["global-pulls"]),
                                 int(config["local-pulls"]), parameters)
-    except (KeyError, IndexError, TypeError, ValueError) as exc:
-        raise WireError(f"server message is malformed: {exc!r}") from exc
+    except KeyError as exc:
+        raise WireError(f"server message is malformed: its config has no {exc.args[0]!r} (config keys: "
+                        f"{describe_keys(config)})") from exc
+    except (IndexError, TypeError, ValueError) as exc:
+        raise WireError(f"server message is malformed: {exc}") from exc
 
 
 # -- client -> server ---------------------------------------------------------------
@@ -164,6 +175,9 @@ def read_harness(config: Mapping[str, Any]) -> dict[str, np.ndarray]:
 def partition_id(config: Mapping[str, Any]) -> int:
     """The client a reply claims to come from; :class:`WireError` if it claims none."""
     value = config.get(PARTITION_ID)
+    if value is None:
+        raise WireError(f"the reply has no {PARTITION_ID!r} (config keys: {describe_keys(config)}): it is not a "
+                        "pfxab-flower client's reply")
     if isinstance(value, bool) or not isinstance(value, int):
         raise WireError(f"{PARTITION_ID!r} is {value!r}, not an integer")
     return value
@@ -198,6 +212,13 @@ def wire_size(tensors: Sequence[bytes], config: Mapping[str, Any]) -> tuple[int,
 
 
 # -- helpers ------------------------------------------------------------------------
+
+
+def describe_keys(keys: Iterable[object], limit: int = 8) -> str:
+    """Keys of a foreign message or reply, for a one-line reason: sorted, at most ``limit``."""
+    names = sorted(str(key) for key in keys)
+    shown = ", ".join(names[:limit]) + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+    return shown or "none"
 
 
 def _ids(node_ids: object) -> np.ndarray:

@@ -24,6 +24,7 @@ from pfxab_flower.strategies import LegacyPhasedEliminationStrategy
 class LoopbackProxy(ClientProxy):
     def __init__(self, partition: int, num_partitions: int, client_fn: Callable[[Context], Client]) -> None:
         super().__init__(cid=f"node-{partition:03d}")
+        self.node_id = partition + 100  # as Flower's GridClientProxy: the node the messages go to
         self.client_fn = client_fn
         self.context = Context(
             run_id=1,
@@ -54,11 +55,18 @@ def numpy_client_fn(session_fn: SessionFn, secure_aggregation: bool = False) -> 
     return lambda context: PhasedNumPyClient(session_fn(context), secure_aggregation).to_client()
 
 
-def run_loopback(strategy: LegacyPhasedEliminationStrategy, session_fn: SessionFn, num_nodes: int) -> History:
-    """Run ``strategy.num_rounds`` Flower rounds with ``num_nodes`` in-process clients; Flower's ``History``."""
-    client_fn = numpy_client_fn(session_fn)
+def run_loopback(
+    strategy: LegacyPhasedEliminationStrategy, session_fn: SessionFn, num_nodes: int,
+    client_fn: Callable[[Context], Client] | None = None, proxy: type[LoopbackProxy] | None = None,
+) -> History:
+    """Run ``strategy.num_rounds`` Flower rounds with ``num_nodes`` in-process clients; Flower's ``History``.
+
+    ``client_fn`` replaces the sessions' clients (e.g. by a client that is not ours), ``proxy``
+    the proxy class (e.g. one whose node dies).
+    """
+    client_fn = client_fn or numpy_client_fn(session_fn)
     manager = SimpleClientManager()
-    proxies = [LoopbackProxy(m, num_nodes, client_fn) for m in range(num_nodes)]
+    proxies = [(proxy or LoopbackProxy)(m, num_nodes, client_fn) for m in range(num_nodes)]
     random.Random(7).shuffle(proxies)  # registration order (and so the order of results) is arbitrary
     for proxy in proxies:
         manager.register(proxy)

@@ -2,16 +2,19 @@
 
 Each node keeps one ``Context`` (its ``context.state`` persists across messages,
 as in simulation) and the ``ClientApp`` handles every message, as Flower does; the
-replies come back shuffled (a seeded order), as over a network.
+replies come back shuffled (a seeded order), as over a network. A legacy ``ClientApp``
+works too, under Flower's legacy workflow (``run_legacy_workflow``).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable
+from types import SimpleNamespace
 
-from flwr.app import Context, Message, RecordDict
+from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
+from flwr.common.constant import ErrorCode
 from flwr.serverapp.strategy import Result
 from flwr.supercore.task_identity import TaskIdentity
 
@@ -27,6 +30,7 @@ class LoopbackGrid:
         self.rng = random.Random(seed)
         self.tamper = tamper
         self.sent = 0
+        self.run = SimpleNamespace(run_id=1)  # what Flower's legacy workflow reads of a grid
         self.contexts = {
             100 + m: Context(run_id=1, node_id=100 + m, node_config={"partition-id": m, "num-partitions": num_nodes},
                              state=RecordDict(), run_config={})
@@ -42,7 +46,10 @@ class LoopbackGrid:
             self.sent += 1
             message.metadata.__dict__["_message_id"] = f"m{self.sent}"
             TaskIdentity.node_id = message.metadata.dst_node_id  # what each SuperNode process sets
-            reply = self.app(message, self.contexts[message.metadata.dst_node_id])
+            try:
+                reply = self.app(message, self.contexts[message.metadata.dst_node_id])
+            except Exception as exc:  # Flower replies with an error when a ClientApp raises
+                reply = Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=str(exc)), reply_to=message)
             replies.append(self.tamper(message, reply) if self.tamper else reply)
         TaskIdentity.node_id = 1  # back to the ServerApp's
         self.rng.shuffle(replies)

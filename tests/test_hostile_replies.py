@@ -101,7 +101,10 @@ def test_a_hostile_final_node_is_rejected_and_the_run_still_scores(node) -> None
     assert driver.machine.rejected[-1]["client"] == 2 and driver.machine.rejected[-1]["stage"] == "finish"
     assert driver.lost_clients() == [2]
     result = driver.result("inprocess")  # no crash: the others are scored, client 2 up to its last report
-    assert result.summary["clients_lost"] == [2] and result.summary["final_points"][2] is None
+    assert result.summary["final_points"][2] is None
+    final_exchange = driver.machine.completed + 1
+    assert result.summary["lost_clients"] == [{"client": 2, "flower_node": None, "phase": final_exchange,
+                                               "reason": driver.machine.rejected[-1]["reason"]}]
 
 
 @pytest.mark.parametrize("point", [np.array([np.nan]), np.array([np.inf]), np.zeros((1, 1)), np.array([], float),

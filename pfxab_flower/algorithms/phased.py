@@ -659,7 +659,7 @@ class ServerMachine:
                 "phase_length": plan.length,
                 "time": self.pulls,
                 "next_active_nodes": int(next_union.size),
-                "rounds": 2 * plan.phase,
+                "communication_rounds": 2 * plan.phase,  # exchanges so far: two per phase
                 "failed_local_means": plan.failed_local_means,
                 "failed_active_sets": self.settings.num_clients - len(seen),
                 "mean_observed_reward": plan.mean_reward,
@@ -667,8 +667,9 @@ class ServerMachine:
         )
         row = self.history[-1]
         LOGGER.info(
-            "phase %d (depth %d): %d active nodes, %d eliminated, %d pulls per client, %d rounds so far",
-            row["phase"], row["depth"], row["active_nodes"], row["eliminated"], row["phase_length"], row["rounds"],
+            "phase %d (depth %d): %d active nodes, %d eliminated, %d pulls per client, %d exchanges so far",
+            row["phase"], row["depth"], row["active_nodes"], row["eliminated"], row["phase_length"],
+            row["communication_rounds"],
         )
         self.plan = None
 

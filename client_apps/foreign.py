@@ -1,0 +1,98 @@
+"""A server message this ClientApp cannot read: one error reply naming what was expected, logged once per node.
+
+Another strategy (Flower's ``FedAvg``), another pfxab-flower version or the other Flower
+API may send our ClientApp messages it cannot run. Raising would make Flower log a
+traceback for every message (and the simulation engine a second one); instead the codec
+raises :class:`ForeignMessageError` and the mod :func:`answer_foreign_messages` turns it
+into Flower's error reply (``Message(Error(...), reply_to=...)``, which every strategy
+counts as a failed reply and Flower's own log with its reason), and logs the reason once
+per node: the node's ``context.state`` remembers that it has been said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from logging import ERROR
+from typing import Any
+
+import numpy as np
+from flwr.app import ConfigRecord, Context, Error, Message, MessageType
+from flwr.clientapp.typing import ClientAppCallable
+from flwr.common.constant import ErrorCode
+from flwr.common.logger import log
+
+from pfxab_flower import __version__
+from pfxab_flower.errors import ConfigError
+from pfxab_flower.session import Instruction, check_parameters
+from pfxab_flower.strategies import records, serde
+
+#: The node's ``context.state`` entry that marks the reason as logged.
+LOGGED_KEY = "pfxab-foreign-message"
+#: Where the legacy API's ``FitIns`` / ``EvaluateIns`` travel in a Flower message (``flwr.compat``'s names).
+LEGACY_RECORDS = {MessageType.TRAIN: "fitins", MessageType.EVALUATE: "evaluateins"}
+EXPECTED = {
+    "Message API": "pfxab-flower's PFXAB, FedPNE or PFPNE strategy (Message API)",
+    "legacy API": "pfxab-flower's PFXABStrategy, FedPNEStrategy or PFPNEStrategy (legacy API)",
+}
+
+
+class ForeignMessageError(ValueError):
+    """A server message this ClientApp cannot read; the text is the error reply's reason."""
+
+    def __init__(self, api: str, message_type: str, problem: str) -> None:
+        super().__init__(
+            f"pfxab-flower {__version__} ClientApp cannot read this {message_type} message: {problem}; it answers "
+            f"only {EXPECTED[api]} of the same version"
+        )
+
+
+def read_instruction(
+    api: str, message_type: str, arrays: Sequence[np.ndarray], config: Mapping[str, Any]
+) -> Instruction:
+    """The server message in a payload, its parameters checked; :class:`ForeignMessageError` if there is none."""
+    try:
+        instruction = serde.read_broadcast(arrays, config)
+        check_parameters(instruction.parameters)
+    except (serde.WireError, ConfigError) as exc:
+        raise ForeignMessageError(api, message_type, str(exc)) from None
+    return instruction
+
+
+def read_message(message: Message) -> Instruction:
+    """The server message a Message-API message carries (records ``arrays`` + ``config``)."""
+    message_type = message.metadata.message_type
+    try:
+        payload = records.from_record(message.content)
+    except serde.WireError as exc:
+        raise ForeignMessageError("Message API", message_type, str(exc)) from None
+    return read_instruction("Message API", message_type, *payload)
+
+
+def require_legacy_records(message: Message, context: Context, call_next: ClientAppCallable) -> Message:
+    """A mod: a train/evaluate message must hold the legacy ``FitIns``/``EvaluateIns`` records.
+
+    Flower's legacy conversion would fail with a ``KeyError`` (and a traceback) before
+    our client sees the message; this says what the message holds instead.
+    """
+    prefix = LEGACY_RECORDS.get(message.metadata.message_type)
+    content = message.content if message.has_content() else None
+    if prefix is not None and content is not None and (
+            f"{prefix}.parameters" not in content.array_records or f"{prefix}.config" not in content.config_records):
+        raise ForeignMessageError("legacy API", message.metadata.message_type,
+                                  f"it holds {records.describe(content)}; expected records "
+                                  f"'{prefix}.parameters' (ArrayRecord) and '{prefix}.config' (ConfigRecord)")
+    return call_next(message, context)
+
+
+def answer_foreign_messages(message: Message, context: Context, call_next: ClientAppCallable) -> Message:
+    """A mod: a message the app cannot read gets an error reply with the reason, logged once per node."""
+    try:
+        return call_next(message, context)
+    except ForeignMessageError as exc:
+        reason = str(exc)
+    if LOGGED_KEY not in context.state:
+        context.state[LOGGED_KEY] = ConfigRecord({"reason": reason})
+        partition = context.node_config.get("partition-id")
+        log(ERROR, "pfxab: Flower node %s (partition-id %s): %s (logged once per node; each such message gets "
+            "this error reply)", context.node_id, partition, reason)
+    return Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=reason), reply_to=message)

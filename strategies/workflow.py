@@ -1,0 +1,61 @@
+"""Flower's legacy round loop (``DefaultWorkflow``) for our legacy strategies, ending when the run is over.
+
+Flower runs a fixed number of rounds; ours is known only as the run goes (the horizon
+bounds it: one Flower round per phase, one for the final exchange). Flower's loop would
+run, and log, every remaining round empty once the run is over (finished, or stopped by
+the server); this one ends there. Each round is Flower's own: the fit workflow (plain or
+SecAgg+), centralised evaluation (a finished run's regret, :meth:`evaluate`), then the
+evaluate workflow while the phase still needs it.
+"""
+
+from __future__ import annotations
+
+import io
+import timeit
+from logging import INFO
+
+from flwr.app import ConfigRecord, Context
+from flwr.common.logger import log
+from flwr.server import LegacyContext
+from flwr.server.compat.app_utils import start_update_client_manager_thread
+from flwr.server.workflow import DefaultWorkflow
+from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, Key
+from flwr.server.workflow.default_workflows import (
+    default_centralized_evaluation_workflow,
+    default_init_params_workflow,
+)
+from flwr.serverapp import Grid
+
+
+class PhasedWorkflow(DefaultWorkflow):
+    """``DefaultWorkflow`` whose loop stops once the strategy's run is over (``strategy.running`` is false)."""
+
+    def __call__(self, grid: Grid, context: Context) -> None:
+        if not isinstance(context, LegacyContext):
+            raise TypeError(f"Expect a LegacyContext, but get {type(context).__name__}.")
+        strategy = context.strategy
+        thread, stop, registered = start_update_client_manager_thread(grid, context.client_manager)
+        registered.wait()
+        log(INFO, "[INIT]")
+        default_init_params_workflow(grid, context)
+        started = timeit.default_timer()
+        config = ConfigRecord({Key.START_TIME: started})
+        context.state.config_records[MAIN_CONFIGS_RECORD] = config
+        flower_round = 0
+        while flower_round < context.config.num_rounds and strategy.running:
+            flower_round += 1
+            log(INFO, "")
+            log(INFO, "[ROUND %s]", flower_round)
+            config[Key.CURRENT_ROUND] = flower_round
+            self.fit_workflow(grid, context)
+            default_centralized_evaluation_workflow(grid, context)
+            if strategy.running:  # the final exchange has no evaluate half; a stopped run sends nothing more
+                self.evaluate_workflow(grid, context)
+        log(INFO, "")
+        log(INFO, "[SUMMARY]")
+        log(INFO, "Run finished %s Flower round(s) in %.2fs", flower_round, timeit.default_timer() - started)
+        for index, line in enumerate(io.StringIO(str(context.history))):
+            log(INFO, "%s%s", "" if index == 0 else "\t", line.strip("\n"))
+        log(INFO, "")
+        stop.set()
+        thread.join()
