@@ -179,7 +179,8 @@ NO_REPLY = ("Expected one Message but got: 0", "no reply within the round timeou
 
 def explain_silence(driver: ServerDriver, phase: int, exchange: Exchange) -> None:
     """The first exchange, answered by nobody (no reply, no error): stop with what was seen, not just a count."""
-    silent = not (exchange.reports or exchange.unreadable) and all(any(text in f.reason for text in NO_REPLY) for f in exchange.failures)
+    no_reply = all(any(text in f.reason for text in NO_REPLY) for f in exchange.failures)
+    silent = not (exchange.reports or exchange.unreadable) and no_reply
     if phase == 1 and silent and required_replies(driver.settings.min_fraction, driver.num_clients) > 0:
         driver.stop(f"phase 1: none of the {driver.num_clients} clients replied within the round timeout; "
                     f"{ray_diagnosis.silence_cause()}")

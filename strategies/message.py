@@ -50,8 +50,6 @@ from pfxab_flower.strategies.common import (
     too_few_nodes,
 )
 
-LOGGER = logging.getLogger("pfxab_flower")
-
 #: Seconds between two polls for replies of the simulation's in-memory grid (Flower: 0.1 s).
 #: Measured (docs/performance.md): ~0.05 s less per phase at M = 10; no cost seen at M = 100.
 PULL_INTERVAL = 0.01

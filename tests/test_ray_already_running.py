@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from pfxab_flower.config import AppOptions, RunConfig
-from pfxab_flower.driver import Exchange
+from pfxab_flower.driver import Exchange, Failure
 from pfxab_flower.simulations.environment import QUIET_ENV, temporary_directory
 from pfxab_flower.simulations.flwr_run import free_port, run_config_argument, write_app_project
 from pfxab_flower.strategies import ray_diagnosis
@@ -89,12 +89,14 @@ def test_no_cluster_file_or_a_chosen_address_or_no_simulation_is_no_objection(
     assert foreign_cluster(simulation=True, wait=5.0) is None  # joining was asked for
 
 
-@pytest.mark.parametrize("failures", [[], [NO_REPLY, NO_REPLY, NO_REPLY]])
-def test_a_first_exchange_nobody_answered_stops_with_what_was_seen(failures: list[str]) -> None:
-    """Message API: no reply at all; legacy API: Flower's 'Expected one Message but got: 0' per node."""
+@pytest.mark.parametrize("silence", [*NO_REPLY, None])
+def test_a_first_exchange_nobody_answered_stops_with_what_was_seen(silence: str | None) -> None:
+    """Legacy API: Flower's 'Expected one Message but got: 0' per node; Message API: our 'no reply' per node;
+    or no failure recorded at all."""
+    failures = [] if silence is None else [Failure(f"{silence} (600 s)", node) for node in (11, 12, 13)]
     driver = make_driver("pf-xab", num_clients=3, horizon=1000, alpha=0.5, seed=0, nu1=1.0, rho=0.5, max_depth=None,
                          pf_pne_eps=0.1, min_fraction=0.5, round_timeout=600.0, federation=None)
-    explain_silence(driver, 1, Exchange(failures=list(failures)))
+    explain_silence(driver, 1, Exchange(failures=failures))
     assert driver.stop_reason is not None
     assert driver.stop_reason.startswith("phase 1: none of the 3 clients replied within the round timeout; ")
     assert "\n" not in driver.stop_reason
@@ -103,7 +105,7 @@ def test_a_first_exchange_nobody_answered_stops_with_what_was_seen(failures: lis
 def test_an_exchange_with_any_reply_or_error_is_left_to_the_quorum_rule() -> None:
     driver = make_driver("pf-xab", num_clients=3, horizon=1000, alpha=0.5, seed=0, nu1=1.0, rho=0.5, max_depth=None,
                          pf_pne_eps=0.1, min_fraction=0.5, round_timeout=600.0, federation=None)
-    explain_silence(driver, 1, Exchange(failures=["client 0: objective raised"]))
+    explain_silence(driver, 1, Exchange(failures=[Failure("client 0: objective raised", 11)]))
     explain_silence(driver, 2, Exchange())  # later phases: lost clients, not a Ray that is not ours
     assert driver.stop_reason is None
 
