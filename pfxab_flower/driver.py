@@ -128,12 +128,12 @@ class ServerDriver:
 
     def secure_sums(
         self, instruction: PhaseInstruction, sums: np.ndarray, holders: np.ndarray, exchange: Exchange,
-        variance_sums: np.ndarray | None = None,
+        statistic_sums: Mapping[str, np.ndarray] | None = None,
     ) -> GlobalUpdate | None:
         """Average from SecAgg+ sums over ``len(exchange.reports)`` clients; ``None`` if the run stopped."""
         self._take(instruction.phase, "local-means", exchange)
         try:
-            return self.machine.aggregate_sums(sums, holders, len(exchange.reports), variance_sums)
+            return self.machine.aggregate_sums(sums, holders, len(exchange.reports), statistic_sums)
         except RunStoppedError as exc:
             self.stop(str(exc), exchange)
             return None

@@ -127,7 +127,7 @@ def decode_replies(
                             claimed, driver.num_clients)
             continue
         try:
-            report = serde.read_reply(arrays, config, expected)
+            report = serde.read_reply(arrays, config, expected, driver.settings.bound.statistics)
         except serde.WireError as exc:
             exchange.unreadable.append(Unreadable(claimed, str(exc), node))
             continue

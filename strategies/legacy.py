@@ -285,9 +285,9 @@ class LegacyPhasedEliminationStrategy(Strategy):
         except Exception:  # an undecodable sum: nothing can be averaged
             vectors = []
         average = vectors[0] if len(vectors) == 1 else np.zeros(0)
-        parts = 3 if self.driver.settings.bernstein else 2
-        sums, holders, variance_sums = secure.split_aggregate(average, len(clients), len(instruction.node_ids), parts)
-        return self.driver.secure_sums(instruction, sums, holders, exchange, variance_sums)
+        names = self.driver.settings.bound.statistics
+        sums, holders, statistic_sums = secure.split_aggregate(average, len(clients), len(instruction.node_ids), names)
+        return self.driver.secure_sums(instruction, sums, holders, exchange, statistic_sums)
 
 
     def _failures(self, results: list[tuple[ClientProxy, Any]], failures: list) -> list[Failure]:

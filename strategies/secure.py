@@ -6,9 +6,10 @@ length for every client, which SecAgg+ needs)::
 
     [ means * sampled  |  sampled ]        (sampled = 1 where the client pulled the node)
 
-and under ``confidence = "bernstein"`` a third block, its sample variances scaled into the
-clipping range, ``variances * sampled / VARIANCE_SCALE`` (a variance of rewards in
-``[-8, 8]`` is at most ``64 n / (n - 1) <= 128``), so the server learns only their sums too.
+and then one block per statistic the run's confidence bound declares (``bernstein``: the
+sample variances), scaled into the clipping range, ``values * sampled / STATISTIC_SCALE``
+(a variance of rewards in ``[-8, 8]`` is at most ``64 n / (n - 1) <= 128``), so the server
+learns only their sums too.
 
 Flower's ``secaggplus_mod`` (client) quantises and masks it, and ``SecAggPlusWorkflow``
 (server) reveals only the average over the ``n`` clients that took part (every
@@ -26,6 +27,7 @@ point (and, in simulation only, its pull log, to score regret).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -40,13 +42,13 @@ from pfxab_flower.strategies.workflow import PhasedWorkflow
 
 SECURE_CLIP = 8.0  # SecAgg+ clipping range (Flower's default): local means must lie in [-8, 8]
 QUANTIZATION_RANGE = 2**22  # Flower's default: the quantisation step is 2 * SECURE_CLIP / 2**22
-VARIANCE_SCALE = 2 * SECURE_CLIP  # variances are sent divided by this, into [0, SECURE_CLIP]
+STATISTIC_SCALE = 2 * SECURE_CLIP  # statistics are sent divided by this (a variance into [0, SECURE_CLIP])
 FINAL_NODE = "final-node"
 FINAL_POINT = "final-point"
 
 
 def local_vector(report: LocalReport) -> np.ndarray:
-    """The vector a client hands to SecAgg+: its masked local means, then its sampled flags."""
+    """The vector a client hands to SecAgg+: its masked local means, its sampled flags, its masked statistics."""
     counts = np.asarray(report.counts)
     sampled = counts > 0
     means = np.where(sampled, np.asarray(report.means, dtype=float), 0.0)
@@ -59,24 +61,26 @@ def local_vector(report: LocalReport) -> np.ndarray:
             f"in that range (rescale the objective) or secure-aggregation=false"
         )
     blocks = [means, sampled.astype(float)]
-    if report.variances is not None:
-        blocks.append(np.where(sampled, np.asarray(report.variances, dtype=float), 0.0) / VARIANCE_SCALE)
+    blocks += [np.where(sampled, np.asarray(values, dtype=float), 0.0) / STATISTIC_SCALE
+               for values in report.statistics.values()]
     return np.concatenate(blocks)
 
 
 def split_aggregate(
-    average: np.ndarray, reporters: int, size: int, parts: int = 2
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """``(sums, holders, variance sums)`` from SecAgg+'s average over ``reporters`` clients.
+    average: np.ndarray, reporters: int, size: int, statistics: Sequence[str] = ()
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """``(sums, holders, statistic sums by name)`` from SecAgg+'s average over ``reporters`` clients.
 
-    ``parts`` is 3 under bernstein (variances too), else 2 (and the variance sums ``None``).
+    ``statistics`` names the blocks after the holders (the run's ``bound.statistics``).
     Wrong lengths are passed on for the core to reject.
     """
     vector = np.asarray(average, dtype=float).reshape(-1)
-    if vector.size != parts * size:
-        return vector, np.zeros(0), (np.zeros(0) if parts == 3 else None)
+    if vector.size != (2 + len(statistics)) * size:
+        return vector, np.zeros(0), {name: np.zeros(0) for name in statistics}
     sums, holders = vector[:size] * reporters, np.rint(vector[size:2 * size] * reporters)
-    return sums, holders, (vector[2 * size:] * reporters * VARIANCE_SCALE if parts == 3 else None)
+    blocks = {name: vector[(2 + i) * size:(3 + i) * size] * reporters * STATISTIC_SCALE
+              for i, name in enumerate(statistics)}
+    return sums, holders, blocks
 
 
 def finish_payload(arrays: list[np.ndarray], config: dict) -> tuple[list[np.ndarray], dict]:

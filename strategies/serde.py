@@ -6,14 +6,17 @@ Both Flower APIs carry the same *payload*: a list of numpy tensors and a flat co
 ``RecordDict`` (:mod:`~pfxab_flower.strategies.records`). One phase is two exchanges::
 
     PhaseInstruction  -> train/fit       [node_ids]                  {phase, global-pulls, local-pulls, param-*}
-    LocalReport       <- reply     [node_ids, means, counts(, variances)]             {partition-id}
-    GlobalUpdate      -> evaluate  [node_ids, means, elim.(, variances, holders)]     {phase, phase-length, param-*}
+    LocalReport       <- reply     [node_ids, means, counts(, *statistics)]            {partition-id}
+    GlobalUpdate      -> evaluate  [node_ids, means, elim.(, *statistics, holders)]    {phase, phase-length, param-*}
     ActiveSetReport   <- reply           []                          {partition-id, node-ids: int64 bytes}
     FinishInstruction -> train/fit       []                          {phases, param-*}
     FinishReport      <- reply           [[node_id], point]          {partition-id}
 
-The parts in brackets go only under ``confidence = "bernstein"`` (sample variances up,
-pooled variances and holder counts down). ``param-*`` are the run's
+The parts in brackets are the per-node statistics the run's confidence bound declares
+(``bound.statistics``, in that order: none for ``hoeffding``, ``variance`` for
+``bernstein``): each client's up, the pooled ones and the holder counts down. They are
+encoded whatever they are; decoding names them from the bound's declaration (the
+broadcast's own ``param-confidence``, the server's ``statistics``). ``param-*`` are the run's
 :class:`AlgorithmParameters`, sent with every broadcast. A node
 that is not one of the run's clients replies ``{partition-id, standby: true}``. In
 simulation every reply also carries the client's pull log as ``harness:*`` int64 bytes:
@@ -34,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from pfxab_flower.algorithms.bounds import BOUNDS
 from pfxab_flower.algorithms.messages import (
     ActiveSetReport,
     AlgorithmParameters,
@@ -73,8 +77,9 @@ def broadcast_payload(message: Instruction) -> Payload:
     if isinstance(message, GlobalUpdate):
         arrays = [_ids(message.node_ids), np.asarray(message.global_means, dtype=float),
                   np.asarray(message.eliminated, dtype=bool)]
-        if message.variances is not None and message.holders is not None:
-            arrays += [np.asarray(message.variances, dtype=float), np.asarray(message.holders, dtype=float)]
+        if message.holders is not None:  # pooled statistics, then the holder counts
+            arrays += [np.asarray(values, dtype=float) for values in message.statistics.values()]
+            arrays.append(np.asarray(message.holders, dtype=float))
         return arrays, {"phase": int(message.phase), UPDATE_KEY: int(message.phase_length), **parameters}
     config = {"phase": int(message.phase), "global-pulls": int(message.global_pulls),
               "local-pulls": int(message.local_pulls), **parameters}
@@ -95,12 +100,16 @@ def read_broadcast(arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> I
         if FINISH_KEY in config:
             return FinishInstruction(int(config[FINISH_KEY]), parameters)
         if UPDATE_KEY in config:
-            if len(arrays) not in (3, 5):
-                raise ValueError(f"global update has {len(arrays)} tensors, expected 3 or 5")
+            names = _statistic_names(parameters.confidence)
+            expected = 3 + (len(names) + 1 if names else 0)
+            if len(arrays) != expected:
+                raise ValueError(f"global update has {len(arrays)} tensors, expected {expected} under "
+                                 f"confidence={parameters.confidence}")
             node_ids, means, eliminated = arrays[:3]
-            variances, holders = (np.asarray(a, dtype=float) for a in arrays[3:]) if len(arrays) == 5 else (None, None)
+            statistics = {name: np.asarray(a, dtype=float) for name, a in zip(names, arrays[3:], strict=False)}
+            holders = np.asarray(arrays[-1], dtype=float) if names else None
             return GlobalUpdate(int(config["phase"]), _ids(node_ids), np.asarray(means, dtype=float),
-                                int(config[UPDATE_KEY]), np.asarray(eliminated, dtype=bool), parameters, variances,
+                                int(config[UPDATE_KEY]), np.asarray(eliminated, dtype=bool), parameters, statistics,
                                 holders)
         return PhaseInstruction(int(config["phase"]), _ids(arrays[0]), int(config["global-pulls"]),
                                 int(config["local-pulls"]), parameters)
@@ -124,8 +133,7 @@ def reply_payload(report: Report, harness: Mapping[str, np.ndarray] | None = Non
     if isinstance(report, ActiveSetReport):
         return [], {**config, NODE_IDS: _ids(report.node_ids).tobytes()}
     arrays = [_ids(report.node_ids), np.asarray(report.means, dtype=float), np.asarray(report.counts)]
-    if report.variances is not None:
-        arrays.append(np.asarray(report.variances, dtype=float))
+    arrays += [np.asarray(values, dtype=float) for values in report.statistics.values()]
     return arrays, config
 
 
@@ -138,11 +146,14 @@ def is_standby(config: Mapping[str, Any]) -> bool:
     return config.get(STANDBY) is True
 
 
-def read_reply(arrays: Sequence[np.ndarray], config: Mapping[str, Any], expected: type) -> Report:
+def read_reply(
+    arrays: Sequence[np.ndarray], config: Mapping[str, Any], expected: type, statistics: Sequence[str] = ()
+) -> Report:
     """Server side: the report of type ``expected`` in a reply's payload (content passed on as it came).
 
-    Wrong lengths, NaN or foreign node ids are left for the core to judge; only a reply
-    from which no report can be formed is a :class:`WireError`.
+    ``statistics`` names the per-node statistics a local report carries after its counts
+    (the run's ``bound.statistics``). Wrong lengths, NaN or foreign node ids are left for
+    the core to judge; only a reply from which no report can be formed is a :class:`WireError`.
     """
     client = partition_id(config)
     if expected is FinishReport:
@@ -157,10 +168,10 @@ def read_reply(arrays: Sequence[np.ndarray], config: Mapping[str, Any], expected
         if not isinstance(raw, bytes) or len(raw) % 8:
             raise WireError(f"{NODE_IDS!r} is not int64 bytes")
         return ActiveSetReport(client, np.frombuffer(raw, dtype="<i8").astype(np.int64))
-    if len(arrays) not in (3, 4):
-        raise WireError(f"local report has {len(arrays)} tensors, expected 3 (node ids, means, counts) "
-                        "or 4 (and variances, under bernstein)")
-    return LocalReport(client, *arrays)  # variances where the run has none are the core's to refuse
+    if len(arrays) != 3 + len(statistics):
+        raise WireError(f"local report has {len(arrays)} tensors, expected {3 + len(statistics)} "
+                        f"({', '.join(['node ids', 'means', 'counts', *statistics])})")
+    return LocalReport(client, *arrays[:3], dict(zip(statistics, arrays[3:], strict=True)))
 
 
 def read_harness(config: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -219,6 +230,13 @@ def describe_keys(keys: Iterable[object], limit: int = 8) -> str:
     names = sorted(str(key) for key in keys)
     shown = ", ".join(names[:limit]) + (f", ... ({len(names)} in all)" if len(names) > limit else "")
     return shown or "none"
+
+
+def _statistic_names(confidence: str) -> tuple[str, ...]:
+    """The statistics a broadcast of ``confidence``'s bound carries (none for a name no bound has:
+    the client's own check of the parameters refuses that name)."""
+    bound = BOUNDS.get(confidence)
+    return bound.statistics if bound is not None else ()
 
 
 def _ids(node_ids: object) -> np.ndarray:

@@ -89,9 +89,10 @@ def test_fedpne_shares_one_active_set_and_every_client_ends_on_the_best_global_m
 def test_fedpne_server_never_drops_a_node_nobody_reported():
     settings = make_settings(3, alpha=0.5, horizon=10_000, seed=0)
     policy = make_policy("fed-pne")
-    nothing = policy.server_eliminated(settings, 2, np.full(4, np.nan), None)
+    width = settings.schedule.confidence_width(2)  # Hoeffding's, as the server machine passes it
+    nothing = policy.server_eliminated(settings, 2, np.full(4, np.nan), width)
     np.testing.assert_array_equal(nothing, [False] * 4)
-    partial = policy.server_eliminated(settings, 2, np.array([0.9, np.nan, 0.1, 0.88]), None)
+    partial = policy.server_eliminated(settings, 2, np.array([0.9, np.nan, 0.1, 0.88]), width)
     np.testing.assert_array_equal(partial, [False, False, True, False])
 
 

@@ -1,15 +1,16 @@
 """The ``bernstein`` confidence option: valid widths, exact variances, the same messages otherwise.
 
 The coverage test draws many phases of noisy pulls with the very functions the
-machines use (``NoiseModel.sample_sums_and_deviations``, ``bernstein.width``,
-``bernstein.global_widths``, ``PFXAB.widths``) and checks that each bound used for
-elimination (local, global, personalised) covers the true mean at least at its
+bound uses (``NoiseModel.sample_sums_and_deviations``, ``bernstein.width``,
+``bernstein.global_widths``, ``bernstein.personalised_widths``) and checks that each bound
+used for elimination (local, global, personalised) covers the true mean at least at its
 nominal rate. To make misses visible it uses a large ``delta`` (0.05); the same test
 shows a width without the range term fails it, so it can fail.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -17,9 +18,9 @@ import numpy as np
 import pytest
 
 from pfxab_flower import engine
-from pfxab_flower.algorithms import bernstein, make_policy
+from pfxab_flower.algorithms import make_policy
+from pfxab_flower.algorithms.bounds import Bernstein, bernstein
 from pfxab_flower.algorithms.messages import AlgorithmParameters, LocalReport
-from pfxab_flower.algorithms.pfxab import PFXAB
 from pfxab_flower.algorithms.phased import ClientView, ServerMachine
 from pfxab_flower.config import ALGORITHMS, RunConfig
 from pfxab_flower.errors import ConfigError
@@ -71,16 +72,33 @@ def test_every_bound_used_for_elimination_covers_the_true_mean_at_its_nominal_ra
 
     misses = {"local": local_miss.mean(), "global": global_miss.mean()}
     for alpha in (0.1, 0.5, 0.9):
-        view = ClientView(phase=1, node_ids=np.arange(TRIALS), local_means=means[:, 0],
-                          local_counts=np.full(TRIALS, counts[0]), global_means=global_mean,
-                          server_eliminated=np.zeros(TRIALS, dtype=bool), local_widths=local_width,
-                          global_widths=global_width, pooled_variances=variances.mean(axis=1),
-                          holders=np.full(TRIALS, M), min_count=pulls)
-        settings = engine.make_settings(M, alpha=alpha, horizon=1000, seed=0)
+        personalised_width = bernstein.personalised_widths(alpha, variances.mean(axis=1), np.full(TRIALS, M),
+                                                           np.full(TRIALS, counts[0]), pulls, span, L)
         estimate = alpha * means[:, 0] + (1 - alpha) * global_mean
         target = alpha * true[:, 0] + (1 - alpha) * global_true
-        misses[f"personalised {alpha}"] = (np.abs(estimate - target) > PFXAB.widths(settings, view)).mean()
+        misses[f"personalised {alpha}"] = (np.abs(estimate - target) > personalised_width).mean()
     assert max(misses.values()) <= miss_rate_bound(DELTA, TRIALS), misses
+
+
+def test_the_bound_gives_the_machines_the_widths_of_these_functions() -> None:
+    """``Bernstein``'s widths are the functions above at the run's ``L``; a node nobody else reported keeps
+    its local width."""
+    settings = engine.make_settings(4, alpha=0.3, horizon=5000, seed=0, reward_range=(-0.1, 1.1),
+                                    confidence="bernstein")
+    L, span = bernstein.log_term(5000), settings.reward_span
+    own, pooled, counts = np.array([0.01, 0.04, 0.09]), np.array([0.02, 0.05, np.nan]), np.array([30, 30, 12])
+    view = ClientView(phase=2, node_ids=np.array([4, 5, 6]), local_means=np.array([0.2, 0.5, 0.7]),
+                      local_counts=counts, global_means=np.array([0.3, 0.4, 0.7]),
+                      server_eliminated=np.zeros(3, dtype=bool), own_statistics={"variance": own},
+                      pooled_statistics={"variance": pooled}, holders=np.array([4.0, 3.0, 0.0]), min_count=12)
+    bound = Bernstein()
+    local = bernstein.width(own, counts, span, L)
+    np.testing.assert_array_equal(bound.local_widths(settings, view), local)
+    personalised = bernstein.personalised_widths(0.3, pooled, view.holders, counts, 12, span, L)
+    np.testing.assert_array_equal(bound.personalised_widths(settings, view)[:2], personalised[:2])
+    assert bound.personalised_widths(settings, view)[2] == local[2]  # holders 0: the local width
+    np.testing.assert_array_equal(bound.global_widths(settings, 2, {"variance": pooled}, view.holders, 12),
+                                  bernstein.global_widths(pooled, view.holders, 12, span, L))
 
 
 @pytest.mark.parametrize("pulls", [3, 10])
@@ -165,9 +183,10 @@ def test_bernstein_sends_variances_up_and_widths_down_and_pulls_less_once_it_has
         for broadcast, replies in sim.messages:
             for reply in replies:
                 if isinstance(reply, LocalReport):
-                    assert (reply.variances is not None) == bernstein_run
+                    assert list(reply.statistics) == (["variance"] if bernstein_run else [])
             if hasattr(broadcast, "holders"):
-                assert (broadcast.variances is not None and broadcast.holders is not None) == bernstein_run
+                assert list(broadcast.statistics) == (["variance"] if bernstein_run else [])
+                assert (broadcast.holders is not None) == bernstein_run
             wire = broadcast.parameters.to_wire()
             assert ("param-confidence" in wire) == bernstein_run  # hoeffding: the very bytes of before
     quiet_rows, plain_rows = quiet.driver.machine.history, plain.driver.machine.history
@@ -190,14 +209,18 @@ def test_the_server_refuses_variances_that_do_not_fit_the_run() -> None:
         ids = instruction.node_ids
         counts = np.full(ids.size, instruction.global_pulls + instruction.local_pulls)
         means = np.full(ids.size, 0.5)
+        report = functools.partial(LocalReport, 0, ids, means, counts)
         if confidence == "hoeffding":
-            assert "confidence is hoeffding" in server.check_report(
-                LocalReport(0, ids, means, counts, np.zeros(ids.size)), set())
+            assert "confidence is hoeffding" in server.check_report(report({"variance": np.zeros(ids.size)}), set())
+            assert server.check_report(report(), set()) is None
             continue
-        assert "no variances" in server.check_report(LocalReport(0, ids, means, counts), set())
+        assert "no variance sent" in server.check_report(report(), set())
+        assert f"are not {ids.size} numbers" in server.check_report(report({"variance": np.zeros(ids.size - 1)}), set())
         too_large = np.full(ids.size, 1.2**2)  # the span of [-0.1, 1.1] allows at most 0.36 (n large)
-        assert "variances are not in" in server.check_report(LocalReport(0, ids, means, counts, too_large), set())
-        assert server.check_report(LocalReport(0, ids, means, counts, np.full(ids.size, 0.01)), set()) is None
+        assert "variances are not in" in server.check_report(report({"variance": too_large}), set())
+        assert "confidence is bernstein" in server.check_report(
+            report({"variance": np.full(ids.size, 0.01), "spread": np.zeros(ids.size)}), set())
+        assert server.check_report(report({"variance": np.full(ids.size, 0.01)}), set()) is None
 
 
 def test_bernstein_needs_a_reward_range() -> None:

@@ -6,6 +6,8 @@ values); harness data is carried but not counted; unreadable payloads raise ``Wi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pytest
 from flwr.app import ConfigRecord, RecordDict
@@ -26,13 +28,20 @@ from pfxab_flower.strategies import records, serde
 UNION = np.array([4, 5, 7, 9], dtype=np.int64)
 PARAMS = AlgorithmParameters("pf-pne", num_clients=5, horizon=10_000, alpha=0.3, seed=7, nu1=2.0, rho=0.4,
                              max_depth=6, pf_pne_eps=0.05, report_pulls=True)
+#: A bound with statistics: its broadcasts carry their names in their own parameters (param-confidence).
+BERNSTEIN = AlgorithmParameters("pf-xab", num_clients=5, horizon=10_000, alpha=0.3, seed=7, confidence="bernstein",
+                                reward_low=-0.1, reward_high=1.1)
 
 
 def assert_same(a: object, b: object) -> None:
     assert type(a) is type(b)
     for key, value in vars(a).items():
         other = getattr(b, key)
-        if isinstance(value, np.ndarray):
+        if isinstance(value, Mapping):  # named statistics: the same names in the same order, the same values
+            assert list(value) == list(other)
+            for name, values in value.items():
+                np.testing.assert_array_equal(values, other[name])
+        elif isinstance(value, np.ndarray):
             np.testing.assert_array_equal(value, other)
             assert np.asarray(other).dtype.kind == value.dtype.kind
         else:
@@ -47,10 +56,12 @@ BROADCASTS = [
     PhaseInstruction(3, UNION, 12, 40, PARAMS),
     GlobalUpdate(3, UNION, np.array([0.5, np.nan, 0.25, 1.0]), 1234, np.array([False, True, False, False]), PARAMS),
     FinishInstruction(5, PARAMS),
+    GlobalUpdate(3, UNION, np.array([0.5, np.nan, 0.25, 1.0]), 1234, np.array([False, True, False, False]), BERNSTEIN,
+                 {"variance": np.array([0.01, np.nan, 0.2, 0.0])}, np.array([3.0, 0.0, 1.0, 5.0])),
 ]
 
 
-@pytest.mark.parametrize("message", BROADCASTS, ids=["phase", "update", "finish"])
+@pytest.mark.parametrize("message", BROADCASTS, ids=["phase", "update", "finish", "update-with-statistics"])
 def test_broadcasts_round_trip_with_the_parameters_and_count_as_the_core(message) -> None:
     arrays, config = serde.broadcast_payload(message)
     assert_same(serde.read_broadcast(arrays, config), message)
@@ -62,18 +73,21 @@ REPLIES = [
     LocalReport(2, UNION, np.array([0.1, 0.2, 0.0, 0.4]), np.array([10, 10, 0, 30], dtype=np.int64)),
     ActiveSetReport(4, np.array([8, 9, 14, 15], dtype=np.int64)),
     FinishReport(1, 37, np.array([0.25, 0.75])),
+    LocalReport(2, UNION, np.array([0.1, 0.2, 0.0, 0.4]), np.array([10, 10, 0, 30], dtype=np.int64),
+                {"variance": np.array([0.01, 0.02, 0.0, 0.04])}),
 ]
 
 
-@pytest.mark.parametrize("report", REPLIES, ids=["local", "active-set", "finish"])
+@pytest.mark.parametrize("report", REPLIES, ids=["local", "active-set", "finish", "local-with-statistics"])
 def test_replies_round_trip_and_harness_is_carried_but_not_counted(report) -> None:
     harness = {"pull-nodes": np.array([2, 5, 37]), "pull-counts": np.array([10, 20, 970])}
+    names = tuple(getattr(report, "statistics", ()))  # what the server's bound declares
     arrays, config = serde.reply_payload(report)
-    assert_same(serde.read_reply(arrays, config, type(report)), report)
+    assert_same(serde.read_reply(arrays, config, type(report), names), report)
     assert wire_values(arrays, config) == payload_size(report)[0]
     with_harness = serde.reply_payload(report, harness)
     back_arrays, back_config = records.from_record(records.to_record(*with_harness))
-    assert_same(serde.read_reply(back_arrays, back_config, type(report)), report)
+    assert_same(serde.read_reply(back_arrays, back_config, type(report), names), report)
     for key, value in serde.read_harness(back_config).items():
         np.testing.assert_array_equal(value, harness[key])
     assert wire_values(*with_harness) == payload_size(report)[0]
@@ -101,6 +115,7 @@ def test_a_stand_by_reply_is_recognised() -> None:
         ([UNION], {serde.PARTITION_ID: "2"}, LocalReport, "not an integer"),
         ([UNION], {serde.PARTITION_ID: True}, LocalReport, "not an integer"),
         ([UNION, UNION], {serde.PARTITION_ID: 2}, LocalReport, "expected 3"),
+        ([UNION, UNION, UNION, UNION], {serde.PARTITION_ID: 2}, LocalReport, r"4 tensors, expected 3 \(node ids"),
         ([np.array([1, 2])], {serde.PARTITION_ID: 2}, FinishReport, "one node id"),
         ([np.array([1.5]), np.array([0.5])], {serde.PARTITION_ID: 2}, FinishReport, "not an integer"),
         ([], {serde.PARTITION_ID: 2, serde.NODE_IDS: b"\x01\x02\x03"}, ActiveSetReport, "int64 bytes"),
@@ -121,6 +136,15 @@ def test_a_malformed_broadcast_raises_wire_error(drop: str) -> None:
     arrays, config = serde.broadcast_payload(BROADCASTS[0])
     with pytest.raises(serde.WireError, match="malformed"):
         serde.read_broadcast(arrays, {**config, "param-horizon": "many"})
+
+
+def test_a_global_update_without_its_bounds_statistics_raises_wire_error() -> None:
+    arrays, config = serde.broadcast_payload(BROADCASTS[-1])
+    with pytest.raises(serde.WireError, match="4 tensors, expected 5 under confidence=bernstein"):
+        serde.read_broadcast(arrays[:4], config)
+    _, plain_config = serde.broadcast_payload(BROADCASTS[1])
+    with pytest.raises(serde.WireError, match="5 tensors, expected 3 under confidence=hoeffding"):
+        serde.read_broadcast(arrays, plain_config)
 
 
 def test_unreadable_record_content_is_a_wire_error() -> None:

@@ -52,9 +52,9 @@ def run_secure(federation, algorithm: str, settings) -> tuple[ServerMachine, lis
             return server, errors
         reports = [c.explore(instruction, e) for c, e in zip(clients, envs, strict=True)]
         average = secagg_average([secure.local_vector(r) for r in reports])
-        parts = 3 if settings.bernstein else 2
-        sums, holders, variance_sums = secure.split_aggregate(average, len(reports), len(instruction.node_ids), parts)
-        update = server.aggregate_sums(sums, holders, len(reports), variance_sums)
+        names = settings.bound.statistics
+        sums, holders, statistic_sums = secure.split_aggregate(average, len(reports), len(instruction.node_ids), names)
+        update = server.aggregate_sums(sums, holders, len(reports), statistic_sums)
         exact = pooled_means(instruction.node_ids, reports)
         errors.append(float(np.nanmax(np.abs(update.global_means - exact))))
         server.collect([c.eliminate(update, e) for c, e in zip(clients, envs, strict=True)])

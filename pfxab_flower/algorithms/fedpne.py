@@ -2,7 +2,8 @@
 
 Fed-PNE optimises the *global* objective only. Every client pulls every node of
 the one shared active set ``ceil(f(p))`` times; the server eliminates on global
-means with the PF-XAB rule (``drop k if mu_k + nu1 rho^h <= max_j mu_j - 2 B_p``)
+means with the PF-XAB rule (``drop k if mu_k + nu1 rho^h <= max_j mu_j - 2 B_p``, ``B_p``
+the global means' width under the run's confidence bound)
 and every client adopts the server's survivors, so all active sets are equal;
 each client finally exploits the node with the best global mean.
 """
@@ -13,8 +14,8 @@ import math
 
 import numpy as np
 
-from pfxab_flower.algorithms.bernstein import eliminate_with_widths
-from pfxab_flower.algorithms.phased import ClientView, Policy, Settings, eliminate_below
+from pfxab_flower.algorithms.bounds import Widths
+from pfxab_flower.algorithms.phased import ClientView, Policy, Settings
 
 
 class FedPNE(Policy):
@@ -24,14 +25,9 @@ class FedPNE(Policy):
         return math.ceil(f), 0
 
     def server_eliminated(
-        self, settings: Settings, phase: int, pooled_means: np.ndarray, pooled_widths: np.ndarray | None
+        self, settings: Settings, phase: int, pooled_means: np.ndarray, pooled_widths: Widths
     ) -> np.ndarray:
-        schedule = settings.schedule
-        if pooled_widths is not None:  # bernstein
-            return ~eliminate_with_widths(pooled_means, pooled_widths, slack=schedule.smoothness(phase))
-        return ~eliminate_below(
-            pooled_means, slack=schedule.smoothness(phase), margin=2.0 * schedule.confidence_width(phase)
-        )
+        return ~settings.bound.keep(pooled_means, pooled_widths, slack=settings.schedule.smoothness(phase))
 
     def score(self, settings: Settings, view: ClientView) -> np.ndarray:
         return view.global_means

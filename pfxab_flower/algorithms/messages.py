@@ -21,7 +21,7 @@ server/client mismatch cannot happen (nor can a client that joins late miss them
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -39,8 +39,9 @@ class AlgorithmParameters:
     ``max_depth = 0`` means no depth limit (a wire format has no ``None``). ``report_pulls``
     belongs to the simulation harness, not to the algorithm: it asks every client to attach
     its pull log to its replies, from which the server scores the exact regret.
-    ``confidence`` is ``hoeffding`` (the paper's widths) or ``bernstein`` (empirical-Bernstein
-    widths, which need the rewards' range ``[reward_low, reward_high]``).
+    ``confidence`` names the run's confidence bound (:data:`~pfxab_flower.algorithms.bounds.BOUNDS`:
+    ``hoeffding``, the paper's widths, or ``bernstein``); a bound whose widths use the rewards'
+    range gets it as ``[reward_low, reward_high]``.
     """
 
     algorithm: str
@@ -98,15 +99,15 @@ class PhaseInstruction:
 class LocalReport:
     """A client's local means over ``A(p)``; ``counts == 0`` marks a node it did not sample.
 
-    Under ``confidence = "bernstein"`` it also sends each node's sample variance (its sum of
-    squared deviations over ``n - 1``); under ``hoeffding`` nothing more than the means.
+    ``statistics`` holds the per-node statistics the run's confidence bound declares, by
+    name, in its declared order (Bernstein: each node's sample ``variance``; Hoeffding: none).
     """
 
     client: int
     node_ids: np.ndarray
     means: np.ndarray
     counts: np.ndarray
-    variances: np.ndarray | None = None
+    statistics: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,9 @@ class GlobalUpdate:
     phase_length: int
     eliminated: np.ndarray  # bool, one per node of A(p): dropped for everyone by the server
     parameters: AlgorithmParameters
-    #: bernstein only: each node's pooled sample variance and how many clients' means its global mean averages
-    variances: np.ndarray | None = None
+    #: the pooled statistics the bound declares (mean over the holders, NaN where none), in its declared order
+    statistics: Mapping[str, np.ndarray] = field(default_factory=dict)
+    #: how many clients' means each global mean averages: sent with pooled statistics, else ``None``
     holders: np.ndarray | None = None
 
 
@@ -156,11 +158,14 @@ def payload_size(message: Message) -> tuple[int, int]:
     """``(values, bytes)`` of a message's payload: array elements and scalars (8 bytes each)."""
     values = 0
     nbytes = 0
-    for field in fields(message):
-        value = getattr(message, field.name)
+    for part in fields(message):
+        value = getattr(message, part.name)
         if value is None:  # an optional part that is not sent
             continue
-        if isinstance(value, AlgorithmParameters):
+        if isinstance(value, Mapping):  # named statistics: each array counts (none sent: nothing)
+            values += sum(int(np.asarray(v).size) for v in value.values())
+            nbytes += sum(int(np.asarray(v).nbytes) for v in value.values())
+        elif isinstance(value, AlgorithmParameters):
             values += len(value.sent())
             nbytes += 8 * len(value.sent())
         elif isinstance(value, np.ndarray):

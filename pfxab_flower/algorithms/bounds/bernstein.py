@@ -1,4 +1,4 @@
-"""Empirical-Bernstein confidence widths: the ``confidence = "bernstein"`` option of every algorithm.
+"""Empirical-Bernstein widths: the ``confidence = "bernstein"`` option of every algorithm.
 
 The paper's width ``B_p = c sqrt(log T / (M f(p)))`` (Hoeffding) assumes the worst
 noise a reward range allows, whatever the noise really is. The empirical-Bernstein
@@ -12,16 +12,32 @@ probability at least ``1 - delta``::
 ``sqrt(log(2 / delta) / (2 n))`` for ``log(2 / delta) = 4 log T``, so
 ``delta = 2 T^-4`` and ``L = log(3 / 2) + 4 log T``.
 
-Everything here is a pure function of arrays, shared by the client and server
-machines and by the coverage test (``tests/test_bernstein.py``); the derivation of
-the global and personalised widths is in ``docs/algorithms/index.md``.
+A client keeps each node's sum of squared deviations besides its sum and reports each
+node's sample ``variance``; the server pools them over the holders and designs the next
+phase's length for the largest. The functions are pure functions of arrays, shared by
+:class:`Bernstein` and the coverage test (``tests/test_bernstein.py``); the derivation
+of the global and personalised widths is in ``docs/algorithms/index.md``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from pfxab_flower.algorithms.bounds.base import ConfidenceBound, Design, Samples
+
+if TYPE_CHECKING:
+    from pfxab_flower.algorithms.phased.policy import ClientView
+    from pfxab_flower.algorithms.phased.settings import Settings
+    from pfxab_flower.sampling import Environment
+
+#: The statistic a client reports per node: its sample variance.
+VARIANCE = "variance"
+#: What a client keeps besides the sums: each node's sum of squared deviations from its own mean.
+DEVIATIONS = "deviations"
 
 
 def log_term(horizon: int) -> float:
@@ -145,17 +161,80 @@ def combine_samples(sums: Pair, deviations: Pair, counts: Pair) -> Pair:
     return s1 + s2, d1 + d2 + cross
 
 
-def eliminate_with_widths(estimates: np.ndarray, widths: np.ndarray, slack: float) -> np.ndarray:
-    """Keep mask of ``drop k if estimate_k + width_k + slack <= max_j (estimate_j - width_j)``.
+class Bernstein(ConfidenceBound):
+    """Empirical-Bernstein widths from the variance the clients observe; phase lengths designed from it."""
 
-    The rule of :func:`~pfxab_flower.algorithms.phased.eliminate_below` with each node's
-    own width (upper bound against the best lower bound). A NaN estimate is kept and is
-    not the reference; with no finite estimate at all, every node is kept.
-    """
-    estimates = np.asarray(estimates, dtype=float)
-    widths = np.asarray(widths, dtype=float)
-    known = np.isfinite(estimates)
-    lower = np.where(known, estimates - widths, -np.inf)
-    if not known.any() or not np.isfinite(lower.max()):
-        return np.ones(estimates.shape, dtype=bool)
-    return ~(estimates + widths + slack <= lower.max())
+    name = "bernstein"
+    statistics = (VARIANCE,)
+    uses_reward_range = True
+
+    # -- phase-length design ------------------------------------------------------------------
+    def first_design(self, settings: Settings) -> Design:
+        """Phase 1 is designed for the largest variance the reward range allows."""
+        return {VARIANCE: max_variance(settings.reward_span)}
+
+    def next_design(self, settings: Settings, design: Design, pooled: Mapping[str, np.ndarray]) -> Design:
+        """The largest pooled variance seen, rounded up (:func:`round_up`); kept if nothing was pooled."""
+        variances = pooled[VARIANCE]
+        known = np.isfinite(variances)
+        if not known.any():
+            return design
+        largest = round_up(float(variances[known].max()))
+        return {VARIANCE: min(largest, max_variance(settings.reward_span))}
+
+    def samples(self, settings: Settings, phase: int, design: Design) -> float:
+        """Samples per client per node at which an ``M``-client pooled mean's width is ``nu1 rho^h`` for
+        rewards of the design's variance (Hoeffding's ``f(p)`` is the same with ``V = b^2/4`` and no range term)."""
+        target = settings.schedule.smoothness(phase)
+        return samples_for(target, design[VARIANCE], settings.reward_span, log_term(settings.horizon)) / \
+            settings.num_clients
+
+    def fewest_samples(self, settings: Settings, phase: int) -> float:
+        """No phase is shorter than for noiseless rewards."""
+        return self.samples(settings, phase, {VARIANCE: 0.0})
+
+    # -- what a client keeps and reports -----------------------------------------------------
+    def empty(self, size: int) -> Samples:
+        return Samples(np.zeros(size), np.zeros(size, dtype=np.int64), {DEVIATIONS: np.zeros(size)})
+
+    def draw(self, env: Environment, node_ids: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> Samples:
+        counts = np.asarray(counts, dtype=np.int64).copy()
+        sums, deviations = env.pull_with_deviations(node_ids, counts.copy(), rng)
+        return Samples(sums, counts, {DEVIATIONS: deviations})
+
+    def merge(self, first: Samples, second: Samples) -> Samples:
+        sums, deviations = combine_samples((first.sums, second.sums),
+                                           (first.extra[DEVIATIONS], second.extra[DEVIATIONS]),
+                                           (first.counts, second.counts))
+        return Samples(sums, first.counts + second.counts, {DEVIATIONS: deviations})
+
+    def client_statistics(self, settings: Settings, samples: Samples) -> dict[str, np.ndarray]:
+        return {VARIANCE: sample_variances(samples.extra[DEVIATIONS], samples.counts, settings.reward_span)}
+
+    def check_statistic(self, settings: Settings, name: str, values: np.ndarray, counts: np.ndarray) -> str | None:
+        """A sample variance of ``n`` rewards of span ``b`` is in ``[0, b^2 n / (4 (n - 1))]``."""
+        sampled = counts > 0
+        limit = variance_limit(counts, settings.reward_span) * (1.0 + 1e-9)
+        if not np.all(np.isfinite(values[sampled])) or np.any(((values < 0) | (values > limit))[sampled]):
+            return "variances are not in [0, b^2 n / (4 (n - 1))] for the reward range's span b"
+        return None
+
+    # -- widths -------------------------------------------------------------------------------
+    def global_widths(
+        self, settings: Settings, phase: int, pooled: Mapping[str, np.ndarray], holders: np.ndarray, min_count: int
+    ) -> np.ndarray:
+        """:func:`global_widths` of the pooled variances."""
+        return global_widths(pooled[VARIANCE], holders, min_count, settings.reward_span, log_term(settings.horizon))
+
+    def local_widths(self, settings: Settings, view: ClientView) -> np.ndarray:
+        """:func:`width` of the client's own sample variances and pulls."""
+        return width(view.own_statistics[VARIANCE], view.local_counts, settings.reward_span,
+                     log_term(settings.horizon))
+
+    def personalised_widths(self, settings: Settings, view: ClientView) -> np.ndarray:
+        """:func:`personalised_widths`; a node no other client reported has only its local estimate and width."""
+        assert view.holders is not None  # a bound with statistics gets holder counts with the global means
+        personalised = personalised_widths(
+            settings.alpha, view.pooled_statistics[VARIANCE], view.holders, view.local_counts, view.min_count,
+            settings.reward_span, log_term(settings.horizon))
+        return np.where(np.isfinite(personalised), personalised, self.local_widths(settings, view))

@@ -1,0 +1,153 @@
+"""The interface every confidence bound implements, and the rewards a client keeps for it.
+
+A phased-elimination algorithm needs four things from its confidence bound, and the
+machines ask for them through :class:`ConfidenceBound` only, never by the bound's name:
+
+* **widths**: how far an estimate can be from its mean, for the three estimates the
+  policies eliminate with (a global mean on the server, a client's local mean, PF-XAB's
+  personalised estimate), and the rule that turns widths into survivors (:meth:`keep`);
+* **phase-length design**: ``f(p)``, the pulls per client per node that make the
+  phase's pooled width ``nu1 rho^h`` (possibly from what earlier phases observed);
+* **what a client adds to its report**: per-node statistics named in :attr:`statistics`
+  (none for Hoeffding, ``variance`` for Bernstein), computed from the rewards it drew;
+* **how the server pools them**: always the mean over the clients that sampled the node
+  (the skeleton does it, by name), sent back with the global means and the holder counts.
+
+So the codecs carry whatever statistics a report holds, in the bound's declared order,
+and a new bound is one subclass in its own file plus its registration in
+:mod:`pfxab_flower.algorithms.bounds` (see ``docs/extending.md``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+if TYPE_CHECKING:  # the skeleton imports the bounds, never the other way round
+    from pfxab_flower.algorithms.phased.policy import ClientView
+    from pfxab_flower.algorithms.phased.settings import Settings
+    from pfxab_flower.sampling import Environment
+
+#: A width per node, or one width for every node (a bound whose width does not depend on the node).
+Widths = np.ndarray | float
+#: What a bound designs the next phase's length from (e.g. Bernstein's ``{"variance": V}``); empty if nothing.
+Design = Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class Samples:
+    """The rewards a client drew from some nodes, as a bound keeps them: sums, counts and its own extras."""
+
+    sums: np.ndarray
+    counts: np.ndarray
+    #: what the bound keeps besides (Bernstein: each node's sum of squared deviations); same length as ``sums``
+    extra: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def take(self, index: np.ndarray) -> Samples:
+        """The samples of the nodes at ``index``."""
+        return Samples(self.sums[index], self.counts[index], {k: v[index] for k, v in self.extra.items()})
+
+    def put(self, index: np.ndarray, part: Samples) -> Samples:
+        """These samples with those of the nodes at ``index`` replaced by ``part``."""
+        sums, counts = self.sums.copy(), self.counts.copy()
+        sums[index], counts[index] = part.sums, part.counts
+        extra = {}
+        for key, values in self.extra.items():
+            extra[key] = values.copy()
+            extra[key][index] = part.extra[key]
+        return Samples(sums, counts, extra)
+
+
+def eliminate_with_widths(estimates: np.ndarray, widths: Widths, slack: float) -> np.ndarray:
+    """Keep mask of ``drop k if estimate_k + width_k + slack <= max_j (estimate_j - width_j)``.
+
+    Each node's upper bound against the best lower bound. A NaN estimate (a node no valid
+    report sampled) is no evidence: it is kept and is not the reference; with no finite
+    estimate at all (or no finite lower bound), every node is kept.
+    """
+    estimates = np.asarray(estimates, dtype=float)
+    widths = np.asarray(widths, dtype=float)
+    known = np.isfinite(estimates)
+    lower = np.where(known, estimates - widths, -np.inf)
+    if not known.any() or not np.isfinite(lower.max()):
+        return np.ones(estimates.shape, dtype=bool)
+    return ~(estimates + widths + slack <= lower.max())
+
+
+class ConfidenceBound(ABC):
+    """One confidence bound: its widths, its phase lengths, and what its clients report.
+
+    Bounds are stateless (one instance serves every run); what they need of a run comes
+    in its :class:`~pfxab_flower.algorithms.phased.settings.Settings`. The defaults are
+    those of a bound that needs only the means: no statistics, no reward range, a fixed
+    design, and the per-node elimination rule of :func:`eliminate_with_widths`.
+    """
+
+    #: The ``confidence`` option's value that selects this bound.
+    name: ClassVar[str]
+    #: Per-node statistics a client reports over ``A(p)`` besides its means; the server pools each by name.
+    statistics: ClassVar[tuple[str, ...]] = ()
+    #: Whether the widths use the rewards' range: then the server sends it to the clients with the parameters.
+    uses_reward_range: ClassVar[bool] = False
+
+    # -- phase-length design (server) ----------------------------------------------------
+    def first_design(self, settings: Settings) -> Design:
+        """What phase 1's length is designed from (nothing has been observed yet)."""
+        return {}
+
+    def next_design(self, settings: Settings, design: Design, pooled: Mapping[str, np.ndarray]) -> Design:
+        """What the next phase's length is designed from, given this phase's pooled statistics."""
+        return design
+
+    @abstractmethod
+    def samples(self, settings: Settings, phase: int, design: Design) -> float:
+        """``f(p)``: pulls per client per node at which an ``M``-client pooled mean has width ``nu1 rho^h``."""
+
+    def fewest_samples(self, settings: Settings, phase: int) -> float:
+        """A lower bound on :meth:`samples` of ``phase`` whatever is observed (bounds the number of rounds)."""
+        return self.samples(settings, phase, self.first_design(settings))
+
+    # -- what a client keeps of its rewards and reports ------------------------------------
+    def empty(self, size: int) -> Samples:
+        """No rewards yet from ``size`` nodes."""
+        return Samples(np.zeros(size), np.zeros(size, dtype=np.int64))
+
+    def draw(self, env: Environment, node_ids: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> Samples:
+        """Pull ``node_ids[i]`` ``counts[i]`` times and keep what this bound needs of the rewards."""
+        return Samples(env.pull(node_ids, counts, rng), np.asarray(counts, dtype=np.int64).copy())
+
+    def merge(self, first: Samples, second: Samples) -> Samples:
+        """Two batches of rewards of the same nodes as one."""
+        return Samples(first.sums + second.sums, first.counts + second.counts)
+
+    def client_statistics(self, settings: Settings, samples: Samples) -> dict[str, np.ndarray]:
+        """The per-node statistics a client reports (one array per name in :attr:`statistics`)."""
+        return {}
+
+    def check_statistic(self, settings: Settings, name: str, values: np.ndarray, counts: np.ndarray) -> str | None:
+        """Why a reported statistic (already one finite-typed value per node) cannot be true, or ``None``."""
+        return None
+
+    # -- widths ------------------------------------------------------------------------------
+    @abstractmethod
+    def global_widths(
+        self, settings: Settings, phase: int, pooled: Mapping[str, np.ndarray], holders: np.ndarray, min_count: int
+    ) -> Widths:
+        """Each global mean's width (server side): ``pooled`` statistics (NaN where nobody reported) over
+        ``holders`` clients, each of at least ``min_count`` pulls per node."""
+
+    @abstractmethod
+    def local_widths(self, settings: Settings, view: ClientView) -> Widths:
+        """The width of each of a client's local means over its own nodes."""
+
+    @abstractmethod
+    def personalised_widths(self, settings: Settings, view: ClientView) -> Widths:
+        """The width of each personalised estimate ``alpha local + (1 - alpha) global`` (PF-XAB)."""
+
+    def keep(self, estimates: np.ndarray, widths: Widths, slack: float) -> np.ndarray:
+        """Keep mask of the elimination ``drop k if upper_k + slack <= max_j lower_j`` with these widths."""
+        return eliminate_with_widths(estimates, widths, slack)

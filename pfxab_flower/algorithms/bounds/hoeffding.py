@@ -1,0 +1,67 @@
+"""Hoeffding widths: the paper's ``B_p``, the ``confidence = "hoeffding"`` option (the default).
+
+Hoeffding's bound assumes the worst noise the rewards allow, whatever the noise really
+is, so a width depends on the number of pulls only. With ``c = sqrt(2)``
+(:mod:`~pfxab_flower.algorithms.schedule`)::
+
+    f(p) = c^2 log(T) / (M nu1^2 rho^(2h))       pulls per client per node
+    B_p  = c sqrt(log(T) / (M f(p))) = nu1 rho^h  width of a global or personalised estimate
+    b    = c sqrt(log(T) / n)                     width of a local mean of n pulls (PF-PNE)
+
+Every node has the same width, and a node is dropped by the paper's rule
+``estimate_k + slack <= max_j estimate_j - 2 width``. A client reports its means only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pfxab_flower.algorithms.bounds.base import ConfidenceBound, Design, Widths
+from pfxab_flower.algorithms.schedule import C
+
+if TYPE_CHECKING:
+    from pfxab_flower.algorithms.phased.policy import ClientView
+    from pfxab_flower.algorithms.phased.settings import Settings
+
+
+def eliminate_below(estimates: np.ndarray, slack: float, margin: float) -> np.ndarray:
+    """Keep mask of the rule ``drop k if estimate_k + slack <= max_j estimate_j - margin``.
+
+    A NaN estimate (a node no valid report sampled) is no evidence: it is kept and
+    is not the reference; with no finite estimate at all, every node is kept.
+    """
+    estimates = np.asarray(estimates, dtype=float)
+    known = np.isfinite(estimates)
+    if not known.any():
+        return np.ones(estimates.shape, dtype=bool)
+    return ~(estimates + slack <= estimates[known].max() - margin)
+
+
+class Hoeffding(ConfidenceBound):
+    """The paper's widths: one width per phase for every node, from the number of pulls alone."""
+
+    name = "hoeffding"
+
+    def samples(self, settings: Settings, phase: int, design: Design) -> float:
+        return settings.schedule.f(phase)
+
+    def global_widths(
+        self, settings: Settings, phase: int, pooled: Mapping[str, np.ndarray], holders: np.ndarray, min_count: int
+    ) -> float:
+        return settings.schedule.confidence_width(phase)
+
+    def personalised_widths(self, settings: Settings, view: ClientView) -> float:
+        return settings.schedule.confidence_width(view.phase)
+
+    def local_widths(self, settings: Settings, view: ClientView) -> float:
+        """``c sqrt(log(T) / n)`` for the fewest pulls ``n`` of the client's own nodes."""
+        samples = max(int(view.local_counts.min()), 1)
+        return C * math.sqrt(math.log(settings.horizon) / samples)
+
+    def keep(self, estimates: np.ndarray, widths: Widths, slack: float) -> np.ndarray:
+        """The paper's rule: ``drop k if estimate_k + slack <= max_j estimate_j - 2 width`` (one width for all)."""
+        return eliminate_below(estimates, slack=slack, margin=2.0 * widths)

@@ -1,0 +1,157 @@
+"""One client of a phased-elimination algorithm: explore, eliminate, exploit until the horizon."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pfxab_flower.algorithms.messages import (
+    ActiveSetReport,
+    FinishInstruction,
+    FinishReport,
+    GlobalUpdate,
+    LocalReport,
+    PhaseInstruction,
+)
+from pfxab_flower.algorithms.phased.policy import ClientView, Policy
+from pfxab_flower.algorithms.phased.settings import Settings
+from pfxab_flower.algorithms.phased.state import ClientState, ProtocolError
+from pfxab_flower.partition import children
+from pfxab_flower.sampling import Environment
+
+
+def _rng(settings: Settings, client: int, phase: int) -> np.random.Generator:
+    """The noise stream of one client in one phase: the same whichever engine runs it."""
+    return np.random.default_rng([settings.seed, client, phase])
+
+
+def min_pulls(counts: np.ndarray) -> int:
+    """The fewest pulls any sampled node of ``A(p)`` had in a phase (every client's global pulls, if any)."""
+    sampled = np.asarray(counts)[np.asarray(counts) > 0]
+    return int(sampled.min()) if sampled.size else 0
+
+
+class ClientMachine:
+    """One client of a phased-elimination algorithm."""
+
+    def __init__(self, policy: Policy, settings: Settings, client: int, state: ClientState | None = None):
+        self.policy = policy
+        self.settings = settings
+        self.client = client
+        self.state = state if state is not None else ClientState()
+
+    def _own_index(self, union: np.ndarray) -> np.ndarray:
+        index = np.searchsorted(union, self.state.active)
+        if np.any(index >= len(union)) or np.any(union[np.minimum(index, len(union) - 1)] != self.state.active):
+            raise ProtocolError(f"client {self.client}: its active set is not inside the broadcast union")
+        return index
+
+    def catch_up(self, phase: int) -> None:
+        """Close the phases before ``phase`` that this client missed (it was down or too late).
+
+        For each missed phase its next active set is every child of its current
+        one, exactly the superset the server assumes for a client whose active
+        set did not arrive, so both sides keep the same sets. Its choice is kept.
+        Pulls it made before dropping out count toward its ``T``; the pulls of the
+        time it was away are made up at the end (``finish`` plays until ``T``).
+        """
+        s = self.state
+        if phase <= s.completed:
+            raise ProtocolError(f"client {self.client}: got phase {phase}, but it completed phase {s.completed}")
+        while s.completed + 1 < phase:
+            missed = s.completed + 1
+            if s.explored_phase == missed:
+                s.pulls += s.explored
+            s.active = children(s.active)
+            s.completed = missed
+
+    def explore(self, instruction: PhaseInstruction, env: Environment) -> LocalReport:
+        """Global then local exploration; report local means over ``A(p)`` and the bound's statistics."""
+        s = self.state
+        self.catch_up(instruction.phase)
+        union = np.asarray(instruction.node_ids, dtype=np.int64)
+        own = self._own_index(union)
+        rng = _rng(self.settings, self.client, instruction.phase)
+        bound = self.settings.bound
+        samples = bound.empty(len(union))
+        if instruction.global_pulls > 0:
+            samples = bound.draw(env, union, np.full(len(union), instruction.global_pulls, dtype=np.int64), rng)
+        if instruction.local_pulls > 0:
+            local = bound.draw(env, s.active, np.full(len(own), instruction.local_pulls, dtype=np.int64), rng)
+            samples = samples.put(own, bound.merge(samples.take(own), local))
+        counts = samples.counts
+        means = np.divide(samples.sums, counts, out=np.zeros(len(union)), where=counts > 0)
+        statistics = bound.client_statistics(self.settings, samples)
+        s.union, s.means, s.counts, s.statistics, s.explored = union, means, counts, statistics, int(counts.sum())
+        s.explored_phase = instruction.phase
+        return LocalReport(self.client, union, means, counts, statistics)
+
+    def eliminate(self, update: GlobalUpdate, env: Environment) -> ActiveSetReport:
+        """Exploit while waiting, eliminate with the global means, split the survivors.
+
+        A client that missed this phase's exploration has no local means: it
+        exploits its chosen node for the whole phase and keeps every child (the
+        server's superset rule), so it rejoins in step.
+        """
+        s = self.state
+        self.catch_up(update.phase)
+        if s.explored_phase != update.phase:
+            if update.phase_length > 0:
+                env.play(s.choice, update.phase_length)
+            s.active = children(s.active)
+            s.pulls += update.phase_length
+            s.completed = update.phase
+            return ActiveSetReport(self.client, s.active)
+        if not np.array_equal(update.node_ids, s.union):
+            raise ProtocolError(f"client {self.client}: global update does not match phase {s.completed + 1}")
+        view = self._view(update, self._own_index(s.union))
+        waiting = update.phase_length - s.explored
+        if waiting > 0:
+            env.play(int(s.active[np.argmax(view.local_means)]), waiting)
+        keep = self.policy.keep(self.settings, view)
+        survivors = s.active[keep]
+        s.choice = int(survivors[np.argmax(self.policy.score(self.settings, view)[keep])])
+        s.active = children(survivors)
+        s.pulls += update.phase_length
+        s.completed = update.phase
+        return ActiveSetReport(self.client, s.active)
+
+    def _view(self, update: GlobalUpdate, own: np.ndarray) -> ClientView:
+        """What the client decides on: its own means and statistics, and the server's, over its own nodes."""
+        s = self.state
+        local = s.means[own]
+        global_means = np.asarray(update.global_means, dtype=float)[own]
+        # a node nobody could report on has no global estimate: fall back on the local one
+        reported = np.isfinite(global_means)
+        global_means = np.where(reported, global_means, local)
+        names = self.settings.bound.statistics
+        node_holders = None
+        if names:  # pooled statistics come with the holder counts the widths of their global means need
+            shape = np.shape(update.node_ids)
+            if any(np.shape(update.statistics.get(name)) != shape for name in names) or \
+                    np.shape(update.holders) != shape:
+                raise ProtocolError(f"client {self.client}: a global update without the pooled {', '.join(names)} "
+                                    f"and holders that confidence={self.settings.confidence} needs")
+            node_holders = np.where(reported, np.asarray(update.holders, dtype=float)[own], 0.0)
+        return ClientView(
+            phase=update.phase,
+            node_ids=s.active,
+            local_means=local,
+            local_counts=s.counts[own],
+            global_means=global_means,
+            server_eliminated=np.asarray(update.eliminated, dtype=bool)[own],
+            own_statistics={name: s.statistics[name][own] for name in names},
+            pooled_statistics={name: np.asarray(update.statistics[name], dtype=float)[own] for name in names},
+            holders=node_holders,
+            min_count=min_pulls(s.counts),
+        )
+
+    def finish(self, instruction: FinishInstruction, env: Environment) -> FinishReport:
+        """Exploit the chosen node until the horizon (making up any pulls missed while away)."""
+        s = self.state
+        self.catch_up(instruction.phases + 1)
+        remaining = self.settings.horizon - s.pulls
+        if remaining > 0:
+            env.play(s.choice, remaining)
+        s.pulls = self.settings.horizon
+        s.finished = True
+        return FinishReport(self.client, s.choice, np.asarray(env.point(s.choice), dtype=float))

@@ -1,0 +1,63 @@
+"""Where an algorithm departs from the shared skeleton (:class:`Policy`), and what a client decides on."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pfxab_flower.algorithms.bounds import Widths
+from pfxab_flower.algorithms.phased.settings import Settings
+
+
+@dataclass(frozen=True)
+class ClientView:
+    """What a client knows at elimination time about the nodes of its own ``A^m(p)``.
+
+    The statistics are those the run's confidence bound declares (none for Hoeffding);
+    its widths are computed from this view (:meth:`ConfidenceBound.local_widths`, ...).
+    """
+
+    phase: int
+    node_ids: np.ndarray
+    local_means: np.ndarray
+    local_counts: np.ndarray
+    global_means: np.ndarray
+    server_eliminated: np.ndarray
+    #: the client's own statistics of its nodes (e.g. its sample variances), by name
+    own_statistics: Mapping[str, np.ndarray] = field(default_factory=dict)
+    #: the server's pooled statistics of its nodes, by name (NaN where nobody reported)
+    pooled_statistics: Mapping[str, np.ndarray] = field(default_factory=dict)
+    #: how many clients' means each global mean averages (0 where nobody reported); sent with pooled statistics
+    holders: np.ndarray | None = None
+    #: the fewest pulls any node of ``A(p)`` had from this client in the phase
+    min_count: int = 0
+
+
+class Policy:
+    """Where an algorithm departs from the shared skeleton. Subclasses override what differs.
+
+    Eliminations go through the run's bound (``settings.bound``): its widths and its rule
+    :meth:`~pfxab_flower.algorithms.bounds.ConfidenceBound.keep`, so a policy holds for every bound.
+    """
+
+    name = "phased-elimination"
+
+    def pulls(self, settings: Settings, f: float) -> tuple[int, int]:
+        """``(global pulls per node of A(p), local pulls per node of A^m(p))`` for the phase's ``f(p)``."""
+        raise NotImplementedError
+
+    def server_eliminated(
+        self, settings: Settings, phase: int, pooled_means: np.ndarray, pooled_widths: Widths
+    ) -> np.ndarray:
+        """Nodes of ``A(p)`` the server drops for everyone (default: none), given the global means' widths."""
+        return np.zeros(pooled_means.shape, dtype=bool)
+
+    def score(self, settings: Settings, view: ClientView) -> np.ndarray:
+        """The client's estimate of each node's value: it exploits the best one at the end."""
+        raise NotImplementedError
+
+    def keep(self, settings: Settings, view: ClientView) -> np.ndarray:
+        """Which nodes of ``A^m(p)`` survive the client's elimination."""
+        raise NotImplementedError
