@@ -6,7 +6,7 @@ from Li et al. (AAAI 2024, AISTATS 2024).
 
 The flat API::
 
-    from pfxab_flower import Domain, Federation, RunConfig, compare, run, run_config
+    from pfxab_flower import Domain, Federation, RunConfig, compare, register_problem, run, run_config
 
 Flower strategies and client apps: :mod:`pfxab_flower.strategies` (``PFXAB``, ``FedPNE``,
 ``PFPNE``) and :mod:`pfxab_flower.client_apps` (``objective_client_app``). Names are
@@ -46,6 +46,7 @@ _EXPORTS = {
     "run": "pfxab_flower.engine",
     "run_config": "pfxab_flower.engine",
     "compare": "pfxab_flower.compare",
+    "register_problem": "pfxab_flower.problem_registry",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

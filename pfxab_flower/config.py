@@ -1,22 +1,28 @@
 """Every parameter of a run and of the Flower app, declared once: default, check, help, limits.
 
-:data:`PARAMETERS` is the one declaration. Everything else is derived from it or
-tested against it: :class:`RunConfig` and :class:`AppOptions` (their defaults and
-checks), the command-line flags (``simulations/commands/options.py``), the Flower
-run-config keys (kebab-case, ``noise-sigma``) and the ``[tool.flwr.app.config]``
-defaults in ``pyproject.toml`` (``tests/test_config.py`` compares them).
+:data:`PARAMETERS` is the one declaration. Derived from it or tested against it:
+:class:`RunConfig` and :class:`AppOptions` (their defaults and checks), the command-line
+flags (``simulations/commands/options.py``), the Flower run-config keys (kebab-case,
+``noise-sigma``) and the ``[tool.flwr.app.config]`` defaults in ``pyproject.toml``
+(``tests/test_config.py`` compares them). The problems a run may name are not listed here:
+``problem``'s choices are read from :mod:`pfxab_flower.problem_registry` on each check. Not
+declared here (yet): ``--engine`` (argparse's choices, :data:`ENGINES`), and ``--workers``
+and ``--algorithms``, checked by :func:`parse_workers` and :func:`parse_algorithms` below.
 
-Two entry points check a value by its snake_case name, with the same code:
+Every check of a declared parameter runs the same code, by its snake_case name:
 
 * :func:`check` for Python values (API keyword arguments, a strategy's constructor):
   the type must be right (numpy integers and floats count as integers and numbers,
   ``bool`` is not a number), the value is returned as a plain Python value.
 * :func:`parse` for text (flags, run-config keys, CSV or TOML rows): ``"0.5"`` is
-  converted to the declared type first, then checked.
+  converted to the declared type first, then :func:`check`-ed.
 
-Both raise :class:`ConfigError` with one line, ``"{name}={value!r} is invalid;
-allowed: {what}"``, before any work starts (and before Ray starts). The name is spelled
-the way the value was given (:func:`~pfxab_flower.errors.spelled_as`): ``noise_sigma`` from Python, ``--noise-sigma``
+Each entry point checks the values it takes (``RunConfig``, ``AppOptions``, ``engine.run``'s and
+a strategy's keywords), so a value that passes through several (a ``RunConfig`` given to
+``engine.run``) is checked by each, with the same result. A bad value raises :class:`ConfigError`
+with one line, ``"{name}={value!r} is invalid; allowed: {what}"``, before any work starts (and
+before Ray starts). The name is spelled the way the value was given
+(:func:`~pfxab_flower.errors.spelled_as`): ``noise_sigma`` from Python, ``--noise-sigma``
 from the command line, ``noise-sigma`` from a Flower run config or a sweep's TOML file.
 
 The limits (``MAX_*``) are there so that a value too large to finish, or to fit in
@@ -31,18 +37,18 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any
 
 import numpy as np
 
 from pfxab_flower.errors import ConfigError, spelled, spelled_as
-from pfxab_flower.noise import NOISE_KINDS
+from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT, FaultPlan
+from pfxab_flower.problem_registry import problem_help
 
-if TYPE_CHECKING:
-    from pfxab_flower.faults import FaultPlan
-
-PROBLEMS = ("garland", "doublesine", "landmine")
 ALGORITHMS = ("pf-xab", "fed-pne", "pf-pne")
+#: Reward noise models (:class:`~pfxab_flower.noise.NoiseModel`, which checks its kind here).
+NOISE_KINDS = ("uniform", "gaussian", "bernoulli", "none")
 ENGINES = ("inprocess", "flower")
 #: Where the runs of a sweep or comparison execute: a local process pool, or tasks on a Ray cluster.
 EXECUTORS = ("processes", "ray")
@@ -83,21 +89,37 @@ MAX_INT64 = 2**63 - 1
 
 @dataclass(frozen=True)
 class Parameter:
-    """One declared parameter: its type, default, what is allowed (the check) and its help text."""
+    """One declared parameter: its type, default, what is allowed (the check) and its help text.
+
+    A *choice* parameter (``problem``, ``noise``, ...) allows one of the names ``choices()``
+    returns, each with a short description (``""`` if none). They are looked up on every check,
+    not copied here: the problems come from :mod:`pfxab_flower.problem_registry`, which can
+    grow after this module is imported. The error and the flag's ``{a,b}`` list both come from them.
+    """
 
     name: str  # snake_case; the flag and the run-config key are its kebab-case (``key``)
     kind: type  # int, float, str, bool, or tuple (distinct client indices)
     default: Any
-    allowed: str  # the "allowed: ..." part of the one-line error
+    rule: str  # the "allowed: ..." part of the one-line error ("" for a choice parameter: its choices)
     help: str
     valid: Callable[[Any], bool] = lambda value: True  # on the converted value
     optional: bool = False  # None (unset; "" in a run config) is allowed
     scope: str = "run"  # "run": a RunConfig field; "app": an AppOptions field; "other": a flag or a limit
     unset: str = "unset"  # what leaving an optional parameter unset means (its default in --help)
+    choices: Callable[[], Mapping[str, str]] | None = None  # a choice parameter's names and descriptions
 
     @property
     def key(self) -> str:
         return self.name.replace("_", "-")
+
+    @property
+    def allowed(self) -> str:
+        """The "allowed: ..." part of the one-line error."""
+        return ", ".join(self.choices()) if self.choices is not None else self.rule
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` (already of the declared type) is allowed."""
+        return value in self.choices() if self.choices is not None else self.valid(value)
 
 
 def _between(low: float, high: float, low_open: bool = False, high_open: bool = False) -> Callable[[Any], bool]:
@@ -109,8 +131,11 @@ def _between(low: float, high: float, low_open: bool = False, high_open: bool = 
     return valid
 
 
-def _one_of(choices: tuple[str, ...]) -> Callable[[Any], bool]:
-    return lambda value: value in choices
+def _choice(name: str, default: str, help: str, choices: Callable[[], Mapping[str, str]] | tuple[str, ...],
+            scope: str = "run") -> Parameter:
+    """A choice parameter: one of ``choices`` (a fixed tuple, or a function giving names and descriptions)."""
+    listed = partial(dict.fromkeys, choices, "") if isinstance(choices, tuple) else choices
+    return Parameter(name, str, default, "", help, scope=scope, choices=listed)
 
 
 def index_list(text: str, bound: int) -> tuple[int, ...] | None:
@@ -154,10 +179,8 @@ _SEEDS_ALLOWED = (f"an integer, a range like 0-9, or a comma-separated list like
 
 #: The declaration: RunConfig fields (in order), then the Flower app's options, then other flags and limits.
 PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
-    Parameter("problem", str, "garland", ", ".join(PROBLEMS),
-              f"federation to optimise ({', '.join(PROBLEMS)})", _one_of(PROBLEMS)),
-    Parameter("algorithm", str, "pf-xab", ", ".join(ALGORITHMS),
-              f"algorithm ({', '.join(ALGORITHMS)})", _one_of(ALGORITHMS)),
+    _choice("problem", "garland", "federation to optimise", problem_help),
+    _choice("algorithm", "pf-xab", "algorithm", ALGORITHMS),
     Parameter("clients", int, 10, f"an integer in [1, {MAX_CLIENTS}]",
               f"number of clients M, at most {MAX_CLIENTS}",
               _between(1, MAX_CLIENTS)),
@@ -169,17 +192,15 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("nu1", float, 1.0, "a number > 0", "smoothness constant nu1 > 0", _between(0, math.inf, low_open=True)),
     Parameter("rho", float, 0.5, "a number in (0, 1)", "smoothness rate rho in (0, 1)",
               _between(0, 1, low_open=True, high_open=True)),
-    Parameter("noise", str, "uniform", ", ".join(NOISE_KINDS), f"noise model ({', '.join(NOISE_KINDS)})",
-              _one_of(NOISE_KINDS)),
+    _choice("noise", "uniform", "noise model", NOISE_KINDS),
     Parameter("noise_sigma", float, 0.1, "a number >= 0", "noise scale sigma >= 0", _between(0, math.inf)),
     Parameter("spread", float, 0.3, "a number in [0, 1)", "spread of the synthetic clients' shifts, in [0, 1)",
               _between(0, 1, high_open=True)),
     Parameter("max_depth", int, None, "an integer >= 1 (or unset for no limit)", "deepest phase",
               _between(1, MAX_INT64), optional=True, unset="none, the budget alone limits the depth"),
     Parameter("pf_pne_eps", float, 0.1, "a number >= 0", "PF-PNE heterogeneity slack eps >= 0", _between(0, math.inf)),
-    Parameter("confidence", str, "hoeffding", ", ".join(CONFIDENCES),
-              "confidence widths: hoeffding (the paper's) or bernstein (from the observed variance)",
-              _one_of(CONFIDENCES)),
+    _choice("confidence", "hoeffding",
+            "confidence widths: hoeffding (the paper's) or bernstein (from the observed variance)", CONFIDENCES),
     Parameter("landmine_data", str, None, "a file path", "path to LandmineData.mat (landmine problem)",
               optional=True, unset="$PFXAB_LANDMINE_DATA, else the downloaded copy in the cache"),
     Parameter("fields", str, None, f"distinct comma-separated integers in 0..{LANDMINE_FIELD_COUNT - 1}",
@@ -190,7 +211,8 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("out_dir", str, "results/latest", "a directory path",
               "where the ServerApp writes summary.json, clients.csv, curve.csv", lambda text: bool(text.strip()),
               scope="app"),
-    Parameter("round_timeout", float, 600.0, "a number of seconds > 0", "longest a Flower round may take, in seconds",
+    Parameter("round_timeout", float, DEFAULT_ROUND_TIMEOUT, "a number of seconds > 0",
+              "longest a Flower round may take, in seconds",
               _between(0, math.inf, low_open=True), scope="app"),
     Parameter("fail_rate", float, 0.0, "a probability in [0, 1]",
               "inject failures: each client misses each phase with this probability", _between(0, 1), scope="app"),
@@ -200,12 +222,12 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("straggle_seconds", float, 0.0, "a number of seconds >= 0 (0: injected failures)",
               "the clients fail-rate selects answer this many seconds late instead of failing "
               "(a failure if at least round-timeout)", _between(0, math.inf), scope="app"),
-    Parameter("min_fraction", float, 0.5, "a number in [0, 1] (0: never stop)",
+    Parameter("min_fraction", float, DEFAULT_MIN_FRACTION, "a number in [0, 1] (0: never stop)",
               "stop unless this share of the clients answers in every exchange", _between(0, 1), scope="app"),
     Parameter("secure_aggregation", bool, False, "true, false",
               "sum the local means with Flower's SecAgg+ (true/false)", scope="app"),
-    Parameter("api", str, "message", ", ".join(APIS),
-              "Flower API: message (Message API) or legacy (Strategy/NumPyClient)", _one_of(APIS), scope="app"),
+    _choice("api", "message", "Flower API: message (Message API) or legacy (Strategy/NumPyClient)", APIS,
+            scope="app"),
     # Flags and limits that are not run-config keys.
     Parameter("num_cpus", float, 1.0, f"a number in (0, {_CORES}] (this machine's cores)",
               "CPUs per simulated client, at most this machine's cores (Ray waits forever for more)",
@@ -214,18 +236,15 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               lambda text: seed_ranges(text) is not None, scope="other"),
     Parameter("curve_points", int, 200, f"an integer in [2, {MAX_CURVE_POINTS}]",
               "points of each run's regret curve in a sweep", _between(2, MAX_CURVE_POINTS), scope="other"),
-    Parameter("executor", str, "processes", ", ".join(EXECUTORS),
-              "where the runs execute: local worker processes, or tasks on the Ray cluster at --ray-address",
-              _one_of(EXECUTORS), scope="other"),
+    _choice("executor", "processes",
+            "where the runs execute: local worker processes, or tasks on the Ray cluster at --ray-address", EXECUTORS,
+            scope="other"),
     Parameter("ray_address", str, None, "HOST:PORT of a running Ray head node (what `ray start --head` prints)",
               "an existing Ray cluster to run on (HOST:PORT of its head node)",
               lambda text: bool(text.strip()), optional=True, scope="other", unset="none, run locally"),
     Parameter("dimensions", int, 1, f"an integer in [1, {MAX_DIMENSIONS}] (dimensions of the domain)",
               "dimensions of a search space", _between(1, MAX_DIMENSIONS), scope="other"),
 )}
-
-DEFAULT_ROUND_TIMEOUT: float = PARAMETERS["round_timeout"].default
-DEFAULT_MIN_FRACTION: float = PARAMETERS["min_fraction"].default
 
 
 def _fail(name: str, value: object, allowed: str) -> None:
@@ -257,7 +276,7 @@ def check_against(p: Parameter, value: Any, label: str | None = None) -> Any:
     if value is None and p.optional:
         return None
     converted = _typed(p, value)
-    if converted is None or not p.valid(converted):
+    if converted is None or not p.accepts(converted):
         if label is not None:  # a Python keyword argument, named as the caller wrote it
             raise ConfigError(f"{label}={value!r} is invalid; allowed: {p.allowed}")
         _fail(p.name, value, p.allowed)
@@ -485,8 +504,6 @@ class AppOptions:
 
     def faults(self, seed: int) -> FaultPlan:
         """The run's failure plan (drawn from ``(seed, client, phase)``; stragglers too)."""
-        from pfxab_flower.faults import FaultPlan  # faults imports this module's defaults
-
         return FaultPlan(seed=seed, rate=self.fail_rate, clients=self.fail_clients,
                          straggle_seconds=self.straggle_seconds, round_timeout=self.round_timeout)
 

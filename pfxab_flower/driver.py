@@ -32,7 +32,7 @@ from pfxab_flower.algorithms.messages import (
     PhaseInstruction,
 )
 from pfxab_flower.algorithms.phased import ServerMachine, Settings
-from pfxab_flower.errors import RunStoppedError
+from pfxab_flower.errors import IncompleteRunError, RunStoppedError
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult, build_result
 from pfxab_flower.sampling import PullLog, evaluation_counts
@@ -361,7 +361,3 @@ def run_parameters(
         "confidence": settings.confidence,
         **(describe or {}),
     }
-
-
-class IncompleteRunError(RuntimeError):
-    """The run ended without what its result needs (every client's final report and pull log)."""

@@ -17,10 +17,16 @@ from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.messages import FinishInstruction, Message, payload_size
 from pfxab_flower.algorithms.phased import Policy, ServerMachine, Settings
 from pfxab_flower.algorithms.schedule import Schedule
-from pfxab_flower.config import REWARD_LIMIT, RunConfig, check_reward_range, validate_algorithm_parameters
+from pfxab_flower.config import (
+    REWARD_LIMIT,
+    RunConfig,
+    check_reward_range,
+    parse_min_fraction,
+    validate_algorithm_parameters,
+)
 from pfxab_flower.driver import Exchange, Failure, ServerDriver
 from pfxab_flower.errors import RunStoppedError
-from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS, FaultPlan, InjectedFailureError, parse_min_fraction
+from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS, FaultPlan, InjectedFailureError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult

@@ -19,6 +19,15 @@ class RunStoppedError(RuntimeError):
     """The server stopped the run on purpose (e.g. too few clients answered); the message says why."""
 
 
+class IncompleteRunError(RuntimeError):
+    """A run lacks what its result needs; the message says what.
+
+    Either the run ended without every client's final report and pull log (the server
+    driver cannot score it), or a run directory on disk misses a file or holds a damaged
+    one (a sweep then runs it again).
+    """
+
+
 #: How an error spells a parameter, by where its value came from: a Python keyword argument or attribute
 #: (``noise_sigma``, the default), a Flower run-config or TOML key (``noise-sigma``), a flag (``--noise-sigma``).
 SPELLINGS: dict[str, Callable[[str], str]] = {

@@ -19,8 +19,14 @@ engine (which has no clock) skips it. A straggler faster than the timeout is onl
 slow: its replies are used and it misses nothing. :meth:`FaultPlan.misses` says which.
 
 ``min_fraction`` is how many of the ``M`` clients must send a usable reply in an
-exchange for the server to go on (``ServerMachine`` enforces it). Every option is
-declared and validated in :mod:`pfxab_flower.config`, once, before any work or process starts.
+exchange for the server to go on (``ServerMachine`` enforces it).
+
+The options are declared in :mod:`pfxab_flower.config` (``fail_rate``, ``fail_clients``,
+``straggle_seconds``, ``round_timeout``, ``min_fraction``) and checked there when an entry
+point takes them (:class:`~pfxab_flower.config.AppOptions`, a run config, a strategy's keywords),
+before any work or process starts; :meth:`AppOptions.faults <pfxab_flower.config.AppOptions.faults>`
+builds the plan from checked options. A :class:`FaultPlan` made by hand is not checked. This
+module imports nothing of the package: ``config`` takes the two defaults below from here.
 """
 
 from __future__ import annotations
@@ -32,11 +38,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Re-exported: the engine, the phased machines and the strategies import the defaults and the quorum check here.
-from pfxab_flower.config import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT, parse_min_fraction
-
-__all__ = ["DEFAULT_MIN_FRACTION", "DEFAULT_ROUND_TIMEOUT", "NO_FAULTS", "FaultPlan", "InjectedFailureError",
-           "parse_min_fraction", "required_replies"]
+#: Seconds a Flower round waits for replies unless told otherwise (``round_timeout``): a later reply is dropped.
+DEFAULT_ROUND_TIMEOUT = 600.0
+#: The share of the ``M`` clients an exchange needs unless told otherwise (``min_fraction``).
+DEFAULT_MIN_FRACTION = 0.5
 
 #: Keeps the failure stream apart from the noise stream, which is seeded by (seed, client, phase) too.
 _STREAM = 0xFA17

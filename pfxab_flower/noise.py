@@ -22,9 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pfxab_flower.config import check
 from pfxab_flower.errors import ObjectiveError
-
-NOISE_KINDS = ("uniform", "gaussian", "bernoulli", "none")
 
 # Largest block of uniforms drawn at once: bounds memory at 32 MiB per block.
 _CHUNK = 1 << 22
@@ -38,9 +37,7 @@ class NoiseModel:
     sigma: float = 0.1
 
     def __post_init__(self) -> None:
-        from pfxab_flower.config import check  # the one check of every parameter; config imports NOISE_KINDS
-
-        check("noise", self.kind)
+        check("noise", self.kind)  # the kinds are declared with the other parameters (config.NOISE_KINDS)
         object.__setattr__(self, "sigma", check("noise_sigma", self.sigma))
 
     def reward_range(self, values: tuple[float, float]) -> tuple[float, float]:

@@ -11,9 +11,11 @@ process group: the SuperLink and SuperNodes start ``flower-superexec`` and
 
 Each SuperNode gets ``--node-config "partition-id=i num-partitions=M"``: the
 ClientApp (``simulations/client_app.py``) turns that into client ``i`` of the
-run config's problem. A deployment with its own objective points the app's
-``clientapp`` component at a ``ClientApp(client_fn=objective_client_fn(...))``
-(see ``docs/deployment.md``).
+run config's problem. A deployment with its own objective is an app of its own whose
+``clientapp`` component is ``objective_client_app(objective, domain)`` (see ``docs/deployment.md``).
+
+The helpers that only the tests need (streaming ``flwr run``'s log, killing a SuperNode,
+the processes' log tails) are in ``tests/deployment_helpers.py``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,44 +115,6 @@ class Deployment:
         command = [flwr_executable(), "run", str(app_dir), FEDERATION, "--stream", "--run-config", run_config]
         return subprocess.run(command, cwd=app_dir, env=self.env, capture_output=True, text=True, timeout=timeout,
                               start_new_session=True)
-
-    def flwr_run_streaming(
-        self, app_dir: Path, run_config: str, timeout: float, on_line: Callable[[str], None]
-    ) -> tuple[int, str]:
-        """Like :meth:`flwr_run`, calling ``on_line`` on each line of the streamed log as it comes."""
-        command = [flwr_executable(), "run", str(app_dir), FEDERATION, "--stream", "--run-config", run_config]
-        process = subprocess.Popen(command, cwd=app_dir, env=self.env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        lines: list[str] = []
-        try:
-            assert process.stdout is not None
-            for line in process.stdout:
-                lines.append(line)
-                on_line(line)
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"flwr run took more than {timeout:.0f} s")
-            return process.wait(timeout=max(1.0, deadline - time.monotonic())), "".join(lines)
-        finally:
-            if process.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-
-    def kill_node(self, partition_id: int) -> None:
-        """SIGKILL SuperNode ``partition_id`` and everything in its process group (a machine that dies)."""
-        process = self.processes[1 + partition_id]  # processes[0] is the SuperLink
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-
-    def log_tail(self, lines: int = 20) -> str:
-        """The last lines of every process log (for a failing test's message)."""
-        parts = []
-        for path in sorted(self.logs.glob("*.log")):
-            text = path.read_text(errors="replace").splitlines()[-lines:]
-            parts.append(f"== {path.name}\n" + "\n".join(text))
-        return "\n".join(parts)
 
 
 @contextlib.contextmanager

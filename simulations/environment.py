@@ -41,8 +41,8 @@ def check_num_cpus(num_cpus: float, ray_address: str | None = None) -> float:
     largest = cluster_cpus(ray_address)
     cpus = f"{largest:g} CPU" + ("" if largest == 1 else "s")
     on_cluster = replace(PARAMETERS["num_cpus"], valid=lambda value: 0 < value <= largest,
-                         allowed=f"a number in (0, {largest:g}] (the largest node of the Ray cluster at "
-                                 f"{ray_address} has {cpus})")
+                         rule=f"a number in (0, {largest:g}] (the largest node of the Ray cluster at "
+                              f"{ray_address} has {cpus})")
     return check_against(on_cluster, num_cpus)
 
 

@@ -16,9 +16,8 @@ import warnings
 from pfxab_flower.client_apps import federation_sessions
 from pfxab_flower.client_apps.sessions import SessionFn
 from pfxab_flower.config import AppOptions, RunConfig
-from pfxab_flower.driver import IncompleteRunError
 from pfxab_flower.engine import describe_problem
-from pfxab_flower.errors import ConfigError, RunStoppedError
+from pfxab_flower.errors import ConfigError, IncompleteRunError, RunStoppedError
 from pfxab_flower.faults import DEFAULT_ROUND_TIMEOUT
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation

@@ -55,7 +55,7 @@ import pandas as pd
 import pyarrow
 
 from pfxab_flower.config import ENGINES, RunConfig
-from pfxab_flower.errors import ConfigError
+from pfxab_flower.errors import ConfigError, IncompleteRunError
 from pfxab_flower.outputs import TEMP_SUFFIX, OutputError, atomic_file, write_file_atomically, write_files_atomically
 from pfxab_flower.parallel import federation_key, local_runner, shared_federation
 from pfxab_flower.remote import JobRunner
@@ -125,10 +125,6 @@ def run_files(config: RunConfig, engine: str, curve_points: int) -> dict[str, st
 def write_run(run_dir: str, files: dict[str, str | bytes]) -> None:
     """The driver's write of one run's files, as a unit (replacing whatever was there)."""
     write_files_atomically(run_dir, files, replace_all=True)
-
-
-class IncompleteRunError(Exception):
-    """A run directory that cannot be used as is (the message says why); the run is redone."""
 
 
 def _number(value: Any) -> bool:

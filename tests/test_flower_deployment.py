@@ -19,6 +19,7 @@ from pfxab_flower.problems import build_federation
 from pfxab_flower.simulations import deployment as dep
 from pfxab_flower.simulations.flwr_run import run_config_argument
 from pfxab_flower.simulations.processes import processes_with_marker
+from tests.deployment_tools import flwr_run_streaming, kill_node, log_tail
 
 ROOT = Path(__file__).resolve().parents[1]
 SAME_KEYS = (
@@ -36,8 +37,8 @@ def run_deployment(tmp_path: Path, tls: bool, options: AppOptions, config: RunCo
     with dep.deployment(config.clients, tmp_path / "deploy", tls=tls) as running:
         home = str(running.home)
         done = running.flwr_run(ROOT, run_config_argument(config, options), timeout=150)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:] + running.log_tail()
-        assert (out / "summary.json").exists(), done.stdout[-3000:] + running.log_tail()
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:] + log_tail(running)
+        assert (out / "summary.json").exists(), done.stdout[-3000:] + log_tail(running)
         if tls:
             assert "insecure" not in (running.home / "config.toml").read_text()
             assert "--ssl-certfile" in " ".join(running.processes[0].args)
@@ -113,19 +114,19 @@ def test_supernodes_killed_mid_phase_and_between_phases_lose_nothing_else(tmp_pa
         home = str(running.home)
 
         def kill_after_phase_one() -> None:
-            running.kill_node(1)  # mid-phase: inside its 4 s straggle on phase 2
-            running.kill_node(3)  # between messages: it has answered phase 2, waits for the update
+            kill_node(running, 1)  # mid-phase: inside its 4 s straggle on phase 2
+            kill_node(running, 3)  # between messages: it has answered phase 2, waits for the update
             killed.append(1.0)
 
         def on_line(line: str) -> None:
             if "phase 1 (depth 1)" in line and not killed:
                 threading.Timer(1.5, kill_after_phase_one).start()
 
-        code, log = running.flwr_run_streaming(ROOT, run_config_argument(config, options), timeout=400,
-                                               on_line=on_line)
+        code, log = flwr_run_streaming(running, ROOT, run_config_argument(config, options), timeout=400,
+                                       on_line=on_line)
         assert killed, log[-3000:]
-        assert code == 0, log[-3000:] + running.log_tail()
-        assert (out / "summary.json").exists(), log[-3000:] + running.log_tail()
+        assert code == 0, log[-3000:] + log_tail(running)
+        assert (out / "summary.json").exists(), log[-3000:] + log_tail(running)
     assert processes_with_marker(home) == []
     summary = json.loads((out / "summary.json").read_text())
     T = config.horizon

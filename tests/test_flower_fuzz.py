@@ -241,9 +241,6 @@ WIRE_FINAL_BREAKS = (
     "one-tensor",
     "three-tensors", "garbage-bytes", "no-pid", "pid-too-large", "pid-negative", "duplicate", "impersonate",
 )
-#: Breaks ``ServerDriver.check_final`` does not refuse yet; each is a strict xfail below, and the random
-#: trials expect it to pass for now (none left: a simulation's server checks a point against its node's centre).
-KNOWN_FINAL_GAPS: frozenset[str] = frozenset()
 
 
 def final_round(seed: int):
@@ -325,7 +322,7 @@ def check_final_round(strategy, honest: dict[int, FitRes], parameters, kinds: di
     """The honest clients' finals are kept exactly, the broken ones are rejected and their clients lost."""
     driver = strategy.driver
     assert driver.finished and strategy.configure_fit(999, None, SimpleClientManager()) == []
-    refused = {m for m, kind in kinds.items() if kind not in KNOWN_FINAL_GAPS}
+    refused = set(kinds)
     assert sorted(driver.final_reports) == sorted(set(range(M)) - refused), kinds
     assert [r["stage"] for r in driver.machine.rejected] == ["finish"] * len(refused), kinds
     points = parameters_to_ndarrays(parameters)[0]
@@ -345,16 +342,12 @@ def check_final_round(strategy, honest: dict[int, FitRes], parameters, kinds: di
 def test_random_malformed_final_replies_never_crash_the_server_and_are_rejected(seed: int) -> None:
     rng = np.random.default_rng(400 + seed)
     broken = rng.choice(M, size=int(rng.integers(1, M)), replace=False).tolist()
-    kinds = {m: str(rng.choice([k for k in WIRE_FINAL_BREAKS if k not in KNOWN_FINAL_GAPS])) for m in broken}
+    kinds = {m: str(rng.choice(WIRE_FINAL_BREAKS)) for m in broken}
     strategy, honest, parameters, _ = send_final(seed, kinds)
     check_final_round(strategy, honest, parameters, kinds)
 
 
-@pytest.mark.parametrize("kind", [
-    pytest.param(kind, marks=pytest.mark.xfail(strict=True, reason="ServerDriver.check_final accepts a final point "
-                                                "whose length is not the domain's dimension (validation pending)"))
-    if kind in KNOWN_FINAL_GAPS else kind for kind in WIRE_FINAL_BREAKS
-])
+@pytest.mark.parametrize("kind", WIRE_FINAL_BREAKS)
 def test_every_kind_of_broken_final_reply_is_rejected(kind: str) -> None:
     strategy, honest, parameters, _ = send_final(0, {3: kind})
     assert 3 not in strategy.driver.final_reports, f"{kind}: the server used a broken final reply"

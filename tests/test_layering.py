@@ -3,6 +3,8 @@
 The core is every module in the ``pfxab_flower/`` folder; ``strategies/``, ``client_apps/``
 and ``simulations/`` are installed as ``pfxab_flower.strategies`` & co. and sit above it
 (the command line is ``pfxab_flower.simulations.cli``). Imports inside functions count too.
+Within the core, the declarations that nearly every module imports (errors, faults, config,
+noise, the problem registry) are on no import cycle.
 """
 
 from __future__ import annotations
@@ -47,3 +49,67 @@ def test_the_check_sees_a_violation(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("def f():\n    from flwr.app import Context\n    import pfxab_flower.simulations.cli\n")
     assert imported_modules(sample) == {"flwr.app", "pfxab_flower.simulations.cli"}
+
+
+# -- no import cycle through the declarations -------------------------------------------------------------------------
+
+#: Imported by nearly every module, so on no cycle: each imports only modules that do not import it back
+#: (function-level imports count: one would only hide a cycle until that function runs).
+DECLARATIONS = ("pfxab_flower.errors", "pfxab_flower.faults", "pfxab_flower.config", "pfxab_flower.noise",
+                "pfxab_flower.problem_registry")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def runtime_imports(path: Path, own: str, known: set[str]) -> set[str]:
+    """The modules of ``known`` that module ``own`` (at ``path``) imports when it runs: at the top or in a
+    function, not for type checkers only.
+
+    ``from package import name`` imports ``package.name`` if that is a module; importing a
+    module also runs every package above it (``problems/__init__.py`` for ``problems.federation``).
+    """
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for_types = {id(node) for branch in ast.walk(tree) if isinstance(branch, ast.If)
+                 and ast.unparse(branch.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+                 for statement in branch.body for node in ast.walk(statement)}
+    targets: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in for_types:
+            continue
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+            targets.update(name for name in names if name in known)
+            if not all(name in known for name in names):
+                targets.add(node.module)
+    with_packages = set()
+    for target in targets:
+        parts = target.split(".")
+        with_packages.update(".".join(parts[:i]) for i in range(2, len(parts) + 1))
+    return {m for m in with_packages if m in known and m != own and not own.startswith(m + ".")}
+
+
+def test_the_declarations_are_on_no_import_cycle() -> None:
+    known = {module_name(path) for path in CORE}
+    graph = {module_name(path): runtime_imports(path, module_name(path), known) for path in CORE}
+    for start in DECLARATIONS:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            module = todo.pop()
+            if module not in seen:
+                seen.add(module)
+                todo.extend(graph[module])
+        assert start not in seen, f"{start} imports a module that imports it back"
+
+
+def test_the_cycle_check_sees_a_function_level_cycle(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("from pfxab_flower import b\n")
+    (tmp_path / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pfxab_flower.c\n"
+                                   "def f():\n    from pfxab_flower.a import x\n")
+    known = {"pfxab_flower.a", "pfxab_flower.b", "pfxab_flower.c"}
+    assert runtime_imports(tmp_path / "a.py", "pfxab_flower.a", known) == {"pfxab_flower.b"}
+    assert runtime_imports(tmp_path / "b.py", "pfxab_flower.b", known) == {"pfxab_flower.a"}

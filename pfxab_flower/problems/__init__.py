@@ -1,27 +1,32 @@
-"""Federations: the ground truth of a simulation (objectives, noise, optima)."""
+"""Federations: the ground truth of a simulation (objectives, noise, optima), and the problems that make them.
+
+A run names its problem (``RunConfig.problem``); :func:`build_federation` looks it up in
+:mod:`pfxab_flower.problem_registry`, where :func:`register_problem` adds one.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from pfxab_flower.config import RunConfig
+from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.noise import NoiseModel
+from pfxab_flower.problem_registry import problem, problem_names, register_problem, unregister_problem
 from pfxab_flower.problems.federation import Federation
-from pfxab_flower.problems.synthetic import BASE_FUNCTIONS, synthetic_federation
-
-if TYPE_CHECKING:
-    from pfxab_flower.config import RunConfig
+from pfxab_flower.problems.synthetic import synthetic_federation
 
 
 def build_federation(config: RunConfig) -> Federation:
-    """The federation a run configuration names."""
-    noise = NoiseModel(config.noise, config.noise_sigma)
-    if config.problem in BASE_FUNCTIONS:
-        return synthetic_federation(config.problem, config.clients, config.spread, noise)
-    if config.problem == "landmine":
-        from pfxab_flower.problems.landmine import landmine_federation
+    """The federation of the registered problem a run configuration names, with the run's noise model.
 
-        return landmine_federation(config, noise)
-    raise ValueError(f"unknown problem {config.problem!r}")  # RunConfig already rejects it
+    A builder must return a :class:`Federation` of ``config.clients`` clients: anything else is
+    refused in one line (the run, the Flower simulation's node count and the scoring all rely on it).
+    """
+    made = problem(config.problem).build(config, NoiseModel(config.noise, config.noise_sigma))
+    if not isinstance(made, Federation) or made.num_clients != config.clients:
+        got = f"{made.num_clients} clients" if isinstance(made, Federation) else type(made).__name__
+        raise ConfigError(f"{spelled('problem')}={config.problem!r} built {got} for {spelled('clients')}="
+                          f"{config.clients}; allowed: a builder that returns a Federation of config.clients clients")
+    return made
 
 
-__all__ = ["Federation", "build_federation", "synthetic_federation"]
+__all__ = ["Federation", "build_federation", "problem", "problem_names", "register_problem", "synthetic_federation",
+           "unregister_problem"]

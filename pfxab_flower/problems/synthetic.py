@@ -13,7 +13,7 @@ from functools import partial
 
 import numpy as np
 
-from pfxab_flower.config import check
+from pfxab_flower.config import RunConfig, check
 from pfxab_flower.domain import Domain
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.noise import NoiseModel
@@ -48,6 +48,8 @@ def _doublesine_kinks() -> np.ndarray:
     return np.array([_TMAX])
 
 
+#: The base functions :func:`synthetic_federation` shifts, with their cusps. The problems of these names are
+#: registered in :mod:`pfxab_flower.problem_registry` (their builders are the two functions at the end).
 BASE_FUNCTIONS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[], np.ndarray]]] = {
     "garland": (garland, _garland_kinks),
     "doublesine": (doublesine, _doublesine_kinks),
@@ -92,3 +94,13 @@ def synthetic_federation(
         batch=partial(_all_shifted, g, all_shifts),
         value_range=(0.0, 1.0),  # both base functions map [0, 1] into [0, 1]
     )
+
+
+def garland_federation(config: RunConfig, noise: NoiseModel) -> Federation:
+    """The registered problem ``garland``: ``config.clients`` clients, shifts spread by ``config.spread``."""
+    return synthetic_federation("garland", config.clients, config.spread, noise)
+
+
+def doublesine_federation(config: RunConfig, noise: NoiseModel) -> Federation:
+    """The registered problem ``doublesine``: ``config.clients`` clients, shifts spread by ``config.spread``."""
+    return synthetic_federation("doublesine", config.clients, config.spread, noise)

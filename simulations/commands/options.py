@@ -2,7 +2,10 @@
 
 Flags are read as strings and converted by :class:`~pfxab_flower.config.RunConfig`
 (or :func:`~pfxab_flower.config.parse`), so a bad value gets the same one-line
-message from every entry point; their help text and defaults are the declaration's.
+message from every entry point; their help text and defaults are the declaration's. A choice
+parameter's flag lists its choices (``--problem {garland,doublesine,landmine}``, read from the
+problem registry when the parser is built) without argparse's ``choices``, whose error would
+not be the declaration's one line.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from pfxab_flower.config import PARAMETERS, RunConfig, run_config_value
+from pfxab_flower.config import PARAMETERS, Parameter, RunConfig, run_config_value
 
 
 def add_run_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
@@ -30,8 +33,19 @@ def add_parameter_flag(parser: argparse.ArgumentParser, name: str, *, flag: str 
     p = PARAMETERS[name]
     shown = run_config_value(name, p.default)
     extra = {"type": p.kind, "default": p.default} if typed else {"default": None}
-    parser.add_argument(flag or "--" + p.key, dest=dest or name, metavar=name.upper(),
-                        help=f"{p.help} (default: {shown if shown != '' else p.unset})", **extra)
+    parser.add_argument(flag or "--" + p.key, dest=dest or name, metavar=_metavar(p),
+                        help=f"{p.help}{_described(p)} (default: {shown if shown != '' else p.unset})", **extra)
+
+
+def _metavar(p: Parameter) -> str:
+    """``{a,b,c}`` for a choice parameter (as argparse shows ``choices``), else the name in capitals."""
+    return "{" + ",".join(p.choices()) + "}" if p.choices is not None else p.name.upper()
+
+
+def _described(p: Parameter) -> str:
+    """``" (a: what a is; b: ...)"`` when a choice parameter's choices carry descriptions (the problems do)."""
+    described = {name: text for name, text in p.choices().items() if text} if p.choices is not None else {}
+    return " (" + "; ".join(f"{name}: {text}" for name, text in described.items()) + ")" if described else ""
 
 
 def config_from_args(args: argparse.Namespace, **overrides: object) -> RunConfig:

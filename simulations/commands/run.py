@@ -15,8 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("run", help="run one algorithm on one federation")
     add_run_options(parser)
     parser.add_argument("--engine", choices=ENGINES, default="inprocess", help="in-process loop or Flower simulation")
-    parser.add_argument("--api", default=None, metavar="API",
-                        help="Flower API with --engine flower: message (default) or legacy (Strategy/NumPyClient)")
+    add_parameter_flag(parser, "api")  # with --engine flower
     add_parameter_flag(parser, "ray_address")
     parser.add_argument("--out", default=None, metavar="DIR", help="write summary.json, clients.csv, curve.csv here")
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")

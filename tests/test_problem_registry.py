@@ -1,0 +1,114 @@
+"""The problem registry: a new d-dimensional problem is one builder and one registration line.
+
+The test registers a 2-D problem of its own (a bowl per client, optimum known in closed form)
+and runs it by name through every entry point that takes a problem name: ``RunConfig``,
+``run_config``, ``compare`` and the ``pfxab`` command line (built in this process, so it sees
+the registration).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from pfxab_flower import register_problem
+from pfxab_flower.compare import compare
+from pfxab_flower.config import PARAMETERS, RunConfig
+from pfxab_flower.domain import Domain
+from pfxab_flower.engine import run_config
+from pfxab_flower.errors import ConfigError
+from pfxab_flower.noise import NoiseModel
+from pfxab_flower.partition import Partition
+from pfxab_flower.problem_registry import problem_names, unregister_problem
+from pfxab_flower.problems import Federation, build_federation
+from pfxab_flower.simulations.cli import build_parser, main
+
+
+def bowl_centres(clients: int) -> np.ndarray:
+    """Client ``m``'s best point, off the partition's cell boundaries."""
+    return np.array([(0.2, 0.7), (0.45, 0.35), (0.8, 0.6), (0.3, 0.3)])[np.arange(clients) % 4]
+
+
+def bowl_federation(config: RunConfig, noise: NoiseModel) -> Federation:
+    """``mu_m(x) = 1 - |x - c_m|^2`` on ``[0, 1]^2``: what a user writes for a problem of their own."""
+    objectives = [lambda x, c=c: 1.0 - ((x - c) ** 2).sum(axis=1) for c in bowl_centres(config.clients)]
+    domain = Domain.from_mapping({"u": (0.0, 1.0), "v": (0.0, 1.0)})
+    return Federation(objectives, domain, noise, name="bowl", value_range=(-1.0, 1.0))
+
+
+@pytest.fixture
+def bowl():
+    register_problem("bowl", bowl_federation, help="2-D, a bowl per client")
+    yield "bowl"
+    unregister_problem("bowl")
+
+
+def test_a_registered_2d_problem_runs_by_name_and_reaches_its_personalised_optima(bowl) -> None:
+    config = RunConfig(problem=bowl, clients=3, alpha=0.5, horizon=100_000, seed=1)
+    result = run_config(config)
+    summary = result.summary
+    assert summary["problem"] == "bowl" and summary["clients"] == 3
+    points = np.array(summary["final_points"])
+    assert points.shape == (3, 2)
+    centres = bowl_centres(3)
+    # alpha mu_m + (1 - alpha) mean(mu) is 1 - |x - b_m|^2 - const with b_m = alpha c_m + (1 - alpha) mean(c):
+    # each client ends in the cell that holds its own b_m, below depth 0, as its final point says
+    best = 0.5 * centres + 0.5 * centres.mean(axis=0)
+    low, high = Partition(bowl_federation(config, NoiseModel()).domain).bounds(np.array(summary["final_nodes"]))
+    assert np.all((low <= best) & (best <= high)) and np.all(high - low < 1.0), (low, best, high)
+    np.testing.assert_allclose(points, (low + high) / 2)
+    assert summary["phases"] >= 3 and summary["dimensions"] == ["u", "v"]
+    assert np.isfinite(summary["regret"]) and summary["regret"] > 0
+    assert run_config(config).summary["regret"] == summary["regret"]  # same seed, same numbers
+
+
+def test_a_registered_problem_is_a_choice_everywhere(bowl) -> None:
+    assert problem_names() == ("garland", "doublesine", "landmine", "bowl")
+    assert "bowl" in PARAMETERS["problem"].allowed
+    with pytest.raises(ConfigError, match=r"^problem='bow' is invalid; allowed: garland, doublesine, landmine, bowl$"):
+        RunConfig(problem="bow")
+    help_text = " ".join(build_parser()._subparsers._group_actions[0].choices["run"].format_help().split())
+    assert "--problem {garland,doublesine,landmine,bowl}" in help_text and "bowl: 2-D, a bowl per client" in help_text
+
+
+def test_the_command_line_and_compare_run_a_registered_problem(bowl, capsys) -> None:
+    assert main(["run", "--problem", bowl, "--clients", "2", "--horizon", "20000", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["problem"] == "bowl" and len(summary["final_points"][0]) == 2
+    comparison = compare(RunConfig(problem=bowl, clients=2, horizon=20_000), ["pf-xab"], [0], progress=False)
+    assert comparison.runs["regret"].tolist() == [summary["regret"]]
+
+
+def test_the_registry_refuses_a_bad_registration_in_one_line(bowl) -> None:
+    with pytest.raises(ConfigError, match="problem 'bowl' is already registered"):
+        register_problem("bowl", bowl_federation, help="again")
+    with pytest.raises(ConfigError, match="problem name 'Bowl 2' is invalid"):
+        register_problem("Bowl 2", bowl_federation, help="a bowl")
+    with pytest.raises(ConfigError, match="builder=42 of problem 'bowl2' is invalid"):
+        register_problem("bowl2", 42, help="a bowl")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="help='' of problem 'bowl2' is invalid"):
+        register_problem("bowl2", bowl_federation, help="")
+    assert "bowl2" not in problem_names()
+
+
+def test_a_builder_that_makes_the_wrong_number_of_clients_is_refused_in_one_line() -> None:
+    register_problem("short", lambda config, noise: bowl_federation(config.replace(clients=2), noise), help="one short")
+    try:
+        with pytest.raises(ConfigError, match=r"^problem='short' built 2 clients for clients=3; allowed: a builder"):
+            build_federation(RunConfig(problem="short", clients=3))
+    finally:
+        unregister_problem("short")
+
+
+def test_a_problem_registered_by_reference_is_imported_only_when_built() -> None:
+    """``import pfxab_flower`` and a RunConfig naming landmine stay cheap: no scikit-learn, no landmine module."""
+    code = ("import sys; import pfxab_flower.config as c; c.RunConfig(problem='landmine', clients=2); "
+            "import pfxab_flower.simulations.cli; "
+            "print(sorted(m for m in ('sklearn', 'pfxab_flower.problems.landmine', 'pfxab_flower.problems.synthetic') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
