@@ -4,16 +4,16 @@ Each case is the real command, ``pfxab run --problem landmine --clients 10 --alp
 --horizon 2000000 --seed 0 --json``, in a fresh process, timed from outside (start of
 the interpreter to the JSON on stdout). There is no local data file: the run fetches
 ``LandmineData.mat`` from ``PFXAB_LANDMINE_URL``, pointed at a local HTTP server that
-serves the copy next to the repository (``../shared/data/landmine``), as a user's run
-would fetch it from GitHub.
+serves the real file named by ``PFXAB_LANDMINE_DATA`` (as for the tests), as a user's
+run would fetch it from GitHub.
 
 - *cold*: a new, empty ``PFXAB_CACHE_DIR`` (download, then the shipped reward table);
 - *warm*: the same command again on the cache the cold run filled;
 - *live* (not with ``--quick``): the table switched off (``PFXAB_LANDMINE_TABLE=none``)
   on another empty cache, so every SVM is fit (minutes): its regret must equal cold's.
 
-``--quick`` uses 3 fields and T = 2e4. Skipped, with the reason printed, when the copy
-of the data is absent. ``python -m benchmarks.landmine '<json>'`` runs one case.
+``--quick`` uses 3 fields and T = 2e4. Skipped, with the reason printed, when
+``PFXAB_LANDMINE_DATA`` does not name the file. ``python -m benchmarks.landmine '<json>'`` runs one case.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
-from tests.landmine_files import SHARED_COPY, serve
+from tests.landmine_files import GIVEN_REAL_FILE, serve
 
 CONFIG = {"problem": "landmine", "algorithm": "pf-xab", "clients": 10, "alpha": 0.4, "horizon": 2_000_000, "seed": 0}
 QUICK = {**CONFIG, "clients": 3, "fields": "0,15,27", "horizon": 20_000}
@@ -55,8 +56,9 @@ def landmine_case(spec: dict) -> dict:
 
 def section(number: str, quick: bool, run_case: Callable, progress: Callable[[str], None]) -> list[dict]:
     """Cold, warm (and live) runs, each on a fresh cache directory removed afterwards."""
-    if not SHARED_COPY.is_file():
-        progress(f"5. skipped: the landmine data is absent (no {SHARED_COPY})")
+    real = Path(GIVEN_REAL_FILE).expanduser()
+    if not GIVEN_REAL_FILE or not real.is_file():
+        progress(f"5. skipped: the real landmine data is not given (PFXAB_LANDMINE_DATA={GIVEN_REAL_FILE!r})")
         return []
     config = QUICK if quick else CONFIG
     label = f"landmine M={config['clients']} T={config['horizon']:.0e}"
@@ -64,8 +66,8 @@ def section(number: str, quick: bool, run_case: Callable, progress: Callable[[st
     if not quick:
         cases.append(("live", "= cold regret", {"PFXAB_LANDMINE_TABLE": "none"}))
     rows = []
-    with serve(SHARED_COPY.parent) as base, tempfile.TemporaryDirectory(prefix="pfxab-bench-cache-") as root:
-        env = {"PFXAB_LANDMINE_URL": f"{base}/{SHARED_COPY.name}", "PFXAB_LANDMINE_DATA": ""}
+    with serve(real.parent) as base, tempfile.TemporaryDirectory(prefix="pfxab-bench-cache-") as root:
+        env = {"PFXAB_LANDMINE_URL": f"{base}/{real.name}", "PFXAB_LANDMINE_DATA": ""}
         for kind, target, extra in cases:
             cache = f"{root}/{'live' if kind == 'live' else 'shared'}"
             progress(f"5. {label}, {kind}" + (" (minutes: every SVM is fit)" if kind == "live" else ""))

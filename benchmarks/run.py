@@ -81,9 +81,12 @@ def section_scaling(quick: bool) -> list[dict]:
 
 
 SECTIONS = ("1", "2", "3", "4", "5", "6", "7")
+#: Sections that start Ray: they run only in a loopback-only network namespace (see ``__main__``).
+RAY_SECTIONS = ("4", "6", "7")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, no_loopback: str | None = None) -> int:
+    """Run the chosen sections; ``no_loopback``: why this process is not in a loopback-only namespace (if not)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a reduced set, for a smoke test")
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections (default: all)")
@@ -94,6 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         parser.exit(2, f"python -m benchmarks: error: --only={args.only!r} is invalid; allowed: sections from "
                        f"{','.join(SECTIONS)}\n")
+    with_ray = [s for s in chosen if s in RAY_SECTIONS]
+    if with_ray and no_loopback is not None:
+        others = ",".join(s for s in SECTIONS if s not in RAY_SECTIONS)
+        which = f"sections {','.join(with_ray)} start" if len(with_ray) > 1 else f"section {with_ray[0]} starts"
+        parser.exit(2, f"python -m benchmarks: error: --only={args.only!r} is invalid here: {which} Ray, which "
+                       f"needs a loopback-only network namespace ({no_loopback}); allowed: --only {others}\n")
     rows: list[dict] = []
     load_at_start = os.getloadavg()  # the machine may be shared: the figures depend on it
     if "1" in chosen or "2" in chosen:

@@ -1,19 +1,77 @@
-"""Shared fixtures: small federations and a quiet, reproducible environment."""
+"""Shared fixtures: small federations, landmine-format data, a quiet environment, and loopback only.
+
+The suite runs inside a network namespace that has only loopback (``tests/loopback_namespace.py``):
+``pytest`` re-executes itself inside one at start-up when it is not already in one. Where
+none can be made (or ``PFXAB_NETNS=off``), the tests that start Ray or Flower's servers
+(markers ``ray`` and ``loopback``) are skipped with the reason, and the rest runs.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
 from pfxab_flower.problems.federation import Federation
+from tests import loopback_namespace
+from tests.landmine_files import LandmineFile, write_landmine_format_file
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+#: ``pfxab`` in a fresh process.
+PFXAB = (sys.executable, "-m", "pfxab_flower.simulations.cli")
+
+
+#: Why the tests that start Ray or Flower's servers cannot run in this session (``None``: they can).
+_NO_LOOPBACK_NAMESPACE = pytest.StashKey[str | None]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Move the session into a loopback-only network namespace, before anything else is configured.
+
+    Only a session started from the command line is re-executed (its arguments are this
+    process's own); one started by ``pytest.main(other args)`` inside another program is
+    not, and runs its Ray tests only if it already is in such a namespace.
+    """
+    if tuple(config.invocation_params.args) == tuple(sys.argv[1:]):
+        reason = loopback_namespace.enter([sys.executable, *sys.orig_argv[1:]], "pytest",
+                                          before_exec=lambda: _release_captured_output(config))
+    else:
+        reason = loopback_namespace.loopback_only_reason()
+    config.stash[_NO_LOOPBACK_NAMESPACE] = reason
+
+
+def _release_captured_output(config: pytest.Config) -> None:
+    """Give the real stdout/stderr back: pytest captures them while conftests load, and exec keeps fds as they are."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:
+        capture.stop_global_capturing()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    reason = config.stash.get(_NO_LOOPBACK_NAMESPACE, None)
+    if reason is None:
+        return "network: a loopback-only namespace (Ray and Flower stay on 127.0.0.1)"
+    return f"network: no loopback-only namespace ({reason}): the tests that start Ray or Flower's servers are skipped"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = config.stash.get(_NO_LOOPBACK_NAMESPACE, None)
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"starts Ray or Flower's servers: needs a loopback-only network namespace "
+                                   f"({reason})")
+    for item in items:
+        if item.get_closest_marker("ray") or item.get_closest_marker("loopback"):
+            item.add_marker(skip)
 
 
 def tent_federation(centres: list[float], noise_sigma: float = 0.1) -> Federation:
@@ -27,6 +85,12 @@ def tent() -> Federation:
     return tent_federation([0.2, 0.5, 0.7])
 
 
+@pytest.fixture(scope="session")
+def landmine_file(tmp_path_factory: pytest.TempPathFactory) -> LandmineFile:
+    """A small landmine-format ``LandmineData.mat``, generated once per session (``tests/landmine_files.py``)."""
+    return write_landmine_format_file(tmp_path_factory.mktemp("landmine") / "LandmineData.mat")
+
+
 @pytest.fixture(autouse=True)
 def _restore_pfxab_logger():
     """Flower runs make the ``pfxab_flower`` phase log visible; undo it after each test."""
@@ -37,17 +101,17 @@ def _restore_pfxab_logger():
     logger.setLevel(level)
 
 
-def cli_error_line(*args: str) -> str:
+def cli_error_line(*args: str, program: Sequence[str] = PFXAB, not_ours: re.Pattern[str] | None = None) -> str:
     """Run ``pfxab ARGS`` in a fresh process; check it fails the documented way and return its one line.
 
     The documented way: exit status 2, nothing on stdout, exactly one line on stderr, no traceback.
+    ``program`` is the command that starts ``pfxab`` (e.g. one accepting the generated landmine file);
+    stderr lines matching ``not_ours`` (a library's own, named by the test) are not counted.
     """
-    proc = subprocess.run(
-        [sys.executable, "-m", "pfxab_flower.simulations.cli", *args], capture_output=True, text=True, timeout=60
-    )
+    proc = subprocess.run([*program, *args], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""
-    lines = proc.stderr.strip().splitlines()
+    lines = [line for line in proc.stderr.strip().splitlines() if not (not_ours and not_ours.match(line))]
     assert len(lines) == 1, proc.stderr
     assert "Traceback" not in proc.stderr
     return lines[0]

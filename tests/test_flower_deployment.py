@@ -27,7 +27,7 @@ SAME_KEYS = (
     "communication_rounds", "values_down", "values_up", "rejected_replies", "failures",
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(200)]
+pytestmark = [pytest.mark.slow, pytest.mark.loopback, pytest.mark.timeout(200)]
 
 
 def run_deployment(tmp_path: Path, tls: bool, options: AppOptions, config: RunConfig) -> dict:

@@ -1,4 +1,8 @@
-"""The landmine objective, its evaluation cache, its estimated optimum and a small run."""
+"""The landmine objective, its evaluation cache, its estimated optimum and a small run.
+
+On the small generated landmine-format file (``tests/landmine_files.py``): these check the
+machinery, not the real data's numbers.
+"""
 
 from __future__ import annotations
 
@@ -13,20 +17,28 @@ from pfxab_flower.partition import nodes_at_depth
 from pfxab_flower.problems import landmine
 from pfxab_flower.problems.landmine import DOMAIN, SvmEvaluator, cache_namespace, landmine_federation, svm_auc
 from pfxab_flower.problems.landmine_data import ENV_VAR, URL_ENV_VAR, load_splits
-from tests.landmine_files import NOWHERE, SHARED_COPY, shared_copy
+from pfxab_flower.problems.landmine_table import ENV_VAR as TABLE_ENV_VAR
+from tests.landmine_files import NOWHERE, LandmineFile, accepting
 
 
 @pytest.fixture(scope="module")
-def splits():
-    return load_splits((0, 15, 27), str(shared_copy()))
+def splits(landmine_file: LandmineFile):
+    with accepting(landmine_file):
+        return load_splits((0, 15, 27), str(landmine_file.path))
 
 
 @pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    """Every test gets an empty cache directory (never the user's), the local data and no download."""
+def private_cache(tmp_path, monkeypatch, landmine_file: LandmineFile):
+    """Every test gets an empty cache directory (never the user's), the generated data and no download.
+
+    The shipped reward table is for the real data, so it is switched off: every reward is a fit.
+    """
     monkeypatch.setenv("PFXAB_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv(ENV_VAR, str(SHARED_COPY))
+    monkeypatch.setenv(ENV_VAR, str(landmine_file.path))
     monkeypatch.setenv(URL_ENV_VAR, NOWHERE)
+    monkeypatch.setenv(TABLE_ENV_VAR, "none")
+    with accepting(landmine_file):
+        yield
 
 
 def _points(n: int, seed: int = 0) -> np.ndarray:

@@ -1,4 +1,8 @@
-"""The landmine loader: file lookup, checksum, the 29 fields, the split, and the one-line errors."""
+"""The landmine loader: file lookup, checksum, the 29 fields, the split, and the one-line errors.
+
+On the small generated landmine-format file (``tests/landmine_files.py``), except the check
+of the real file's documented sizes, which runs when ``PFXAB_LANDMINE_DATA`` names it.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +13,16 @@ from sklearn.model_selection import train_test_split
 from pfxab_flower.config import RunConfig
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import landmine_data
-from pfxab_flower.problems.landmine_data import ENV_VAR, URL_ENV_VAR, load_fields, load_splits, resolve_path
+from pfxab_flower.problems.landmine_data import (
+    ENV_VAR,
+    URL_ENV_VAR,
+    file_sha256,
+    load_fields,
+    load_splits,
+    resolve_path,
+)
 from pfxab_flower.simulations import cli
-from tests.landmine_files import NOWHERE, shared_copy
-
-
-@pytest.fixture(scope="module")
-def data_path():
-    return shared_copy()
+from tests.landmine_files import NOWHERE, LandmineFile, accepting, real_landmine_file
 
 
 @pytest.fixture(autouse=True)
@@ -27,27 +33,42 @@ def local_only(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def data(data_path):
-    return load_fields(data_path)
+def data(landmine_file: LandmineFile):
+    with accepting(landmine_file):
+        return load_fields(landmine_file.path)
 
 
-def test_the_29_fields_have_the_documented_sizes_and_labels(data):
-    features, labels = data
+def _assert_29_fields_of_9_features(features: list[np.ndarray], labels: list[np.ndarray]) -> None:
     assert len(features) == len(labels) == 29
+    for X, y in zip(features, labels, strict=True):
+        assert X.shape == (len(y), 9) and X.dtype == np.float64
+        assert y.shape == (len(y),) and y.dtype == np.int64 and set(np.unique(y)) == {0, 1}
+
+
+def test_the_loader_reads_29_fields_of_features_and_labels(data, landmine_file):
+    features, labels = data
+    _assert_29_fields_of_9_features(features, labels)
+    assert [len(y) for y in labels] == list(landmine_file.sizes)
+    assert [int(y.sum()) for y in labels] == list(landmine_file.positives)
+
+
+def test_the_real_file_has_the_documented_checksum_sizes_and_labels():
+    path = real_landmine_file()
+    assert file_sha256(path) == landmine_data.LANDMINE_SHA256
+    features, labels = load_fields(path)
+    _assert_29_fields_of_9_features(features, labels)
     sizes = [len(y) for y in labels]
     assert min(sizes) == 445 and max(sizes) == 690
     assert sum(sizes) == 14_820
     assert sum(int(y.sum()) for y in labels) == 904
-    for X, y in zip(features, labels, strict=True):
-        assert X.shape == (len(y), 9) and X.dtype == np.float64
-        assert set(np.unique(y)) == {0, 1}
 
 
-def test_split_is_the_spec_stratified_half(data):
+def test_split_is_the_spec_stratified_half(data, landmine_file):
     features, labels = data
     fields = (0, 15, 28)
-    splits, sha = load_splits(fields, str(shared_copy()))
-    assert sha == landmine_data.LANDMINE_SHA256
+    with accepting(landmine_file):
+        splits, sha = load_splits(fields, str(landmine_file.path))
+    assert sha == file_sha256(landmine_file.path)
     for split in splits:
         X, y = features[split.field], labels[split.field]
         X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.5, stratify=y, random_state=0)
@@ -92,16 +113,27 @@ def test_no_file_anywhere_tries_the_download_and_says_where_to_put_it(monkeypatc
         resolve_path(None)
 
 
-def test_corrupted_file_exits_2_with_one_line(data_path, tmp_path, capsys, monkeypatch):
+def test_corrupted_file_exits_2_with_one_line(landmine_file, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv(ENV_VAR, raising=False)
     bad = tmp_path / "LandmineData.mat"
-    content = bytearray(data_path.read_bytes())
+    content = bytearray(landmine_file.path.read_bytes())
     content[len(content) // 2] ^= 0xFF
     bad.write_bytes(bytes(content))
-    code, err = _run_landmine(capsys, "--landmine-data", str(bad))
+    with accepting(landmine_file):  # the intact file would be accepted; one flipped byte is not
+        code, err = _run_landmine(capsys, "--landmine-data", str(bad))
     assert code == 2
     _assert_one_line_with_instructions(err)
     assert "sha256" in err
+
+
+def test_a_file_other_than_the_real_one_exits_2_with_one_line(landmine_file, capsys, monkeypatch):
+    """The product's own checksum (not replaced here) refuses any file but the real ``LandmineData.mat``."""
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    code, err = _run_landmine(capsys, "--landmine-data", str(landmine_file.path))
+    assert code == 2
+    _assert_one_line_with_instructions(err)
+    assert f"has sha256 {landmine_file.sha256[:12]}..., not the expected one" in err
+    assert landmine_data.LANDMINE_SHA256[:12] in err
 
 
 @pytest.mark.parametrize("fields", ["0,0", "29", "-1", "a,b", "", "1,,2"])

@@ -2,7 +2,9 @@
 
 Every download here is served by a local HTTP server on 127.0.0.1 (see
 ``tests/landmine_files.py``); a failed download must give one line naming the
-URL and how to place the file by hand, exit 2, and leave nothing behind.
+URL and how to place the file by hand, exit 2, and leave nothing behind. The file served
+is the small generated one: the downloads that must succeed accept its checksum
+(:func:`~tests.landmine_files.accepting`), the ones that must fail run the product as it is.
 """
 
 from __future__ import annotations
@@ -16,21 +18,20 @@ import pytest
 from pfxab_flower.problems.landmine_data import (
     ENV_VAR,
     FILE_NAME,
-    LANDMINE_SHA256,
     URL_ENV_VAR,
     cached_path,
     file_sha256,
     resolve_path,
 )
-from tests.landmine_files import NOWHERE, serve, shared_copy
+from tests.landmine_files import NOWHERE, LandmineFile, accepting, serve
 
 
 @pytest.fixture
-def served(tmp_path):
+def served(tmp_path, landmine_file: LandmineFile):
     """A directory with the good file and a copy with one byte flipped, served on 127.0.0.1."""
     root = tmp_path / "www"
     root.mkdir()
-    content = shared_copy().read_bytes()
+    content = landmine_file.path.read_bytes()
     (root / FILE_NAME).write_bytes(content)
     bad = bytearray(content)
     bad[len(bad) // 2] ^= 0xFF
@@ -46,10 +47,17 @@ def empty_cache(tmp_path, monkeypatch):
     monkeypatch.setenv(URL_ENV_VAR, NOWHERE)
 
 
-def test_missing_file_is_downloaded_checked_and_cached(served, monkeypatch, capsys):
+@pytest.fixture
+def accepted(landmine_file: LandmineFile):
+    """The generated file is the one whose checksum the product expects, for this test."""
+    with accepting(landmine_file):
+        yield landmine_file.sha256
+
+
+def test_missing_file_is_downloaded_checked_and_cached(served, accepted, monkeypatch, capsys):
     monkeypatch.setenv(URL_ENV_VAR, f"{served}/{FILE_NAME}")
     path = resolve_path(None)
-    assert path == cached_path() and file_sha256(path) == LANDMINE_SHA256
+    assert path == cached_path() and file_sha256(path) == accepted
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "downloaded it from" in err[0] and served in err[0]
     monkeypatch.setenv(URL_ENV_VAR, NOWHERE)  # the second time it is found in the cache, no download
@@ -58,11 +66,11 @@ def test_missing_file_is_downloaded_checked_and_cached(served, monkeypatch, caps
     assert sorted(p.name for p in path.parent.iterdir()) == [FILE_NAME]  # no temporary file left
 
 
-def test_a_cached_copy_that_changed_is_downloaded_again(served, monkeypatch):
+def test_a_cached_copy_that_changed_is_downloaded_again(served, accepted, monkeypatch):
     monkeypatch.setenv(URL_ENV_VAR, f"{served}/{FILE_NAME}")
     cached_path().parent.mkdir(parents=True)
     cached_path().write_bytes(b"half a file")
-    assert file_sha256(resolve_path(None)) == LANDMINE_SHA256
+    assert file_sha256(resolve_path(None)) == accepted
 
 
 def _cli_in_env(url: str, env_cache: str) -> subprocess.CompletedProcess:
@@ -75,12 +83,14 @@ def _cli_in_env(url: str, env_cache: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize("case", ["refused", "truncated", "wrong checksum", "not found"])
+@pytest.mark.parametrize("case", ["refused", "truncated", "wrong checksum", "not the real file", "not found"])
 def test_a_bad_download_is_one_line_exit_2_and_leaves_nothing(case, served, tmp_path):
+    """The product as shipped (a fresh process, its own checksum): none of these is the real file."""
     url = {
         "refused": NOWHERE,
         "truncated": f"{served}/truncated/{FILE_NAME}",
         "wrong checksum": f"{served}/corrupted.mat",
+        "not the real file": f"{served}/{FILE_NAME}",
         "not found": f"{served}/absent.mat",
     }[case]
     cache = tmp_path / "cache"
@@ -92,6 +102,8 @@ def test_a_bad_download_is_one_line_exit_2_and_leaves_nothing(case, served, tmp_
     error = lines[0]
     assert error.startswith("pfxab run: error: landmine data download from")
     assert url in error and "by hand" in error and "put it at" in error
+    if case in ("wrong checksum", "not the real file"):
+        assert "(ValueError: its sha256 is not the expected one)" in error
     leftovers = list(cache.rglob("*")) if cache.exists() else []
     assert leftovers == [], leftovers  # no data file, no temporary file, no empty folder
 

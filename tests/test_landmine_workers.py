@@ -2,7 +2,8 @@
 
 The parent cannot clean up after SIGKILL, so the workers must notice by
 themselves (:func:`pfxab_flower.problems.landmine._exit_with_parent`). The test
-starts a cold run (no table, empty cache: thousands of fits in loky workers),
+starts a cold run (no table, empty cache: thousands of fits in loky workers; the
+generated landmine-format file is enough, 24,573 fits of a few milliseconds each),
 waits for its workers, kills the parent and checks by pid that every one of its
 child processes is gone within a bounded wait.
 """
@@ -12,11 +13,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from tests.landmine_files import NOWHERE, shared_copy
+from tests.landmine_files import NOWHERE, LandmineFile, accepting_cli
 
 #: Bounded waits (seconds): for the workers to start, and for them to be gone after the kill.
 START_WAIT, EXIT_WAIT = 90.0, 10.0
@@ -44,12 +44,11 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_sigkill_of_a_cold_run_leaves_no_worker(tmp_path):
+def test_sigkill_of_a_cold_run_leaves_no_worker(tmp_path, landmine_file: LandmineFile):
     env = dict(os.environ, PFXAB_CACHE_DIR=str(tmp_path / "cache"), PFXAB_LANDMINE_TABLE="none",
-               PFXAB_LANDMINE_DATA=str(shared_copy()), PFXAB_LANDMINE_URL=NOWHERE)
+               PFXAB_LANDMINE_DATA=str(landmine_file.path), PFXAB_LANDMINE_URL=NOWHERE)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pfxab_flower.simulations.cli", "run", "--problem", "landmine", "--clients", "3",
-         "--horizon", "1000"],
+        [*accepting_cli(landmine_file), "run", "--problem", "landmine", "--clients", "3", "--horizon", "1000"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
@@ -63,6 +62,7 @@ def test_sigkill_of_a_cold_run_leaves_no_worker(tmp_path):
         assert proc.poll() is None and len(workers) >= 2, "the cold run never started its fitting workers"
         time.sleep(1.0)  # let them take work
         workers = [k for k in _children(proc.pid) if _alive(k)]
+        assert proc.poll() is None, "the cold run ended before it was killed: nothing was tested"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         deadline = time.monotonic() + EXIT_WAIT

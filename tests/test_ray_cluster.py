@@ -9,6 +9,7 @@ locally into the same directory.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -25,8 +26,14 @@ from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.cluster import fits_on
 from pfxab_flower.simulations.flwr_run import free_port
 from tests.conftest import cli_error_line
-from tests.landmine_files import shared_copy
+from tests.landmine_files import LandmineFile, accepting
 from tests.test_sweep import TINY, write_config
+
+#: Ray's C++ core prints this on stderr when a driver connects to a cluster at 127.0.0.1 on a machine with no
+#: route out, as in the loopback-only namespace the tests run in (it then uses 127.0.0.1, as wanted). It comes
+#: before any logging setting applies, so pfxab cannot silence it; the check of pfxab's own one line ignores it.
+RAY_NO_ROUTE_WARNING = re.compile(r"\[[^]]*\] network_util\.cc:\d+: Failed to determine local IP via external "
+                                  r"connectivity to: .*, falling back to hostname resolution$")
 
 
 @pytest.mark.parametrize("command", [
@@ -106,8 +113,10 @@ def test_a_comparison_on_the_cluster_equals_the_local_one(cluster, tmp_path) -> 
 
 @pytest.mark.ray
 @pytest.mark.timeout(300)
-def test_landmine_fits_on_the_cluster_equal_local_fits_and_only_the_driver_writes_the_cache(cluster, tmp_path) -> None:
-    splits, sha = load_splits((0, 15), str(shared_copy()))
+def test_landmine_fits_on_the_cluster_equal_local_fits_and_only_the_driver_writes_the_cache(
+        cluster, tmp_path, landmine_file: LandmineFile) -> None:
+    with accepting(landmine_file):  # the generated landmine-format file: the fits, not the real data, are tested
+        splits, sha = load_splits((0, 15), str(landmine_file.path))
     namespace = cache_namespace(sha)
     rng = np.random.default_rng(0)
     points = np.column_stack([10 ** rng.uniform(-4, 4, 12), 10 ** rng.uniform(-2, 1, 12)])  # off the table's grid
@@ -153,7 +162,7 @@ def test_simulate_through_flwr_run_on_the_cluster_equals_the_inprocess_run(clust
 @pytest.mark.timeout(120)
 def test_a_client_larger_than_every_node_of_the_cluster_is_refused_before_the_run(cluster, tmp_path) -> None:
     line = cli_error_line("simulate", "--clients", "2", "--horizon", "1000", "--num-cpus", "2",
-                          "--ray-address", cluster, "--out", str(tmp_path / "o"))
+                          "--ray-address", cluster, "--out", str(tmp_path / "o"), not_ours=RAY_NO_ROUTE_WARNING)
     assert line == (f"pfxab simulate: error: --num-cpus=2.0 is invalid; allowed: a number in (0, 1] (the largest node "
                     f"of the Ray cluster at {cluster} has 1 CPU)")
     assert not (tmp_path / "o").exists()
