@@ -30,7 +30,7 @@ import itertools
 import math
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from pfxab_flower.faults import FaultPlan
 
 PROBLEMS = ("garland", "doublesine", "landmine")
-ALGORITHMS = ("pf-xab", "fed-pne", "pf-pne")
 ENGINES = ("inprocess", "flower")
 #: Where the runs of a sweep or comparison execute: a local process pool, or tasks on a Ray cluster.
 EXECUTORS = ("processes", "ray")
@@ -156,8 +155,8 @@ _SEEDS_ALLOWED = (f"an integer, a range like 0-9, or a comma-separated list like
 PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("problem", str, "garland", ", ".join(PROBLEMS),
               f"federation to optimise ({', '.join(PROBLEMS)})", _one_of(PROBLEMS)),
-    Parameter("algorithm", str, "pf-xab", ", ".join(ALGORITHMS),
-              f"algorithm ({', '.join(ALGORITHMS)})", _one_of(ALGORITHMS)),
+    # its choices are the registry's (pfxab_flower.algorithms.registry), filled in when read (declared)
+    Parameter("algorithm", str, "pf-xab", "{algorithms}", "algorithm ({algorithms})"),
     Parameter("clients", int, 10, f"an integer in [1, {MAX_CLIENTS}]",
               f"number of clients M, at most {MAX_CLIENTS}",
               _between(1, MAX_CLIENTS)),
@@ -176,7 +175,6 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               _between(0, 1, high_open=True)),
     Parameter("max_depth", int, None, "an integer >= 1 (or unset for no limit)", "deepest phase",
               _between(1, MAX_INT64), optional=True, unset="none, the budget alone limits the depth"),
-    Parameter("pf_pne_eps", float, 0.1, "a number >= 0", "PF-PNE heterogeneity slack eps >= 0", _between(0, math.inf)),
     Parameter("confidence", str, "hoeffding", ", ".join(CONFIDENCES),
               "confidence widths: hoeffding (the paper's) or bernstein (from the observed variance)",
               _one_of(CONFIDENCES)),
@@ -232,11 +230,52 @@ def _fail(name: str, value: object, allowed: str) -> None:
     raise ConfigError(f"{spelled(name)}={value!r} is invalid; allowed: {allowed}")
 
 
-def _declared(name: str) -> Parameter:
-    if name not in PARAMETERS:
-        known = ", ".join(p.key for p in PARAMETERS.values())
+def algorithm_names() -> tuple[str, ...]:
+    """The registered algorithms (:mod:`pfxab_flower.algorithms.registry`), looked up when needed.
+
+    Lazily: the algorithms import this module, and an algorithm registered after import
+    (``register_algorithm``) is one of the choices from then on.
+    """
+    from pfxab_flower.algorithms.registry import algorithm_names as registered
+
+    return registered()
+
+
+def __getattr__(name: str) -> Any:
+    """``ALGORITHMS``: the registered algorithms' names, as of the moment it is read."""
+    if name == "ALGORITHMS":
+        return algorithm_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def declared(name: str) -> Parameter:
+    """The declaration of ``name``: :data:`PARAMETERS`', or the algorithm that declares it (``pf_pne_eps``).
+
+    The ``algorithm`` parameter's choices are the registry's at the time of the call.
+    """
+    if name == "algorithm":
+        names = algorithm_names()
+        text = ", ".join(names)
+        p = PARAMETERS[name]
+        return replace(p, allowed=p.allowed.format(algorithms=text), help=p.help.format(algorithms=text),
+                       valid=lambda value: value in names)
+    if name == "confidence":  # the registered bounds (a bound added at run time is a choice too)
+        from pfxab_flower.algorithms.bounds import BOUNDS
+
+        bounds = tuple(BOUNDS)
+        return replace(PARAMETERS[name], allowed=", ".join(bounds), valid=lambda value: value in bounds)
+    if name in PARAMETERS:
+        return PARAMETERS[name]
+    from pfxab_flower.algorithms.registry import declared_options
+
+    options = declared_options()
+    if name not in options:
+        known = ", ".join(p.key for p in [*PARAMETERS.values(), *options.values()])
         raise ConfigError(f"unknown parameter {name.replace('_', '-')!r}; allowed: {known}")
-    return PARAMETERS[name]
+    return options[name]
+
+
+_declared = declared
 
 
 def check(name: str, value: Any, label: str | None = None) -> Any:
@@ -328,41 +367,20 @@ def run_config_value(name: str, value: Any) -> Any:
     """How a value is written in a Flower run config / ``pyproject.toml`` (``""`` for unset, ``"1,2"`` for lists)."""
     if value is None:
         return ""
-    if PARAMETERS[name].kind is tuple:
+    if declared(name).kind is tuple:
         return ",".join(map(str, value))
     return value
 
 
 def scoped(scope: str) -> list[Parameter]:
-    """The declared parameters of one scope (``run``, ``app`` or ``other``), in declaration order."""
-    return [p for p in PARAMETERS.values() if p.scope == scope]
+    """The declared parameters of one scope (``run``, ``app`` or ``other``), in declaration order.
 
-
-_ALGORITHM_PARAMETERS = ("algorithm", "alpha", "horizon", "seed", "nu1", "rho", "max_depth", "pf_pne_eps",
-                         "confidence")
-
-
-def validate_algorithm_parameters(
-    algorithm: str,
-    alpha: float,
-    horizon: int,
-    seed: int,
-    nu1: float,
-    rho: float,
-    max_depth: int | None,
-    pf_pne_eps: float,
-    confidence: str = "hoeffding",
-    *,
-    keywords: bool = False,
-) -> dict[str, Any]:
-    """Check the parameters of the algorithm itself (shared by RunConfig, ``engine.run`` and the strategies).
-
-    Returns them as plain Python values (``np.int64`` horizon -> ``int``). With ``keywords``
-    an error names the Python keyword (``pf_pne_eps=``) rather than the run-config key.
+    ``run`` also holds the algorithms' own parameters that are :class:`RunConfig` fields (``pf_pne_eps``).
     """
-    given = dict(zip(_ALGORITHM_PARAMETERS,
-                     (algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps, confidence), strict=True))
-    return {name: check(name, value, label=name if keywords else None) for name, value in given.items()}
+    core = [declared(p.name) for p in PARAMETERS.values() if p.scope == scope]
+    if scope != "run":
+        return core
+    return core + [declared(name) for name in OPTION_FIELDS]
 
 
 def check_reward_range(confidence: str, reward_range: Any, label: str = "reward_range") -> tuple[float, float]:
@@ -408,14 +426,19 @@ class RunConfig:
     noise_sigma: float = _default("noise_sigma")
     spread: float = _default("spread")
     max_depth: int | None = _default("max_depth")
-    pf_pne_eps: float = _default("pf_pne_eps")
+    #: PF-PNE's own parameter, kept as a field (and ``--pf-pne-eps`` flag) for compatibility: declared, default
+    #: and checked by PF-PNE's policy (``None`` here: its declared default). Other algorithms ignore it.
+    pf_pne_eps: float = None  # type: ignore[assignment]
     confidence: str = _default("confidence")
     landmine_data: str | None = _default("landmine_data")
     fields: str | None = _default("fields")
 
     def __post_init__(self) -> None:
         for f in fields(self):  # in declaration order: the first bad value is the one reported
-            object.__setattr__(self, f.name, check(f.name, getattr(self, f.name)))
+            value = getattr(self, f.name)
+            if f.name in OPTION_FIELDS and value is None:
+                value = declared(f.name).default
+            object.__setattr__(self, f.name, check(f.name, value))
         chosen = self._chosen_fields()
         if self.problem == "landmine" and self.clients > len(chosen):
             fields_ = spelled("fields")
@@ -449,18 +472,18 @@ class RunConfig:
             if name not in known:
                 allowed = ", ".join(sorted(k.replace("_", "-") for k in known))
                 raise ConfigError(f"unknown parameter {key!r}; allowed: {allowed}")
-            kwargs[name] = _from_text(PARAMETERS[name], value)
+            kwargs[name] = _from_text(declared(name), value)
         return cls(**kwargs)
-
-    def algorithm_parameters(self) -> dict[str, Any]:
-        """The parameters of the algorithm itself (``engine.run``'s keyword arguments)."""
-        return {name: getattr(self, name) for name in _ALGORITHM_PARAMETERS}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def replace(self, **changes: Any) -> RunConfig:
         return RunConfig(**{**asdict(self), **changes})
+
+
+#: RunConfig fields that are an algorithm's own parameter (declared by its policy, not in :data:`PARAMETERS`).
+OPTION_FIELDS = ("pf_pne_eps",)
 
 
 @dataclass(frozen=True)
@@ -583,8 +606,9 @@ def parse_seeds(text: str) -> list[int]:
 def parse_algorithms(text: str) -> list[str]:
     """The algorithms of ``--algorithms``: a comma-separated list of names, in order, no repeats."""
     names = [name.strip() for name in str(text).split(",")]
-    if any(name not in ALGORITHMS for name in names) or len(set(names)) != len(names):
-        _fail("algorithms", text, f"a comma-separated list of distinct names from {', '.join(ALGORITHMS)}")
+    known = algorithm_names()
+    if any(name not in known for name in names) or len(set(names)) != len(names):
+        _fail("algorithms", text, f"a comma-separated list of distinct names from {', '.join(known)}")
     return names
 
 
