@@ -506,6 +506,18 @@ class AppOptions:
         for f in fields(self):
             object.__setattr__(self, f.name, check(f.name, getattr(self, f.name)))
 
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> AppOptions:
+        """From run-config keys (``fail-rate``) or field names; text is converted, then each value checked once."""
+        return cls(**{key.replace("-", "_"): _from_text(declared(key.replace("-", "_")), value)
+                      for key, value in values.items()})
+
+    def check_clients(self, num_clients: int) -> None:
+        """``fail_clients`` must name clients of the run: indices in ``[0, num_clients)``."""
+        if self.fail_clients is not None and max(self.fail_clients) >= num_clients:
+            _fail("fail_clients", run_config_value("fail_clients", self.fail_clients),
+                  f"distinct comma-separated client indices in [0, {num_clients}), or \"\" for every client")
+
     def faults(self, seed: int) -> FaultPlan:
         """The run's failure plan (drawn from ``(seed, client, phase)``; stragglers too)."""
         from pfxab_flower.faults import FaultPlan  # faults imports this module's defaults
@@ -529,19 +541,9 @@ def parse_run_config(values: Mapping[str, Any]) -> tuple[RunConfig, AppOptions]:
 
 def _parse_run_config(values: Mapping[str, Any]) -> tuple[RunConfig, AppOptions]:
     run = {k: v for k, v in values.items() if k not in APP_DEFAULTS}
-    app = {**APP_DEFAULTS, **{k: v for k, v in values.items() if k in APP_DEFAULTS}}
-    timeout, out_dir = parse_round_timeout(app["round-timeout"]), parse("out_dir", app["out-dir"])
+    options = AppOptions.from_mapping({k: v for k, v in values.items() if k in APP_DEFAULTS})
     config = RunConfig.from_mapping(run)
-    options = AppOptions(
-        out_dir=out_dir,
-        round_timeout=timeout,
-        fail_rate=parse_fail_rate(app["fail-rate"]),
-        fail_clients=parse_fail_clients(app["fail-clients"], config.clients),
-        straggle_seconds=parse_straggle_seconds(app["straggle-seconds"]),
-        min_fraction=parse_min_fraction(app["min-fraction"]),
-        secure_aggregation=parse_flag("secure-aggregation", app["secure-aggregation"]),
-        api=parse_api(app["api"]),
-    )
+    options.check_clients(config.clients)
     return config, options
 
 
@@ -553,38 +555,9 @@ def to_run_config(config: RunConfig, options: AppOptions | None = None) -> dict[
     return values
 
 
-def parse_flag(name: str, value: object) -> bool:
-    """A boolean key: ``true``/``false`` (TOML booleans, or those words as strings)."""
-    return parse(name.replace("-", "_"), value)
-
-
 def parse_api(value: object) -> str:
     """The Flower API of a run (``api`` key, ``--api`` flag): one of :data:`APIS`."""
     return parse("api", value)
-
-
-def parse_round_timeout(value: Any) -> float:
-    """Seconds a Flower round waits for replies: a finite number > 0."""
-    return parse("round_timeout", value)
-
-
-def parse_fail_rate(value: Any) -> float:
-    """The probability that an injected failure drops a client from a phase."""
-    return parse("fail_rate", value)
-
-
-def parse_fail_clients(value: Any, num_clients: int) -> tuple[int, ...] | None:
-    """``""`` (every client) or distinct comma-separated client indices in ``[0, clients)``."""
-    clients = parse("fail_clients", value)
-    if clients is not None and max(clients) >= num_clients:
-        _fail("fail_clients", value, f"distinct comma-separated client indices in [0, {num_clients}), "
-                                     "or \"\" for every client")
-    return clients
-
-
-def parse_straggle_seconds(value: Any) -> float:
-    """How late a selected client answers: a finite number of seconds >= 0 (0: it fails at once)."""
-    return parse("straggle_seconds", value)
 
 
 def parse_min_fraction(value: Any) -> float:
