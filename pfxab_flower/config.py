@@ -1,6 +1,8 @@
 """Every parameter of a run and of the Flower app, declared once: default, check, help, limits.
 
-:data:`PARAMETERS` is the one declaration. Everything else is derived from it or
+:data:`PARAMETERS` is the one declaration (an algorithm's own parameters, e.g. PF-PNE's ``pf_pne_eps``,
+are declared by its policy instead, and the choices of ``algorithm`` are the registry's: :func:`declared`
+finds each). Everything else is derived from it or
 tested against it: :class:`RunConfig` and :class:`AppOptions` (their defaults and
 checks), the command-line flags (``simulations/commands/options.py``), the Flower
 run-config keys (kebab-case, ``noise-sigma``) and the ``[tool.flwr.app.config]``
