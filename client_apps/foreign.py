@@ -23,7 +23,7 @@ from flwr.common.logger import log
 
 from pfxab_flower import __version__
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.session import Instruction, check_parameters
+from pfxab_flower.session import Instruction
 from pfxab_flower.strategies import records, serde
 
 #: The node's ``context.state`` entry that marks the reason as logged.
@@ -49,10 +49,10 @@ class ForeignMessageError(ValueError):
 def read_instruction(
     api: str, message_type: str, arrays: Sequence[np.ndarray], config: Mapping[str, Any]
 ) -> Instruction:
-    """The server message in a payload, its parameters checked; :class:`ForeignMessageError` if there is none."""
+    """The server message in a payload, its parameters checked (by their decoding, ``AlgorithmSpec.from_wire``);
+    :class:`ForeignMessageError` if there is none."""
     try:
         instruction = serde.read_broadcast(arrays, config)
-        check_parameters(instruction.parameters)
     except (serde.WireError, ConfigError) as exc:
         raise ForeignMessageError(api, message_type, str(exc)) from None
     return instruction

@@ -27,6 +27,7 @@ import pandas as pd
 from pfxab_flower.accounting import score
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.messages import PhaseInstruction
+from pfxab_flower.algorithms.registry import options_of
 from pfxab_flower.engine import make_settings, simulate
 from pfxab_flower.noise import NoiseModel
 from pfxab_flower.problems.synthetic import synthetic_federation
@@ -37,7 +38,8 @@ PULL_SD = SIGMA / math.sqrt(3.0)  # standard deviation of one U[-sigma, sigma] d
 
 
 def split(fed, algorithm: str, alpha: float, seed: int) -> tuple[dict, list[dict]]:
-    settings = make_settings(M, alpha=alpha, horizon=T, seed=seed, pf_pne_eps=EPS)
+    own = {"pf_pne_eps": EPS} if "pf_pne_eps" in options_of(algorithm) else {}  # PF-PNE's own parameter
+    settings = make_settings(M, algorithm=algorithm, alpha=alpha, horizon=T, seed=seed, **own)
     sim = simulate(fed, make_policy(algorithm), settings, keep_messages=True)
     ledger = score(fed, alpha, T, [e.log for e in sim.envs])
     phases = [(b, r, u, s) for (b, r), (u, s) in zip(sim.messages[0:-1:2], sim.messages[1::2], strict=False)

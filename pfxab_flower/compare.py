@@ -13,7 +13,7 @@ What is compared is either a :class:`~pfxab_flower.problems.federation.Federatio
 :class:`~pfxab_flower.config.RunConfig` (a built-in problem; keywords replace its
 fields). Every run is checked before the first starts, by the checks the runs
 themselves make, so a bad keyword is one :class:`ConfigError` line and no work.
-The algorithms default to :data:`pfxab_flower.config.ALGORITHMS`, the one list of them.
+The algorithms default to every registered one (:mod:`pfxab_flower.algorithms.registry`).
 
 The federation (and its cached optimum, the one expensive step) is built once,
 in this process, before any worker starts (workers are forked and inherit it).
@@ -29,7 +29,6 @@ directory and :func:`load_comparison` reads it back.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import itertools
 import json
 import os
@@ -44,16 +43,18 @@ import pandas as pd
 import pyarrow
 from tqdm import tqdm
 
-from pfxab_flower.config import ALGORITHMS, PARAMETERS, RunConfig, check, parse, parse_workers
-from pfxab_flower.engine import describe_problem, run, run_settings
+from pfxab_flower.algorithms.registry import options_of
+from pfxab_flower.config import PARAMETERS, RunConfig, algorithm_names, check, parse_min_fraction, parse_workers
+from pfxab_flower.engine import describe_problem, run_checked, run_spec
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.faults import NO_FAULTS
+from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS
 from pfxab_flower.formatting import format_mean_sd
 from pfxab_flower.outputs import write_files_atomically
 from pfxab_flower.parallel import local_runner, shared_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.remote import JobRunner
 from pfxab_flower.results import time_grid
+from pfxab_flower.spec import COMMON, AlgorithmSpec
 
 #: The columns of one run's row, in order.
 RUN_COLUMNS = (
@@ -183,13 +184,13 @@ def _federation_of(source: RunConfig | int) -> Federation:
 
 
 def _run_job(source: RunConfig | int, keywords: dict[str, Any], grid: np.ndarray) -> tuple[dict[str, Any], np.ndarray]:
-    """One run: its row and its cumulative regret on ``grid``.
+    """One run (:func:`run_checked`'s keywords: a checked spec, ...): its row and its cumulative regret on ``grid``.
 
     ``source`` is a RunConfig (the process builds or inherits its federation,
     :func:`pfxab_flower.parallel.shared_federation`: a Ray worker can too) or the
     token of a federation object this process was given (forked workers inherit it).
     """
-    result = run(_federation_of(source), **keywords)
+    result = run_checked(_federation_of(source), **keywords)
     s = result.summary
     row = {name: s[name] for name in RUN_COLUMNS if name in s}
     row["bytes_sent"] = int(s["bytes_up"]) + int(s["bytes_down"])
@@ -217,41 +218,51 @@ def _checked_list(name: str, values: Any, check_one: Any) -> tuple:
 
 
 def _plan_config(base: RunConfig, algorithms: tuple[str, ...], seeds: tuple[int, ...],
-                 parameters: dict[str, Any]) -> tuple[RunConfig, list[dict[str, Any]], dict[str, Any]]:
+                 parameters: dict[str, Any]) -> tuple[RunConfig, list[RunConfig], dict[str, Any]]:
     """The runs of a RunConfig comparison: every config is built (so checked) before any runs."""
     _refuse_unknown(parameters, [f.name for f in dataclasses.fields(RunConfig) if f.name not in _PER_RUN])
     base = base.replace(**parameters)
     configs = [base.replace(algorithm=a, seed=s) for a in algorithms for s in seeds]
-    keywords = [{**c.algorithm_parameters(), "describe": describe_problem(c)} for c in configs]
     setting = {k: v for k, v in base.to_dict().items() if k not in _PER_RUN}
-    return base, keywords, setting
+    return base, configs, setting
+
+
+#: compare's own keywords with a Federation, beside the spec's (the common ones and the algorithms' own).
+_RUN_KEYWORDS = ("describe", "faults", "min_fraction")
 
 
 def _plan_federation(federation: Federation, algorithms: tuple[str, ...], seeds: tuple[int, ...],
                      parameters: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The runs of a Federation comparison: :func:`run`'s keywords, checked by :func:`run_settings` first."""
-    signature = inspect.signature(run)
-    _refuse_unknown(parameters, [n for n in list(signature.parameters)[1:] if n not in _PER_RUN])
-    bound = signature.bind(federation, algorithm=algorithms[0], seed=seeds[0], **parameters)
-    bound.apply_defaults()
-    shared = {k: v for k, v in bound.arguments.items() if k != "federation"}
-    checkable = {k: v for k, v in shared.items() if k in inspect.signature(run_settings).parameters}
-    for algorithm in algorithms:  # the seed only seeds the noise: its own check is enough
-        run_settings(federation, **{**checkable, "algorithm": algorithm})
-    keywords = [{**shared, "algorithm": a, "seed": s} for a in algorithms for s in seeds]
+    """The runs of a Federation comparison: :func:`run_checked`'s keywords, every spec built (so checked) first.
+
+    An algorithm's own keyword (``pf_pne_eps``) goes to the algorithms that declare it;
+    one that none of them declares is refused.
+    """
+    own = {name: p for a in algorithms for name, p in options_of(a).items()}
+    common = [name for name in COMMON if name not in ("num_clients", *_PER_RUN)]
+    _refuse_unknown(parameters, [*common, *own, *_RUN_KEYWORDS])
+    shared = {k: v for k, v in parameters.items() if k in common}
+    extra = {"describe": parameters.get("describe"), "faults": parameters.get("faults", NO_FAULTS),
+             "min_fraction": parse_min_fraction(parameters.get("min_fraction", DEFAULT_MIN_FRACTION))}
+    specs = {a: run_spec(federation, a, **shared, **{k: v for k, v in parameters.items() if k in options_of(a)})
+             for a in algorithms}  # the seed only seeds the noise: its own check is enough
+    keywords = [{"spec": specs[a].replace(seed=s), **extra} for a in algorithms for s in seeds]
+    first = specs[algorithms[0]]
     setting = {
         "problem": federation.name, "clients": federation.num_clients, "dimensions": federation.domain.ndim,
         "noise": federation.noise.kind, "noise_sigma": federation.noise.sigma,
-        **{name: parse(name, value) for name, value in checkable.items() if name not in _PER_RUN},  # plain values
+        **{k: v for k, v in first.summary().items() if k in common},
+        **{name: next(spec.options[name] for spec in specs.values() if name in spec.options) for name in own},
+        "min_fraction": extra["min_fraction"],
     }
-    if shared["faults"] != NO_FAULTS:
-        setting["faults"] = dataclasses.asdict(shared["faults"])
+    if extra["faults"] != NO_FAULTS:
+        setting["faults"] = dataclasses.asdict(extra["faults"])
     return keywords, setting
 
 
 def compare(
     target: Federation | RunConfig,
-    algorithms: Sequence[str] = ALGORITHMS,
+    algorithms: Sequence[str] | None = None,
     seeds: Sequence[int] = DEFAULT_SEEDS,
     *,
     workers: int = 1,
@@ -262,22 +273,26 @@ def compare(
     """Run every algorithm with every seed on one federation; the runs, their summary and their curves.
 
     ``target``: a :class:`Federation` (``parameters`` are :func:`pfxab_flower.engine.run`'s
-    keywords: ``alpha``, ``horizon``, ``nu1``, ``rho``, ``max_depth``, ``pf_pne_eps``,
-    ``confidence``, ``min_fraction``, ``faults``, ``describe``, with ``run``'s defaults),
+    keywords: ``alpha``, ``horizon``, ``nu1``, ``rho``, ``max_depth``, ``confidence``, the
+    algorithms' own (``pf_pne_eps``: given to the algorithms that declare it), ``min_fraction``,
+    ``faults``, ``describe``, with ``run``'s defaults; ``algorithms``: default every registered one),
     or a :class:`RunConfig` (its ``algorithm`` and ``seed`` are ignored; ``parameters``
     replace its other fields, e.g. ``alpha=0.9``). Every run is checked before any starts.
     ``progress`` shows a progress bar on stderr. ``runner`` runs the jobs (default:
     ``workers`` local processes; ``pfxab compare --executor ray`` passes a Ray cluster's,
     for a RunConfig only: a remote worker rebuilds the federation from it).
     """
-    algorithms = _checked_list("algorithms", algorithms, lambda a: check("algorithm", a, label="algorithms"))
+    algorithms = _checked_list("algorithms", algorithm_names() if algorithms is None else algorithms,
+                               lambda a: check("algorithm", a, label="algorithms"))
     seeds = _checked_list("seeds", seeds, lambda s: check("seed", s, label="seeds"))
     workers = parse_workers(workers)
     token: int | None = None
     if isinstance(target, RunConfig):
-        base, keywords, setting = _plan_config(target, algorithms, seeds, parameters)
+        base, configs, setting = _plan_config(target, algorithms, seeds, parameters)
         source: RunConfig | int = base
         federation = shared_federation(base)
+        keywords = [{"spec": AlgorithmSpec.from_config(c, federation.reward_range), "describe": describe_problem(c)}
+                    for c in configs]
     elif isinstance(target, Federation):
         if runner is not None:
             raise ConfigError("runner=... is invalid with a Federation; allowed: a RunConfig (a remote worker "

@@ -1,13 +1,16 @@
 """Every parameter of a run and of the Flower app, declared once: default, check, help, limits.
 
-:data:`PARAMETERS` is the one declaration. Derived from it or tested against it:
-:class:`RunConfig` and :class:`AppOptions` (their defaults and checks), the command-line
-flags (``simulations/commands/options.py``), the Flower run-config keys (kebab-case,
-``noise-sigma``) and the ``[tool.flwr.app.config]`` defaults in ``pyproject.toml``
-(``tests/test_config.py`` compares them). The problems a run may name are not listed here:
-``problem``'s choices are read from :mod:`pfxab_flower.problem_registry` on each check. Not
-declared here (yet): ``--engine`` (argparse's choices, :data:`ENGINES`), and ``--workers``
-and ``--algorithms``, checked by :func:`parse_workers` and :func:`parse_algorithms` below.
+:data:`PARAMETERS` is the one declaration of the common parameters (an algorithm's own
+parameters, e.g. PF-PNE's ``pf_pne_eps``, are declared by its policy instead: :func:`declared`
+finds each). Derived from it or tested against it: :class:`RunConfig` and :class:`AppOptions`
+(their defaults and checks), the command-line flags (``simulations/commands/options.py``), the
+Flower run-config keys (kebab-case, ``noise-sigma``) and the ``[tool.flwr.app.config]`` defaults
+in ``pyproject.toml`` (``tests/test_config.py`` compares them). The choices of ``problem``,
+``algorithm`` and ``confidence`` are not listed here: they are read from their registries
+(:mod:`pfxab_flower.problem_registry`, :mod:`pfxab_flower.algorithms.registry`,
+:mod:`pfxab_flower.algorithms.bounds`) on each check. Not declared here (yet): ``--engine``
+(argparse's choices, :data:`ENGINES`), and ``--workers`` and ``--algorithms``, checked by
+:func:`parse_workers` and :func:`parse_algorithms` below.
 
 Every check of a declared parameter runs the same code, by its snake_case name:
 
@@ -46,7 +49,6 @@ from pfxab_flower.errors import ConfigError, spelled, spelled_as
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT, FaultPlan
 from pfxab_flower.problem_registry import problem_help
 
-ALGORITHMS = ("pf-xab", "fed-pne", "pf-pne")
 #: Reward noise models (:class:`~pfxab_flower.noise.NoiseModel`, which checks its kind here).
 NOISE_KINDS = ("uniform", "gaussian", "bernoulli", "none")
 ENGINES = ("inprocess", "flower")
@@ -180,7 +182,7 @@ _SEEDS_ALLOWED = (f"an integer, a range like 0-9, or a comma-separated list like
 #: The declaration: RunConfig fields (in order), then the Flower app's options, then other flags and limits.
 PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     _choice("problem", "garland", "federation to optimise", problem_help),
-    _choice("algorithm", "pf-xab", "algorithm", ALGORITHMS),
+    _choice("algorithm", "pf-xab", "algorithm", lambda: _registered_algorithms()),
     Parameter("clients", int, 10, f"an integer in [1, {MAX_CLIENTS}]",
               f"number of clients M, at most {MAX_CLIENTS}",
               _between(1, MAX_CLIENTS)),
@@ -198,9 +200,9 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               _between(0, 1, high_open=True)),
     Parameter("max_depth", int, None, "an integer >= 1 (or unset for no limit)", "deepest phase",
               _between(1, MAX_INT64), optional=True, unset="none, the budget alone limits the depth"),
-    Parameter("pf_pne_eps", float, 0.1, "a number >= 0", "PF-PNE heterogeneity slack eps >= 0", _between(0, math.inf)),
     _choice("confidence", "hoeffding",
-            "confidence widths: hoeffding (the paper's) or bernstein (from the observed variance)", CONFIDENCES),
+            "confidence widths: hoeffding (the paper's) or bernstein (from the observed variance)",
+            lambda: _registered_bounds()),
     Parameter("landmine_data", str, None, "a file path", "path to LandmineData.mat (landmine problem)",
               optional=True, unset="$PFXAB_LANDMINE_DATA, else the downloaded copy in the cache"),
     Parameter("fields", str, None, f"distinct comma-separated integers in 0..{LANDMINE_FIELD_COUNT - 1}",
@@ -251,11 +253,50 @@ def _fail(name: str, value: object, allowed: str) -> None:
     raise ConfigError(f"{spelled(name)}={value!r} is invalid; allowed: {allowed}")
 
 
-def _declared(name: str) -> Parameter:
-    if name not in PARAMETERS:
-        known = ", ".join(p.key for p in PARAMETERS.values())
+def algorithm_names() -> tuple[str, ...]:
+    """The registered algorithms (:mod:`pfxab_flower.algorithms.registry`), looked up when needed.
+
+    Lazily: the algorithms import this module, and an algorithm registered after import
+    (``register_algorithm``) is one of the choices from then on.
+    """
+    return tuple(_registered_algorithms())
+
+
+def _registered_algorithms() -> dict[str, str]:
+    """The registered algorithms' names and one-line descriptions (the ``algorithm`` choices)."""
+    from pfxab_flower.algorithms import registry  # the algorithms import this module: read it when asked
+
+    return {name: registry.policy_class(name).description for name in registry.algorithm_names()}
+
+
+def _registered_bounds() -> dict[str, str]:
+    """The registered confidence bounds (the ``confidence`` choices): a bound added at run time is one too."""
+    from pfxab_flower.algorithms.bounds import BOUNDS  # the bounds import this module: read it when asked
+
+    return dict.fromkeys(BOUNDS, "")
+
+
+def __getattr__(name: str) -> Any:
+    """``ALGORITHMS``: the registered algorithms' names, as of the moment it is read."""
+    if name == "ALGORITHMS":
+        return algorithm_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def declared(name: str) -> Parameter:
+    """The declaration of ``name``: :data:`PARAMETERS`', or the algorithm that declares it (``pf_pne_eps``)."""
+    if name in PARAMETERS:
+        return PARAMETERS[name]
+    from pfxab_flower.algorithms.registry import declared_options  # see _registered_algorithms
+
+    options = declared_options()
+    if name not in options:
+        known = ", ".join(p.key for p in [*PARAMETERS.values(), *options.values()])
         raise ConfigError(f"unknown parameter {name.replace('_', '-')!r}; allowed: {known}")
-    return PARAMETERS[name]
+    return options[name]
+
+
+_declared = declared
 
 
 def check(name: str, value: Any, label: str | None = None) -> Any:
@@ -347,41 +388,20 @@ def run_config_value(name: str, value: Any) -> Any:
     """How a value is written in a Flower run config / ``pyproject.toml`` (``""`` for unset, ``"1,2"`` for lists)."""
     if value is None:
         return ""
-    if PARAMETERS[name].kind is tuple:
+    if declared(name).kind is tuple:
         return ",".join(map(str, value))
     return value
 
 
 def scoped(scope: str) -> list[Parameter]:
-    """The declared parameters of one scope (``run``, ``app`` or ``other``), in declaration order."""
-    return [p for p in PARAMETERS.values() if p.scope == scope]
+    """The declared parameters of one scope (``run``, ``app`` or ``other``), in declaration order.
 
-
-_ALGORITHM_PARAMETERS = ("algorithm", "alpha", "horizon", "seed", "nu1", "rho", "max_depth", "pf_pne_eps",
-                         "confidence")
-
-
-def validate_algorithm_parameters(
-    algorithm: str,
-    alpha: float,
-    horizon: int,
-    seed: int,
-    nu1: float,
-    rho: float,
-    max_depth: int | None,
-    pf_pne_eps: float,
-    confidence: str = "hoeffding",
-    *,
-    keywords: bool = False,
-) -> dict[str, Any]:
-    """Check the parameters of the algorithm itself (shared by RunConfig, ``engine.run`` and the strategies).
-
-    Returns them as plain Python values (``np.int64`` horizon -> ``int``). With ``keywords``
-    an error names the Python keyword (``pf_pne_eps=``) rather than the run-config key.
+    ``run`` also holds the algorithms' own parameters that are :class:`RunConfig` fields (``pf_pne_eps``).
     """
-    given = dict(zip(_ALGORITHM_PARAMETERS,
-                     (algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps, confidence), strict=True))
-    return {name: check(name, value, label=name if keywords else None) for name, value in given.items()}
+    core = [declared(p.name) for p in PARAMETERS.values() if p.scope == scope]
+    if scope != "run":
+        return core
+    return core + [declared(name) for name in OPTION_FIELDS]
 
 
 def check_reward_range(confidence: str, reward_range: Any, label: str = "reward_range") -> tuple[float, float]:
@@ -427,14 +447,19 @@ class RunConfig:
     noise_sigma: float = _default("noise_sigma")
     spread: float = _default("spread")
     max_depth: int | None = _default("max_depth")
-    pf_pne_eps: float = _default("pf_pne_eps")
+    #: PF-PNE's own parameter, kept as a field (and ``--pf-pne-eps`` flag) for compatibility: declared, default
+    #: and checked by PF-PNE's policy (``None`` here: its declared default). Other algorithms ignore it.
+    pf_pne_eps: float = None  # type: ignore[assignment]
     confidence: str = _default("confidence")
     landmine_data: str | None = _default("landmine_data")
     fields: str | None = _default("fields")
 
     def __post_init__(self) -> None:
         for f in fields(self):  # in declaration order: the first bad value is the one reported
-            object.__setattr__(self, f.name, check(f.name, getattr(self, f.name)))
+            value = getattr(self, f.name)
+            if f.name in OPTION_FIELDS and value is None:
+                value = declared(f.name).default
+            object.__setattr__(self, f.name, check(f.name, value))
         chosen = self._chosen_fields()
         if self.problem == "landmine" and self.clients > len(chosen):
             fields_ = spelled("fields")
@@ -468,18 +493,18 @@ class RunConfig:
             if name not in known:
                 allowed = ", ".join(sorted(k.replace("_", "-") for k in known))
                 raise ConfigError(f"unknown parameter {key!r}; allowed: {allowed}")
-            kwargs[name] = _from_text(PARAMETERS[name], value)
+            kwargs[name] = _from_text(declared(name), value)
         return cls(**kwargs)
-
-    def algorithm_parameters(self) -> dict[str, Any]:
-        """The parameters of the algorithm itself (``engine.run``'s keyword arguments)."""
-        return {name: getattr(self, name) for name in _ALGORITHM_PARAMETERS}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def replace(self, **changes: Any) -> RunConfig:
         return RunConfig(**{**asdict(self), **changes})
+
+
+#: RunConfig fields that are an algorithm's own parameter (declared by its policy, not in :data:`PARAMETERS`).
+OPTION_FIELDS = ("pf_pne_eps",)
 
 
 @dataclass(frozen=True)
@@ -502,6 +527,18 @@ class AppOptions:
         for f in fields(self):
             object.__setattr__(self, f.name, check(f.name, getattr(self, f.name)))
 
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> AppOptions:
+        """From run-config keys (``fail-rate``) or field names; text is converted, then each value checked once."""
+        return cls(**{key.replace("-", "_"): _from_text(declared(key.replace("-", "_")), value)
+                      for key, value in values.items()})
+
+    def check_clients(self, num_clients: int) -> None:
+        """``fail_clients`` must name clients of the run: indices in ``[0, num_clients)``."""
+        if self.fail_clients is not None and max(self.fail_clients) >= num_clients:
+            _fail("fail_clients", run_config_value("fail_clients", self.fail_clients),
+                  f"distinct comma-separated client indices in [0, {num_clients}), or \"\" for every client")
+
     def faults(self, seed: int) -> FaultPlan:
         """The run's failure plan (drawn from ``(seed, client, phase)``; stragglers too)."""
         return FaultPlan(seed=seed, rate=self.fail_rate, clients=self.fail_clients,
@@ -523,19 +560,9 @@ def parse_run_config(values: Mapping[str, Any]) -> tuple[RunConfig, AppOptions]:
 
 def _parse_run_config(values: Mapping[str, Any]) -> tuple[RunConfig, AppOptions]:
     run = {k: v for k, v in values.items() if k not in APP_DEFAULTS}
-    app = {**APP_DEFAULTS, **{k: v for k, v in values.items() if k in APP_DEFAULTS}}
-    timeout, out_dir = parse_round_timeout(app["round-timeout"]), parse("out_dir", app["out-dir"])
+    options = AppOptions.from_mapping({k: v for k, v in values.items() if k in APP_DEFAULTS})
     config = RunConfig.from_mapping(run)
-    options = AppOptions(
-        out_dir=out_dir,
-        round_timeout=timeout,
-        fail_rate=parse_fail_rate(app["fail-rate"]),
-        fail_clients=parse_fail_clients(app["fail-clients"], config.clients),
-        straggle_seconds=parse_straggle_seconds(app["straggle-seconds"]),
-        min_fraction=parse_min_fraction(app["min-fraction"]),
-        secure_aggregation=parse_flag("secure-aggregation", app["secure-aggregation"]),
-        api=parse_api(app["api"]),
-    )
+    options.check_clients(config.clients)
     return config, options
 
 
@@ -547,38 +574,9 @@ def to_run_config(config: RunConfig, options: AppOptions | None = None) -> dict[
     return values
 
 
-def parse_flag(name: str, value: object) -> bool:
-    """A boolean key: ``true``/``false`` (TOML booleans, or those words as strings)."""
-    return parse(name.replace("-", "_"), value)
-
-
 def parse_api(value: object) -> str:
     """The Flower API of a run (``api`` key, ``--api`` flag): one of :data:`APIS`."""
     return parse("api", value)
-
-
-def parse_round_timeout(value: Any) -> float:
-    """Seconds a Flower round waits for replies: a finite number > 0."""
-    return parse("round_timeout", value)
-
-
-def parse_fail_rate(value: Any) -> float:
-    """The probability that an injected failure drops a client from a phase."""
-    return parse("fail_rate", value)
-
-
-def parse_fail_clients(value: Any, num_clients: int) -> tuple[int, ...] | None:
-    """``""`` (every client) or distinct comma-separated client indices in ``[0, clients)``."""
-    clients = parse("fail_clients", value)
-    if clients is not None and max(clients) >= num_clients:
-        _fail("fail_clients", value, f"distinct comma-separated client indices in [0, {num_clients}), "
-                                     "or \"\" for every client")
-    return clients
-
-
-def parse_straggle_seconds(value: Any) -> float:
-    """How late a selected client answers: a finite number of seconds >= 0 (0: it fails at once)."""
-    return parse("straggle_seconds", value)
 
 
 def parse_min_fraction(value: Any) -> float:
@@ -600,8 +598,9 @@ def parse_seeds(text: str) -> list[int]:
 def parse_algorithms(text: str) -> list[str]:
     """The algorithms of ``--algorithms``: a comma-separated list of names, in order, no repeats."""
     names = [name.strip() for name in str(text).split(",")]
-    if any(name not in ALGORITHMS for name in names) or len(set(names)) != len(names):
-        _fail("algorithms", text, f"a comma-separated list of distinct names from {', '.join(ALGORITHMS)}")
+    known = algorithm_names()
+    if any(name not in known for name in names) or len(set(names)) != len(names):
+        _fail("algorithms", text, f"a comma-separated list of distinct names from {', '.join(known)}")
     return names
 
 

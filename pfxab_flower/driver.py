@@ -345,19 +345,4 @@ def run_parameters(
     algorithm: str, problem: str, engine: str, settings: Settings, describe: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """The leading entries of a run's summary: what ran, where, with which parameters."""
-    schedule = settings.schedule
-    return {
-        "algorithm": algorithm,
-        "problem": problem,
-        "engine": engine,
-        "alpha": settings.alpha,
-        "clients": settings.num_clients,
-        "horizon": settings.horizon,
-        "seed": settings.seed,
-        "nu1": schedule.nu1,
-        "rho": schedule.rho,
-        "max_depth": schedule.max_depth,
-        "pf_pne_eps": settings.pf_pne_eps,
-        "confidence": settings.confidence,
-        **(describe or {}),
-    }
+    return {"algorithm": algorithm, "problem": problem, "engine": engine, **settings.spec.summary(), **(describe or {})}

@@ -16,14 +16,7 @@ from typing import Any
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.messages import FinishInstruction, Message, payload_size
 from pfxab_flower.algorithms.phased import Policy, ServerMachine, Settings
-from pfxab_flower.algorithms.schedule import Schedule
-from pfxab_flower.config import (
-    REWARD_LIMIT,
-    RunConfig,
-    check_reward_range,
-    parse_min_fraction,
-    validate_algorithm_parameters,
-)
+from pfxab_flower.config import RunConfig, parse_min_fraction
 from pfxab_flower.driver import Exchange, Failure, ServerDriver
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS, FaultPlan, InjectedFailureError
@@ -32,26 +25,24 @@ from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
 from pfxab_flower.sampling import SimulatedEnvironment
 from pfxab_flower.session import ClientSession, LateReplyError, MemoryStore
+from pfxab_flower.spec import AlgorithmSpec
 
 
 def make_settings(
     num_clients: int,
     *,
-    alpha: float,
-    horizon: int,
-    seed: int,
-    nu1: float = 1.0,
-    rho: float = 0.5,
-    max_depth: int | None = None,
-    pf_pne_eps: float = 0.1,
+    algorithm: str = "pf-xab",
     min_fraction: float = DEFAULT_MIN_FRACTION,
-    reward_range: tuple[float, float] = (-REWARD_LIMIT, REWARD_LIMIT),
-    confidence: str = "hoeffding",
+    reward_range: tuple[float, float] | None = None,
+    **parameters: Any,
 ) -> Settings:
-    """The :class:`Settings` every machine of a run shares."""
-    schedule = Schedule(horizon=horizon, num_clients=num_clients, nu1=nu1, rho=rho, max_depth=max_depth)
-    return Settings(schedule=schedule, alpha=alpha, seed=seed, pf_pne_eps=pf_pne_eps, min_fraction=min_fraction,
-                    reward_range=reward_range, confidence=confidence)
+    """The :class:`Settings` every machine of a run shares, from Python keywords (checked once, here).
+
+    ``parameters`` are the spec's keywords (:meth:`AlgorithmSpec.build`): the common ones and
+    ``algorithm``'s own (``pf_pne_eps`` for ``pf-pne``).
+    """
+    spec = AlgorithmSpec.build(algorithm, num_clients=num_clients, reward_range=reward_range, **parameters)
+    return Settings(spec, min_fraction=min_fraction)
 
 
 def record_exchange(
@@ -145,48 +136,43 @@ def simulate(
 def run(
     federation: Federation,
     algorithm: str = "pf-xab",
-    alpha: float = 0.5,
-    horizon: int = 2_000_000,
-    seed: int = 0,
-    nu1: float = 1.0,
-    rho: float = 0.5,
-    max_depth: int | None = None,
-    pf_pne_eps: float = 0.1,
-    confidence: str = "hoeffding",
+    *,
     describe: dict[str, Any] | None = None,
     faults: FaultPlan = NO_FAULTS,
     min_fraction: float = DEFAULT_MIN_FRACTION,
+    **parameters: Any,
 ) -> RunResult:
     """Run one algorithm on ``federation`` in this process and score it exactly.
 
-    ``describe`` adds problem-level entries (noise, spread, ...) to the summary; ``faults``
-    injects client failures and ``min_fraction`` is the quorum (see :mod:`pfxab_flower.faults`).
+    ``parameters`` are the algorithm's keywords, checked once here (:func:`run_spec`):
+    ``alpha``, ``horizon``, ``seed``, ``nu1``, ``rho``, ``max_depth``, ``confidence`` (the
+    declared defaults for those not given) and the algorithm's own (``pf_pne_eps`` for
+    ``pf-pne``; another algorithm refuses it). ``describe`` adds problem-level entries
+    (noise, spread, ...) to the summary; ``faults`` injects client failures and
+    ``min_fraction`` is the quorum (see :mod:`pfxab_flower.faults`).
     """
-    algorithm, settings = run_settings(federation, algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps,
-                                       confidence, min_fraction)
-    sim = simulate(federation, make_policy(algorithm), settings, faults=faults)
+    spec = run_spec(federation, algorithm, **parameters)
+    min_fraction = parse_min_fraction(min_fraction)
+    return run_checked(federation, spec, describe=describe, faults=faults, min_fraction=min_fraction)
+
+
+def run_spec(federation: Federation, algorithm: str = "pf-xab", **parameters: Any) -> AlgorithmSpec:
+    """The checked spec of :func:`run`'s keywords on ``federation``; nothing runs.
+
+    One :class:`ConfigError` line naming the Python keyword, so a caller with many runs
+    (:func:`pfxab_flower.compare.compare`) can check them all before the first starts.
+    """
+    return AlgorithmSpec.build(algorithm, num_clients=federation.num_clients, reward_range=federation.reward_range,
+                               **parameters)
+
+
+def run_checked(
+    federation: Federation, spec: AlgorithmSpec, *, describe: dict[str, Any] | None = None,
+    faults: FaultPlan = NO_FAULTS, min_fraction: float = DEFAULT_MIN_FRACTION,
+) -> RunResult:
+    """Run a checked spec (:func:`run_spec`, :meth:`AlgorithmSpec.from_config`) as it is: no check is repeated."""
+    sim = simulate(federation, make_policy(spec.algorithm), Settings(spec, min_fraction=min_fraction), faults=faults)
     return sim.driver.result("inprocess", describe)
-
-
-def run_settings(
-    federation: Federation, algorithm: str, alpha: float, horizon: int, seed: int, nu1: float, rho: float,
-    max_depth: int | None, pf_pne_eps: float, confidence: str, min_fraction: float,
-) -> tuple[str, Settings]:
-    """The checked algorithm name and :class:`Settings` of :func:`run`'s arguments; nothing runs.
-
-    Every check :func:`run` makes before running, one :class:`ConfigError` line naming the
-    Python keyword, so a caller with many runs (:func:`pfxab_flower.compare.compare`) can
-    check them all before the first starts.
-    """
-    checked = validate_algorithm_parameters(algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps,
-                                            confidence, keywords=True)
-    algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps, confidence = checked.values()  # np.int64 -> int
-    settings = make_settings(
-        federation.num_clients, alpha=alpha, horizon=horizon, seed=seed, nu1=nu1, rho=rho, max_depth=max_depth,
-        pf_pne_eps=pf_pne_eps, min_fraction=parse_min_fraction(min_fraction),
-        reward_range=check_reward_range(confidence, federation.reward_range), confidence=confidence,
-    )
-    return algorithm, settings
 
 
 def describe_problem(config: RunConfig) -> dict[str, Any]:
@@ -204,7 +190,8 @@ def run_config(config: RunConfig, federation: Federation | None = None) -> RunRe
     if federation is None:
         federation = build_federation(config)
     setup_seconds = time.perf_counter() - started
-    result = run(federation, **config.algorithm_parameters(), describe=describe_problem(config))
+    spec = AlgorithmSpec.from_config(config, federation.reward_range)
+    result = run_checked(federation, spec, describe=describe_problem(config))
     wall_seconds = time.perf_counter() - started
     result.summary.update(wall_seconds=wall_seconds, setup_seconds=setup_seconds,
                           run_seconds=wall_seconds - setup_seconds)

@@ -19,16 +19,19 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from functools import lru_cache
 from typing import Any
 
-from pfxab_flower.config import RunConfig
+from pfxab_flower.config import OPTION_FIELDS, PARAMETERS, RunConfig
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.remote import JobRunner
 
+#: The RunConfig fields of the algorithm (not of the federation); an option field reset is its declared default.
+ALGORITHM_FIELDS = ("algorithm", "alpha", "seed", "horizon", "nu1", "rho", "max_depth", *OPTION_FIELDS, "confidence")
+
 
 def federation_key(config: RunConfig) -> RunConfig:
     """The config with the algorithm's own fields reset: configs that share a federation share this key."""
-    return config.replace(algorithm="pf-xab", alpha=0.0, seed=0, horizon=1, nu1=1.0, rho=0.5,
-                          max_depth=None, pf_pne_eps=0.1, confidence="hoeffding")
+    reset = {name: None if name in OPTION_FIELDS else PARAMETERS[name].default for name in ALGORITHM_FIELDS}
+    return config.replace(**{**reset, "alpha": 0.0, "horizon": 1})
 
 
 @lru_cache(maxsize=8)

@@ -10,7 +10,7 @@ construction.
 A session needs nothing but its client index (Flower: the node's ``partition-id``),
 a place to keep its state between messages, and its environment (the objective plus
 noise). The algorithm's parameters come with every message from the server
-(:class:`~pfxab_flower.algorithms.messages.AlgorithmParameters`).
+(:class:`~pfxab_flower.spec.AlgorithmSpec`), checked when a Flower client decodes them.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import numpy as np
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.messages import (
     ActiveSetReport,
-    AlgorithmParameters,
     FinishInstruction,
     FinishReport,
     GlobalUpdate,
@@ -33,9 +32,9 @@ from pfxab_flower.algorithms.messages import (
     PhaseInstruction,
 )
 from pfxab_flower.algorithms.phased import ClientMachine, ClientState, Settings
-from pfxab_flower.config import check_reward_range, validate_algorithm_parameters
 from pfxab_flower.faults import NO_FAULTS, FaultPlan
 from pfxab_flower.sampling import Environment
+from pfxab_flower.spec import AlgorithmSpec
 
 #: What a session keeps of its environment between messages (e.g. the pull log): named arrays.
 EnvironmentState = dict[str, np.ndarray]
@@ -44,20 +43,6 @@ EnvironmentFactory = Callable[[Mapping[str, np.ndarray] | None], Environment]
 
 Instruction = PhaseInstruction | GlobalUpdate | FinishInstruction
 Report = LocalReport | ActiveSetReport | FinishReport
-
-
-def check_parameters(parameters: AlgorithmParameters) -> None:
-    """The server's parameters, checked before a client runs anything (one-line ``ConfigError`` if bad).
-
-    A client trusts nothing it receives: a server of another version, or a hostile one,
-    may send values this version's machine cannot run.
-    """
-    validate_algorithm_parameters(
-        algorithm=parameters.algorithm, alpha=parameters.alpha, horizon=parameters.horizon,
-        seed=parameters.seed, nu1=parameters.nu1, rho=parameters.rho, max_depth=parameters.max_depth or None,
-        pf_pne_eps=parameters.pf_pne_eps, confidence=parameters.confidence,
-    )
-    check_reward_range(parameters.confidence, (parameters.reward_low, parameters.reward_high))
 
 
 class LateReplyError(RuntimeError):
@@ -117,14 +102,17 @@ class ClientSession:
         self.faults = faults
         self.sleep = sleep
 
-    def stands_by(self, parameters: AlgorithmParameters) -> bool:
+    def stands_by(self, parameters: AlgorithmSpec) -> bool:
         """Whether this node is not one of the run's clients (its index is ``>= num_clients``)."""
         return not 0 <= self.client < parameters.num_clients
 
     def handle(self, message: Instruction) -> SessionReply:
-        """Run the machine on ``message`` and keep the new state; raise if the client fails."""
+        """Run the machine on ``message`` and keep the new state; raise if the client fails.
+
+        ``message.parameters`` is trusted: a Flower client checked it when it decoded the message
+        (:meth:`AlgorithmSpec.from_wire`); the in-process engine's server built it checked.
+        """
         parameters = message.parameters
-        check_parameters(parameters)
         if not isinstance(message, FinishInstruction):
             faults = replace(self.faults, seed=parameters.seed)  # the run's seed is the server's
             faults.check(self.client, message.phase)  # InjectedFailureError: nothing kept
@@ -132,8 +120,7 @@ class ClientSession:
                 raise LateReplyError(f"client {self.client}: reply to phase {message.phase} came after the "
                                      f"round timeout ({faults.round_timeout:g} s)")
         state, saved = self.store.load()
-        machine = ClientMachine(make_policy(parameters.algorithm), Settings.from_parameters(parameters),
-                                self.client, state)
+        machine = ClientMachine(make_policy(parameters.algorithm), Settings(parameters), self.client, state)
         environment = self.make_environment(saved)
         if isinstance(message, PhaseInstruction):
             report: Report = machine.explore(message, environment)

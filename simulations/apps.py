@@ -29,6 +29,7 @@ from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
+from pfxab_flower.spec import FULL_RANGE, AlgorithmSpec
 from pfxab_flower.strategies import LEGACY_STRATEGIES, STRATEGIES
 from pfxab_flower.strategies.secure import run_legacy_workflow
 
@@ -39,13 +40,9 @@ StopFn = Callable[[str], None]
 
 def strategy_of(config: RunConfig, options: AppOptions, federation: Federation | None) -> Any:
     """The strategy of a run config on the API its options name (``message``, or ``legacy`` / secure)."""
-    kwargs: dict[str, Any] = dict(
-        num_clients=config.clients, horizon=config.horizon, alpha=config.alpha, seed=config.seed, nu1=config.nu1,
-        rho=config.rho, max_depth=config.max_depth, min_fraction=options.min_fraction,
-        round_timeout=options.round_timeout, federation=federation, confidence=config.confidence,
-    )
-    if config.algorithm == "pf-pne":
-        kwargs["pf_pne_eps"] = config.pf_pne_eps
+    spec = AlgorithmSpec.from_config(config, federation.reward_range if federation is not None else FULL_RANGE)
+    kwargs: dict[str, Any] = dict(spec=spec, min_fraction=options.min_fraction, round_timeout=options.round_timeout,
+                                  federation=federation)
     if options.api == "legacy" or options.secure_aggregation:
         return LEGACY_STRATEGIES[config.algorithm](secure_aggregation=options.secure_aggregation, **kwargs)
     return STRATEGIES[config.algorithm](**kwargs)

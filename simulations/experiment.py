@@ -27,10 +27,12 @@ import hashlib
 import itertools
 import json
 import tomllib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from pfxab_flower.algorithms.registry import algorithm_names, label
 from pfxab_flower.config import PARAMETERS, RunConfig, check, spelled_as
 from pfxab_flower.errors import ConfigError
 
@@ -161,8 +163,23 @@ def run_id(config: RunConfig) -> str:
     return f"{config.problem}-{config.algorithm}-a{config.alpha:g}-s{config.seed}-{digest}"
 
 
-#: How algorithms are named in figures and tables (as in the paper).
-ALGORITHM_LABELS = {"pf-xab": "PF-XAB", "fed-pne": "Fed-PNE", "pf-pne": "PF-PNE"}
+class _Labels(Mapping[str, str]):
+    """Each registered algorithm's label (``PF-XAB``), read from the registry when asked."""
+
+    def __getitem__(self, name: str) -> str:
+        if name not in algorithm_names():
+            raise KeyError(name)
+        return label(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(algorithm_names())
+
+    def __len__(self) -> int:
+        return len(algorithm_names())
+
+
+#: How algorithms are named in figures and tables (as in the paper): their policies' ``label``.
+ALGORITHM_LABELS: Mapping[str, str] = _Labels()
 
 
 def series_keys(experiment: Experiment) -> list[str]:

@@ -17,7 +17,7 @@
   (a comparison's runs share one horizon; the log axis shows every phase).
 
 Each algorithm keeps its colour in every figure (its place in
-:data:`pfxab_flower.config.ALGORITHMS`), so figures read side by side.
+:func:`pfxab_flower.config.algorithm_names`), so figures read side by side.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from pfxab_flower.compare import Comparison, load_comparison
-from pfxab_flower.config import ALGORITHMS
+from pfxab_flower.config import algorithm_names
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.outputs import OutputError, atomic_file
 from pfxab_flower.simulations.experiment import ALGORITHM_LABELS, Experiment, series_keys, series_label
@@ -54,7 +54,8 @@ REWARD_STYLE = {
 
 def algorithm_colour(algorithm: str) -> str:
     """The colour of ``algorithm`` in every figure: its place in the one list of algorithms."""
-    place = ALGORITHMS.index(algorithm) if algorithm in ALGORITHMS else len(ALGORITHMS)
+    names = algorithm_names()
+    place = names.index(algorithm) if algorithm in names else len(names)
     return f"C{place % 10}"
 
 

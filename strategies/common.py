@@ -3,24 +3,27 @@
 The Message-API strategies (:mod:`.message`) and the legacy ones (:mod:`.legacy`) are two
 independent class trees, as in Flower; neither builds the other. Both are thin codecs
 over a :class:`~pfxab_flower.driver.ServerDriver`, which this module builds from the
-strategy's keyword arguments after checking each of them with the one configuration
-(:func:`pfxab_flower.config.validate_algorithm_parameters`, one-line ``ConfigError``).
+strategy's keyword arguments, checked once as an :class:`~pfxab_flower.spec.AlgorithmSpec`
+(one-line ``ConfigError``); and both make their concrete classes from the algorithm
+registry (:class:`StrategyClasses`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from pfxab_flower.config import REWARD_LIMIT, check, check_reward_range, validate_algorithm_parameters
+from pfxab_flower.algorithms import registry
+from pfxab_flower.algorithms.phased import Settings
+from pfxab_flower.config import PARAMETERS, check
 from pfxab_flower.driver import Exchange, Failure, ServerDriver, Unreadable
-from pfxab_flower.engine import make_settings
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT, required_replies
 from pfxab_flower.problems.federation import Federation
+from pfxab_flower.spec import AlgorithmSpec
 from pfxab_flower.strategies import ray_diagnosis, serde
 
 LOGGER = logging.getLogger("pfxab_flower")
@@ -37,36 +40,65 @@ SCORE_KEYS = ("regret", "mean_reward_personalised", "mean_reward_global", "mean_
 def make_driver(
     algorithm: str,
     *,
-    num_clients: int,
-    horizon: int,
-    alpha: float,
-    seed: int,
-    nu1: float,
-    rho: float,
-    max_depth: int | None,
-    pf_pne_eps: float,
     min_fraction: float,
     round_timeout: float,
     federation: Federation | None,
     reward_range: tuple[float, float] | None = None,
-    confidence: str = "hoeffding",
+    spec: AlgorithmSpec | None = None,
+    **parameters: Any,
 ) -> ServerDriver:
-    """The driver of a strategy's validated arguments (a one-line ``ConfigError`` names a bad one)."""
-    num_clients = check("clients", num_clients, label="num_clients")
-    validate_algorithm_parameters(algorithm, alpha, horizon, seed, nu1, rho, max_depth, pf_pne_eps, confidence,
-                                  keywords=True)
+    """The driver of a strategy's arguments, checked once here (a one-line ``ConfigError`` names a bad one).
+
+    ``parameters`` are the spec's keywords (``num_clients``, ``horizon``, ``alpha``, ... and
+    ``algorithm``'s own, e.g. ``pf_pne_eps``); or ``spec`` is a checked spec (e.g. of a
+    :class:`~pfxab_flower.config.RunConfig`), taken as it is.
+    """
     min_fraction = check("min_fraction", min_fraction, label="min_fraction")
-    round_timeout = check("round_timeout", round_timeout, label="round_timeout")
-    if federation is not None and federation.num_clients != num_clients:
-        raise ConfigError(f"num_clients={num_clients!r} is invalid; allowed: {federation.num_clients} "
+    check("round_timeout", round_timeout, label="round_timeout")
+    if spec is None:
+        if "num_clients" not in parameters:
+            raise ConfigError(f"num_clients is missing; allowed: {PARAMETERS['clients'].allowed}")
+        if reward_range is None and federation is not None:
+            reward_range = federation.reward_range
+        spec = AlgorithmSpec.build(algorithm, reward_range=reward_range, **parameters)
+    elif parameters or reward_range is not None or spec.algorithm != algorithm:
+        given = ", ".join([*parameters, *(["reward_range"] if reward_range is not None else [])])
+        raise ConfigError(f"spec={spec.algorithm!r} with {given or 'another algorithm'} is invalid; allowed: a spec "
+                          f"of {algorithm!r} alone (its parameters are in it)")
+    if federation is not None and federation.num_clients != spec.num_clients:
+        raise ConfigError(f"num_clients={spec.num_clients!r} is invalid; allowed: {federation.num_clients} "
                           "(the number of objectives of the federation given)")
-    if reward_range is None:
-        reward_range = federation.reward_range if federation is not None else (-REWARD_LIMIT, REWARD_LIMIT)
-    reward_range = check_reward_range(confidence, reward_range)
-    settings = make_settings(int(num_clients), alpha=alpha, horizon=int(horizon), seed=int(seed), nu1=nu1, rho=rho,
-                             max_depth=max_depth, pf_pne_eps=pf_pne_eps, min_fraction=min_fraction,
-                             reward_range=reward_range, confidence=confidence)
-    return ServerDriver(algorithm, settings, federation)
+    return ServerDriver(spec.algorithm, Settings(spec, min_fraction=min_fraction), federation)
+
+
+class StrategyClasses(Mapping[str, type]):
+    """One strategy class per registered algorithm, made on first use from ``base`` (the registry's name and label).
+
+    ``STRATEGIES["pf-xab"]`` is ``PFXAB`` (``PFXABStrategy`` with ``suffix="Strategy"``); an
+    algorithm registered later gets its class the same way, with nothing else to write.
+    """
+
+    def __init__(self, base: type, suffix: str = "") -> None:
+        self.base, self.suffix = base, suffix
+        self._made: dict[type, type] = {}
+
+    def __getitem__(self, algorithm: str) -> type:
+        if algorithm not in registry.algorithm_names():
+            raise KeyError(algorithm)
+        policy = registry.policy_class(algorithm)
+        if policy not in self._made:
+            name = registry.class_name(algorithm) + self.suffix
+            self._made[policy] = type(name, (self.base,), {
+                "algorithm": algorithm, "__doc__": f"{policy.description} ({self.base.__name__}).",
+                "__module__": self.base.__module__, "__qualname__": name,
+            })
+        return self._made[policy]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(registry.algorithm_names())
+
+    def __len__(self) -> int:
+        return len(registry.algorithm_names())
 
 
 def summary_lines(driver: ServerDriver) -> list[tuple[str, Any]]:
@@ -186,5 +218,14 @@ def explain_silence(driver: ServerDriver, phase: int, exchange: Exchange) -> Non
                     f"{ray_diagnosis.silence_cause()}")
 
 
-__all__ = ["DEFAULT_MIN_FRACTION", "DEFAULT_ROUND_TIMEOUT", "Reply", "decode_replies", "explain_silence",
-           "failure_reason", "make_driver", "stop_on_foreign_ray"]
+__all__ = [
+    "DEFAULT_MIN_FRACTION",
+    "DEFAULT_ROUND_TIMEOUT",
+    "Reply",
+    "StrategyClasses",
+    "decode_replies",
+    "explain_silence",
+    "failure_reason",
+    "make_driver",
+    "stop_on_foreign_ray",
+]

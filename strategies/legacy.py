@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -51,10 +52,12 @@ from pfxab_flower.driver import Exchange, Failure, ServerDriver, Unreadable
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
+from pfxab_flower.spec import AlgorithmSpec
 from pfxab_flower.strategies import secure, serde
 from pfxab_flower.strategies.common import (
     SCORE_KEYS,
     Reply,
+    StrategyClasses,
     decode_replies,
     explain_silence,
     failure_reason,
@@ -68,33 +71,26 @@ LOGGER = logging.getLogger("pfxab_flower")
 
 
 class LegacyPhasedEliminationStrategy(Strategy):
-    """A phased-elimination algorithm on the legacy API; the arguments are the Message-API strategy's."""
+    """A phased-elimination algorithm on the legacy API (:data:`LEGACY_STRATEGIES`); the arguments are the
+    Message-API strategy's, and ``secure_aggregation``."""
 
     algorithm: ClassVar[str]
 
     def __init__(
         self,
         *,
-        num_clients: int,
-        horizon: int,
-        alpha: float = 0.5,
-        seed: int = 0,
-        nu1: float = 1.0,
-        rho: float = 0.5,
-        max_depth: int | None = None,
         min_fraction: float = DEFAULT_MIN_FRACTION,
         round_timeout: float = DEFAULT_ROUND_TIMEOUT,
         federation: Federation | None = None,
         reward_range: tuple[float, float] | None = None,
-        confidence: str = "hoeffding",
         secure_aggregation: bool = False,
-        _pf_pne_eps: float = 0.1,
+        spec: AlgorithmSpec | None = None,
+        **parameters: Any,
     ) -> None:
         super().__init__()
         self.driver: ServerDriver = make_driver(
-            self.algorithm, num_clients=num_clients, horizon=horizon, alpha=alpha, seed=seed, nu1=nu1, rho=rho,
-            max_depth=max_depth, pf_pne_eps=_pf_pne_eps, min_fraction=min_fraction, round_timeout=round_timeout,
-            federation=federation, reward_range=reward_range, confidence=confidence,
+            self.algorithm, min_fraction=min_fraction, round_timeout=round_timeout, federation=federation,
+            reward_range=reward_range, spec=spec, **parameters,
         )
         self.round_timeout = float(round_timeout)
         self.secure_aggregation = bool(secure_aggregation)
@@ -322,27 +318,9 @@ def ok_evaluate_res(loss: float, num_examples: int, metrics: dict[str, Any]) -> 
     return EvaluateRes(Status(Code.OK, "Success"), loss, num_examples, metrics)
 
 
-class PFXABStrategy(LegacyPhasedEliminationStrategy):
-    """PF-XAB on the legacy API (prefer :class:`~pfxab_flower.strategies.PFXAB`, Message API)."""
-
-    algorithm = "pf-xab"
-
-
-class FedPNEStrategy(LegacyPhasedEliminationStrategy):
-    """Fed-PNE on the legacy API (prefer :class:`~pfxab_flower.strategies.FedPNE`, Message API)."""
-
-    algorithm = "fed-pne"
-
-
-class PFPNEStrategy(LegacyPhasedEliminationStrategy):
-    """PF-PNE on the legacy API (prefer :class:`~pfxab_flower.strategies.PFPNE`, Message API)."""
-
-    algorithm = "pf-pne"
-
-    def __init__(self, *, pf_pne_eps: float = 0.1, **kwargs: Any) -> None:
-        super().__init__(_pf_pne_eps=pf_pne_eps, **kwargs)
-
-
-LEGACY_STRATEGIES: dict[str, type[LegacyPhasedEliminationStrategy]] = {
-    cls.algorithm: cls for cls in (PFXABStrategy, FedPNEStrategy, PFPNEStrategy)
-}
+#: The legacy-API strategy class of every registered algorithm, made from the registry on first use.
+LEGACY_STRATEGIES: Mapping[str, type[LegacyPhasedEliminationStrategy]] = StrategyClasses(
+    LegacyPhasedEliminationStrategy, "Strategy")
+PFXABStrategy = LEGACY_STRATEGIES["pf-xab"]
+FedPNEStrategy = LEGACY_STRATEGIES["fed-pne"]
+PFPNEStrategy = LEGACY_STRATEGIES["pf-pne"]

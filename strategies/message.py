@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from logging import INFO
 from typing import Any, ClassVar
 
@@ -37,11 +37,13 @@ from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
+from pfxab_flower.spec import AlgorithmSpec
 from pfxab_flower.strategies import records, serde
 from pfxab_flower.strategies.common import (
     NO_REPLY,
     SCORE_KEYS,
     Reply,
+    StrategyClasses,
     decode_replies,
     explain_silence,
     log_summary,
@@ -58,7 +60,12 @@ SIMULATION_SETTLE = 3.0
 
 
 class PhasedEliminationStrategy(Strategy):
-    """A phased-elimination algorithm over ``num_clients`` nodes; subclasses fix ``algorithm``.
+    """A phased-elimination algorithm over ``num_clients`` nodes; subclasses fix ``algorithm`` (:data:`STRATEGIES`).
+
+    ``parameters`` are the algorithm's keywords, checked once (:meth:`AlgorithmSpec.build`):
+    ``num_clients``, ``horizon``, ``alpha``, ``seed``, ``nu1``, ``rho``, ``max_depth``,
+    ``confidence`` (declared defaults for those not given) and the algorithm's own
+    (``pf_pne_eps`` for PF-PNE; another algorithm refuses it). Or ``spec``, a checked spec.
 
     ``num_clients`` nodes take part (Flower's ``partition-id`` 0..M-1; a node beyond them
     stands by). ``min_fraction`` of them must answer every exchange or the run stops.
@@ -76,24 +83,16 @@ class PhasedEliminationStrategy(Strategy):
     def __init__(
         self,
         *,
-        num_clients: int,
-        horizon: int,
-        alpha: float = 0.5,
-        seed: int = 0,
-        nu1: float = 1.0,
-        rho: float = 0.5,
-        max_depth: int | None = None,
         min_fraction: float = DEFAULT_MIN_FRACTION,
         round_timeout: float = DEFAULT_ROUND_TIMEOUT,
         federation: Federation | None = None,
         reward_range: tuple[float, float] | None = None,
-        confidence: str = "hoeffding",
-        _pf_pne_eps: float = 0.1,
+        spec: AlgorithmSpec | None = None,
+        **parameters: Any,
     ) -> None:
         self.driver: ServerDriver = make_driver(
-            self.algorithm, num_clients=num_clients, horizon=horizon, alpha=alpha, seed=seed, nu1=nu1, rho=rho,
-            max_depth=max_depth, pf_pne_eps=_pf_pne_eps, min_fraction=min_fraction, round_timeout=round_timeout,
-            federation=federation, reward_range=reward_range, confidence=confidence,
+            self.algorithm, min_fraction=min_fraction, round_timeout=round_timeout, federation=federation,
+            reward_range=reward_range, spec=spec, **parameters,
         )
         self.round_timeout = float(round_timeout)
         self._nodes: list[int] | None = None  # the run's nodes, fixed at the first round
@@ -352,25 +351,8 @@ def _metric_values(row: dict[str, Any]) -> dict[str, int | float]:
     return {key: (float(value) if isinstance(value, float) else int(value)) for key, value in row.items()}
 
 
-class PFXAB(PhasedEliminationStrategy):
-    """PF-XAB (Arabzadeh, Grant, Leslie, TMLR 2024): each client optimises ``alpha*local + (1-alpha)*global``."""
-
-    algorithm = "pf-xab"
-
-
-class FedPNE(PhasedEliminationStrategy):
-    """Fed-PNE (Li et al., AAAI 2024): federated phased node elimination on the global objective."""
-
-    algorithm = "fed-pne"
-
-
-class PFPNE(PhasedEliminationStrategy):
-    """PF-PNE (Li et al., AISTATS 2024): personalised phased node elimination, heterogeneity slack ``pf_pne_eps``."""
-
-    algorithm = "pf-pne"
-
-    def __init__(self, *, pf_pne_eps: float = 0.1, **kwargs: Any) -> None:
-        super().__init__(_pf_pne_eps=pf_pne_eps, **kwargs)
-
-
-STRATEGIES: dict[str, type[PhasedEliminationStrategy]] = {cls.algorithm: cls for cls in (PFXAB, FedPNE, PFPNE)}
+#: The Message-API strategy class of every registered algorithm, made from the registry on first use.
+STRATEGIES: Mapping[str, type[PhasedEliminationStrategy]] = StrategyClasses(PhasedEliminationStrategy, "")
+PFXAB = STRATEGIES["pf-xab"]
+FedPNE = STRATEGIES["fed-pne"]
+PFPNE = STRATEGIES["pf-pne"]

@@ -17,7 +17,7 @@ The parts in brackets are the per-node statistics the run's confidence bound dec
 ``bernstein``): each client's up, the pooled ones and the holder counts down. They are
 encoded whatever they are; decoding names them from the bound's declaration (the
 broadcast's own ``param-confidence``, the server's ``statistics``). ``param-*`` are the run's
-:class:`AlgorithmParameters`, sent with every broadcast. A node
+:class:`~pfxab_flower.spec.AlgorithmSpec`, sent with every broadcast. A node
 that is not one of the run's clients replies ``{partition-id, standby: true}``. In
 simulation every reply also carries the client's pull log as ``harness:*`` int64 bytes:
 simulation data, not part of the algorithm, and not counted by :func:`wire_size`.
@@ -40,14 +40,15 @@ import numpy as np
 from pfxab_flower.algorithms.bounds import BOUNDS
 from pfxab_flower.algorithms.messages import (
     ActiveSetReport,
-    AlgorithmParameters,
     FinishInstruction,
     FinishReport,
     GlobalUpdate,
     LocalReport,
     PhaseInstruction,
 )
+from pfxab_flower.errors import ConfigError
 from pfxab_flower.session import Instruction, Report
+from pfxab_flower.spec import AlgorithmSpec
 
 PARTITION_ID = "partition-id"
 NODE_IDS = "node-ids"
@@ -55,7 +56,7 @@ STANDBY = "standby"
 FINISH_KEY = "phases"  # present only in a FinishInstruction's config
 UPDATE_KEY = "phase-length"  # present only in a GlobalUpdate's config
 HARNESS_PREFIX = "harness:"
-PARAMETER_PREFIX = "param-"  # AlgorithmParameters.to_wire's keys
+PARAMETER_PREFIX = "param-"  # AlgorithmSpec.to_wire's keys
 
 Arrays = list[np.ndarray]
 Config = dict[str, Any]
@@ -96,7 +97,7 @@ def read_broadcast(arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> I
         raise WireError(f"it carries no pfxab-flower parameters (no {PARAMETER_PREFIX}algorithm; config keys: "
                         f"{describe_keys(config)}; {len(arrays)} array{'' if len(arrays) == 1 else 's'})")
     try:
-        parameters = AlgorithmParameters.from_wire(config)
+        parameters = AlgorithmSpec.from_wire(config)
         if FINISH_KEY in config:
             return FinishInstruction(int(config[FINISH_KEY]), parameters)
         if UPDATE_KEY in config:
@@ -113,6 +114,8 @@ def read_broadcast(arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> I
                                 holders)
         return PhaseInstruction(int(config["phase"]), _ids(arrays[0]), int(config["global-pulls"]),
                                 int(config["local-pulls"]), parameters)
+    except ConfigError:  # a value out of range: the spec's own one line (another version, or a hostile server)
+        raise
     except KeyError as exc:
         raise WireError(f"server message is malformed: its config has no {exc.args[0]!r} (config keys: "
                         f"{describe_keys(config)})") from exc

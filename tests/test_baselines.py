@@ -35,7 +35,7 @@ def _phases(sim):
 
 
 def _simulate(fed, algorithm, alpha, horizon, seed=0, **kw):
-    settings = make_settings(fed.num_clients, alpha=alpha, horizon=horizon, seed=seed, **kw)
+    settings = make_settings(fed.num_clients, algorithm=algorithm, alpha=alpha, horizon=horizon, seed=seed, **kw)
     return simulate(fed, make_policy(algorithm), settings, keep_messages=True), settings
 
 
@@ -87,7 +87,7 @@ def test_fedpne_shares_one_active_set_and_every_client_ends_on_the_best_global_m
 
 
 def test_fedpne_server_never_drops_a_node_nobody_reported():
-    settings = make_settings(3, alpha=0.5, horizon=10_000, seed=0)
+    settings = make_settings(3, algorithm="fed-pne", alpha=0.5, horizon=10_000, seed=0)
     policy = make_policy("fed-pne")
     width = settings.schedule.confidence_width(2)  # Hoeffding's, as the server machine passes it
     nothing = policy.server_eliminated(settings, 2, np.full(4, np.nan), width)
@@ -98,7 +98,7 @@ def test_fedpne_server_never_drops_a_node_nobody_reported():
 
 def test_fedpne_run_survives_a_phase_where_every_report_is_rejected():
     fed = synthetic_federation("garland", 3)
-    settings = make_settings(3, alpha=0.5, horizon=50_000, seed=0, min_fraction=0.0)  # no quorum: go on
+    settings = make_settings(3, algorithm="fed-pne", alpha=0.5, horizon=50_000, seed=0, min_fraction=0.0)  # go on
     policy = make_policy("fed-pne")
     server = ServerMachine(policy, settings)
     clients = [ClientMachine(policy, settings, m) for m in range(3)]
@@ -202,7 +202,9 @@ class HandRun:
 
     def __init__(self, algorithm: str, values: list[tuple[float, float]], alpha: float, eps: float = 0.1):
         fed = _steps(values)
-        self.settings = make_settings(2, alpha=alpha, horizon=T_HAND, seed=0, nu1=0.1, rho=0.5, pf_pne_eps=eps)
+        own = {"pf_pne_eps": eps} if algorithm == "pf-pne" else {}  # PF-PNE's own parameter; others refuse it
+        self.settings = make_settings(2, algorithm=algorithm, alpha=alpha, horizon=T_HAND, seed=0, nu1=0.1, rho=0.5,
+                                      **own)
         policy = make_policy(algorithm)
         self.server = ServerMachine(policy, self.settings)
         self.clients = [ClientMachine(policy, self.settings, m) for m in range(2)]

@@ -20,12 +20,13 @@ import pytest
 from pfxab_flower import engine
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.bounds import Bernstein, bernstein
-from pfxab_flower.algorithms.messages import AlgorithmParameters, LocalReport
+from pfxab_flower.algorithms.messages import LocalReport
 from pfxab_flower.algorithms.phased import ClientView, ServerMachine
 from pfxab_flower.config import ALGORITHMS, RunConfig
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.noise import NoiseModel
 from pfxab_flower.problems import build_federation
+from pfxab_flower.spec import AlgorithmSpec
 from pfxab_flower.strategies import PFXAB as MessagePFXAB  # noqa: N811 (Flower's naming)
 
 DELTA = 0.05
@@ -171,8 +172,8 @@ def run(algorithm: str, confidence: str, keep_messages: bool = False, noise: str
     config = RunConfig(problem="garland", algorithm=algorithm, clients=5, alpha=0.5, horizon=200_000, seed=1,
                        confidence=confidence, noise=noise)
     federation = build_federation(config)
-    settings = engine.make_settings(5, alpha=0.5, horizon=200_000, seed=1, reward_range=federation.reward_range,
-                                    confidence=confidence)
+    settings = engine.make_settings(5, algorithm=algorithm, alpha=0.5, horizon=200_000, seed=1,
+                                    reward_range=federation.reward_range, confidence=confidence)
     return engine.simulate(federation, make_policy(algorithm), settings, keep_messages=keep_messages)
 
 
@@ -233,7 +234,7 @@ def test_bernstein_needs_a_reward_range() -> None:
 
 
 def test_parameters_round_trip_with_and_without_the_optional_fields() -> None:
-    plain = AlgorithmParameters("pf-xab", 3, 1000, 0.5, 0)
-    assert "param-confidence" not in plain.to_wire() and AlgorithmParameters.from_wire(plain.to_wire()) == plain
-    rich = AlgorithmParameters("pf-xab", 3, 1000, 0.5, 0, confidence="bernstein", reward_low=-0.1, reward_high=1.1)
-    assert AlgorithmParameters.from_wire(rich.to_wire()) == rich
+    plain = AlgorithmSpec.build("pf-xab", num_clients=3, horizon=1000)
+    assert "param-confidence" not in plain.to_wire() and AlgorithmSpec.from_wire(plain.to_wire()) == plain
+    rich = AlgorithmSpec.build("pf-xab", num_clients=3, horizon=1000, confidence="bernstein", reward_range=(-0.1, 1.1))
+    assert AlgorithmSpec.from_wire(rich.to_wire()) == rich

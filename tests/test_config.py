@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pfxab_flower.algorithms import PFPNE
 from pfxab_flower.config import (
     APP_DEFAULTS,
     MAX_CLIENTS,
@@ -21,11 +22,11 @@ from pfxab_flower.config import (
     AppOptions,
     RunConfig,
     check,
+    declared,
     parse,
     parse_seeds,
     run_config_value,
     scoped,
-    validate_algorithm_parameters,
 )
 from pfxab_flower.domain import Domain
 from pfxab_flower.engine import run
@@ -59,8 +60,9 @@ def test_pyproject_app_config_is_the_declaration_s_defaults() -> None:
 
 
 def test_run_config_and_app_options_fields_are_the_declared_ones_with_their_defaults() -> None:
-    for cls, scope in ((RunConfig, "run"), (AppOptions, "app")):
-        assert [(f.name, f.default) for f in fields(cls)] == [(p.name, p.default) for p in scoped(scope)]
+    for cls, scope in ((RunConfig, "run"), (AppOptions, "app")):  # an algorithm's own field: its declared default
+        assert {f.name: getattr(cls(), f.name) for f in fields(cls)} == {p.name: p.default for p in scoped(scope)}
+    assert declared("pf_pne_eps") is PFPNE.parameters[0] and RunConfig().pf_pne_eps == PFPNE.parameters[0].default
     assert {p.key: run_config_value(p.name, p.default) for p in scoped("app")} == APP_DEFAULTS
 
 
@@ -70,7 +72,7 @@ def test_cli_flags_carry_the_declared_help_for_every_run_parameter() -> None:
     helps = {a.dest: a.help for a in parser._actions if a.dest != "help"}
     assert set(helps) == {p.name for p in scoped("run")}
     for name, text in helps.items():
-        assert text.startswith(PARAMETERS[name].help)
+        assert text.startswith(declared(name).help)
 
 
 def test_simulate_flags_are_derived_from_the_declaration() -> None:
@@ -114,15 +116,6 @@ def test_parse_converts_text_then_checks() -> None:
     assert parse("secure_aggregation", "TRUE") is True
     with pytest.raises(ConfigError, match=r"^horizon='1e30' is invalid"):
         parse("horizon", "1e30")
-
-
-def test_validate_algorithm_parameters_keeps_its_keywords_and_returns_plain_values() -> None:
-    checked = validate_algorithm_parameters(algorithm="pf-xab", alpha=np.float64(0.5), horizon=np.int32(10), seed=0,
-                                            nu1=1, rho=0.5, max_depth=None, pf_pne_eps=0.1)
-    assert checked == {"algorithm": "pf-xab", "alpha": 0.5, "horizon": 10, "seed": 0, "nu1": 1.0, "rho": 0.5,
-                       "max_depth": None, "pf_pne_eps": 0.1, "confidence": "hoeffding"}
-    with pytest.raises(ConfigError, match=r"^confidence='wald' is invalid; allowed: hoeffding, bernstein$"):
-        validate_algorithm_parameters("pf-xab", 0.5, 10, 0, 1, 0.5, None, 0.1, "wald")
 
 
 def test_the_second_checks_are_the_declared_ones() -> None:

@@ -72,7 +72,7 @@ def test_injected_failures_are_counted_and_every_client_still_pulls_the_horizon(
     config = RunConfig(problem="doublesine", algorithm=algorithm, clients=6, alpha=0.6, horizon=60_000, seed=2)
     federation = build_federation(config)
     plan = FaultPlan(seed=2, rate=0.3)
-    settings = engine.make_settings(6, alpha=0.6, horizon=60_000, seed=2)
+    settings = engine.make_settings(6, algorithm=algorithm, alpha=0.6, horizon=60_000, seed=2)
     sim = engine.simulate(federation, make_policy(algorithm), settings, faults=plan)
     history = sim.server.history
     assert len(history) >= 3

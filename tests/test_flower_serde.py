@@ -15,7 +15,6 @@ from flwr.common import ndarrays_to_parameters
 
 from pfxab_flower.algorithms.messages import (
     ActiveSetReport,
-    AlgorithmParameters,
     FinishInstruction,
     FinishReport,
     GlobalUpdate,
@@ -23,14 +22,78 @@ from pfxab_flower.algorithms.messages import (
     PhaseInstruction,
     payload_size,
 )
+from pfxab_flower.spec import AlgorithmSpec
 from pfxab_flower.strategies import records, serde
 
 UNION = np.array([4, 5, 7, 9], dtype=np.int64)
-PARAMS = AlgorithmParameters("pf-pne", num_clients=5, horizon=10_000, alpha=0.3, seed=7, nu1=2.0, rho=0.4,
-                             max_depth=6, pf_pne_eps=0.05, report_pulls=True)
+PARAMS = AlgorithmSpec.build("pf-pne", num_clients=5, horizon=10_000, alpha=0.3, seed=7, nu1=2.0, rho=0.4,
+                            max_depth=6, pf_pne_eps=0.05, report_pulls=True)
 #: A bound with statistics: its broadcasts carry their names in their own parameters (param-confidence).
-BERNSTEIN = AlgorithmParameters("pf-xab", num_clients=5, horizon=10_000, alpha=0.3, seed=7, confidence="bernstein",
-                                reward_low=-0.1, reward_high=1.1)
+BERNSTEIN = AlgorithmSpec.build("pf-xab", num_clients=5, horizon=10_000, alpha=0.3, seed=7, confidence="bernstein",
+                               reward_range=(-0.1, 1.1))
+#: What the version before the spec sent for these parameters (its ``AlgorithmParameters.to_wire``): key, value,
+#: type, in order. The spec must send the very same, so the bytes on the wire and the counted values stay.
+EARLIER_WIRE = [
+    (PARAMS, [
+        ['param-algorithm', 'pf-pne', 'str'],
+        ['param-num-clients', 5, 'int'],
+        ['param-horizon', 10000, 'int'],
+        ['param-alpha', 0.3, 'float'],
+        ['param-seed', 7, 'int'],
+        ['param-nu1', 2.0, 'float'],
+        ['param-rho', 0.4, 'float'],
+        ['param-max-depth', 6, 'int'],
+        ['param-pf-pne-eps', 0.05, 'float'],
+        ['param-report-pulls', True, 'bool'],
+    ]),
+    (BERNSTEIN, [
+        ['param-algorithm', 'pf-xab', 'str'],
+        ['param-num-clients', 5, 'int'],
+        ['param-horizon', 10000, 'int'],
+        ['param-alpha', 0.3, 'float'],
+        ['param-seed', 7, 'int'],
+        ['param-nu1', 1.0, 'float'],
+        ['param-rho', 0.5, 'float'],
+        ['param-max-depth', 0, 'int'],
+        ['param-pf-pne-eps', 0.1, 'float'],
+        ['param-report-pulls', False, 'bool'],
+        ['param-confidence', 'bernstein', 'str'],
+        ['param-reward-low', -0.1, 'float'],
+        ['param-reward-high', 1.1, 'float'],
+    ]),
+    (AlgorithmSpec.build("fed-pne", num_clients=3, horizon=1000), [
+        ['param-algorithm', 'fed-pne', 'str'],
+        ['param-num-clients', 3, 'int'],
+        ['param-horizon', 1000, 'int'],
+        ['param-alpha', 0.5, 'float'],
+        ['param-seed', 0, 'int'],
+        ['param-nu1', 1.0, 'float'],
+        ['param-rho', 0.5, 'float'],
+        ['param-max-depth', 0, 'int'],
+        ['param-pf-pne-eps', 0.1, 'float'],
+        ['param-report-pulls', False, 'bool'],
+    ]),
+    (AlgorithmSpec.build("pf-xab", num_clients=10, horizon=2_000_000, report_pulls=True), [
+        ['param-algorithm', 'pf-xab', 'str'],
+        ['param-num-clients', 10, 'int'],
+        ['param-horizon', 2000000, 'int'],
+        ['param-alpha', 0.5, 'float'],
+        ['param-seed', 0, 'int'],
+        ['param-nu1', 1.0, 'float'],
+        ['param-rho', 0.5, 'float'],
+        ['param-max-depth', 0, 'int'],
+        ['param-pf-pne-eps', 0.1, 'float'],
+        ['param-report-pulls', True, 'bool'],
+    ]),
+]
+
+
+@pytest.mark.parametrize(("spec", "earlier"), EARLIER_WIRE, ids=["pf-pne", "bernstein", "fed-pne", "pf-xab"])
+def test_the_spec_sends_the_keys_values_and_types_of_earlier_versions(spec, earlier) -> None:
+    assert [[key, value, type(value).__name__] for key, value in spec.to_wire().items()] == earlier
+    assert AlgorithmSpec.from_wire(spec.to_wire()) == spec
+    config = records.to_record([], spec.to_wire())
+    assert records.from_record(config)[1] == {key: value for key, value, _ in earlier}
 
 
 def assert_same(a: object, b: object) -> None:

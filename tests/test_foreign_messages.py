@@ -28,17 +28,18 @@ from flwr.compat.common.recorddict_compat import fitins_to_recorddict
 from flwr.supercore.task_identity import TaskIdentity
 
 from pfxab_flower import __version__
-from pfxab_flower.algorithms.messages import AlgorithmParameters, PhaseInstruction
+from pfxab_flower.algorithms.messages import PhaseInstruction
 from pfxab_flower.client_apps import legacy_client_app, message_client_app, objective_sessions
 from pfxab_flower.client_apps.foreign import LOGGED_KEY
 from pfxab_flower.errors import RunStoppedError
+from pfxab_flower.spec import AlgorithmSpec
 from pfxab_flower.strategies import PFXAB, PFXABStrategy, records, serde
 from tests.flower_loopback import run_loopback as run_legacy_loopback
 from tests.message_loopback import LoopbackGrid, run_loopback
 
 ROOT = Path(__file__).resolve().parents[1]
 SESSIONS = objective_sessions(lambda points, m: 1.0 - np.abs(points[:, 0] - 0.3), {"x": (0.0, 1.0)})
-OURS = PhaseInstruction(1, np.array([2, 3]), 10, 0, AlgorithmParameters("pf-xab", 2, 1000, 0.5, 0))
+OURS = PhaseInstruction(1, np.array([2, 3]), 10, 0, AlgorithmSpec.build("pf-xab", num_clients=2, horizon=1000))
 
 
 def node(partition: int = 0) -> Context:

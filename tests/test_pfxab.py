@@ -17,7 +17,7 @@ from tests.conftest import tent_federation
 
 
 def _sim(fed, alpha, horizon, seed=0, algorithm="pf-xab", **kw):
-    settings = make_settings(fed.num_clients, alpha=alpha, horizon=horizon, seed=seed, **kw)
+    settings = make_settings(fed.num_clients, algorithm=algorithm, alpha=alpha, horizon=horizon, seed=seed, **kw)
     return simulate(fed, make_policy(algorithm), settings, keep_messages=True), settings
 
 

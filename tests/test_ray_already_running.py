@@ -95,7 +95,7 @@ def test_a_first_exchange_nobody_answered_stops_with_what_was_seen(silence: str 
     or no failure recorded at all."""
     failures = [] if silence is None else [Failure(f"{silence} (600 s)", node) for node in (11, 12, 13)]
     driver = make_driver("pf-xab", num_clients=3, horizon=1000, alpha=0.5, seed=0, nu1=1.0, rho=0.5, max_depth=None,
-                         pf_pne_eps=0.1, min_fraction=0.5, round_timeout=600.0, federation=None)
+                         min_fraction=0.5, round_timeout=600.0, federation=None)
     explain_silence(driver, 1, Exchange(failures=failures))
     assert driver.stop_reason is not None
     assert driver.stop_reason.startswith("phase 1: none of the 3 clients replied within the round timeout; ")
@@ -104,7 +104,7 @@ def test_a_first_exchange_nobody_answered_stops_with_what_was_seen(silence: str 
 
 def test_an_exchange_with_any_reply_or_error_is_left_to_the_quorum_rule() -> None:
     driver = make_driver("pf-xab", num_clients=3, horizon=1000, alpha=0.5, seed=0, nu1=1.0, rho=0.5, max_depth=None,
-                         pf_pne_eps=0.1, min_fraction=0.5, round_timeout=600.0, federation=None)
+                         min_fraction=0.5, round_timeout=600.0, federation=None)
     explain_silence(driver, 1, Exchange(failures=[Failure("client 0: objective raised", 11)]))
     explain_silence(driver, 2, Exchange())  # later phases: lost clients, not a Ray that is not ours
     assert driver.stop_reason is None

@@ -70,7 +70,7 @@ def test_secure_sums_give_the_plain_runs_decisions(algorithm, problem, clients, 
     np.random.seed(seed)  # Flower's stochastic rounding draws from numpy's global generator
     config = RunConfig(problem=problem, algorithm=algorithm, clients=clients, alpha=alpha, horizon=200_000, seed=seed)
     federation = build_federation(config)
-    settings = engine.make_settings(clients, alpha=alpha, horizon=200_000, seed=seed,
+    settings = engine.make_settings(clients, algorithm=algorithm, alpha=alpha, horizon=200_000, seed=seed,
                                     reward_range=federation.reward_range, confidence=confidence)
     server, errors = run_secure(federation, algorithm, settings)
     plain = engine.simulate(federation, make_policy(algorithm), settings).server

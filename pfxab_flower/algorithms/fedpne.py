@@ -20,6 +20,8 @@ from pfxab_flower.algorithms.phased import ClientView, Policy, Settings
 
 class FedPNE(Policy):
     name = "fed-pne"
+    label = "Fed-PNE"
+    description = "Fed-PNE (Li et al., AAAI 2024): federated phased node elimination on the global objective"
 
     def pulls(self, settings: Settings, f: float) -> tuple[int, int]:
         return math.ceil(f), 0

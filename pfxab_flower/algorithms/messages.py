@@ -13,7 +13,7 @@ and the run ends with one more::
 
     server --FinishInstruction-> clients --FinishReport-->     server   (Flower: last fit)
 
-Every message from the server carries the run's :class:`AlgorithmParameters`: the server
+Every message from the server carries the run's :class:`~pfxab_flower.spec.AlgorithmSpec`: the server
 is the one source of truth for them, so a client needs nothing but its objective, and a
 server/client mismatch cannot happen (nor can a client that joins late miss them).
 """
@@ -25,63 +25,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from pfxab_flower.config import REWARD_LIMIT
-
-#: Parameters added with the ``confidence`` option: sent only when they differ from their default, so a
-#: ``hoeffding`` run's messages are the very bytes of earlier versions (and their readers still read them).
-OPTIONAL_ON_WIRE = ("confidence", "reward_low", "reward_high")
-
-
-@dataclass(frozen=True)
-class AlgorithmParameters:
-    """What every client needs to run its machine, sent by the server with every message.
-
-    ``max_depth = 0`` means no depth limit (a wire format has no ``None``). ``report_pulls``
-    belongs to the simulation harness, not to the algorithm: it asks every client to attach
-    its pull log to its replies, from which the server scores the exact regret.
-    ``confidence`` names the run's confidence bound (:data:`~pfxab_flower.algorithms.bounds.BOUNDS`:
-    ``hoeffding``, the paper's widths, or ``bernstein``); a bound whose widths use the rewards'
-    range gets it as ``[reward_low, reward_high]``.
-    """
-
-    algorithm: str
-    num_clients: int
-    horizon: int
-    alpha: float
-    seed: int
-    nu1: float = 1.0
-    rho: float = 0.5
-    max_depth: int = 0
-    pf_pne_eps: float = 0.1
-    report_pulls: bool = False
-    confidence: str = "hoeffding"
-    reward_low: float = -REWARD_LIMIT
-    reward_high: float = REWARD_LIMIT
-
-    def sent(self) -> list[str]:
-        """The fields that go on the wire: every one but the optional ones left at their default."""
-        return [f.name for f in fields(self) if f.name not in OPTIONAL_ON_WIRE or getattr(self, f.name) != f.default]
-
-    def to_wire(self) -> dict[str, str | int | float]:
-        """The parameters as flat scalars (kebab-case keys), for a Flower config record."""
-        return {f"param-{name.replace('_', '-')}": getattr(self, name) for name in self.sent()}
-
-    @classmethod
-    def from_wire(cls, values: Mapping[str, object]) -> AlgorithmParameters:
-        """The parameters in a received config; ``KeyError``/``TypeError``/``ValueError`` if absent or mistyped."""
-        kwargs = {}
-        for f in fields(cls):
-            key = f"param-{f.name.replace('_', '-')}"
-            if f.name in OPTIONAL_ON_WIRE and key not in values:
-                continue
-            value = values[key]
-            kind = {"str": str, "int": int, "float": float, "bool": bool}[str(f.type)]
-            if kind is float and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
-            if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-                raise TypeError(f"parameter {f.name} is {value!r}, not {kind.__name__}")
-            kwargs[f.name] = value
-        return cls(**kwargs)
+from pfxab_flower.spec import AlgorithmSpec
 
 
 @dataclass(frozen=True)
@@ -92,7 +36,7 @@ class PhaseInstruction:
     node_ids: np.ndarray  # A(p), sorted int64
     global_pulls: int  # pulls of every node of A(p)
     local_pulls: int  # further pulls of every node of the client's own A^m(p)
-    parameters: AlgorithmParameters
+    parameters: AlgorithmSpec
 
 
 @dataclass(frozen=True)
@@ -119,7 +63,7 @@ class GlobalUpdate:
     global_means: np.ndarray
     phase_length: int
     eliminated: np.ndarray  # bool, one per node of A(p): dropped for everyone by the server
-    parameters: AlgorithmParameters
+    parameters: AlgorithmSpec
     #: the pooled statistics the bound declares (mean over the holders, NaN where none), in its declared order
     statistics: Mapping[str, np.ndarray] = field(default_factory=dict)
     #: how many clients' means each global mean averages: sent with pooled statistics, else ``None``
@@ -139,7 +83,7 @@ class FinishInstruction:
     """No further phase fits: exploit until the horizon."""
 
     phases: int  # completed phases
-    parameters: AlgorithmParameters
+    parameters: AlgorithmSpec
 
 
 @dataclass(frozen=True)
@@ -165,9 +109,9 @@ def payload_size(message: Message) -> tuple[int, int]:
         if isinstance(value, Mapping):  # named statistics: each array counts (none sent: nothing)
             values += sum(int(np.asarray(v).size) for v in value.values())
             nbytes += sum(int(np.asarray(v).nbytes) for v in value.values())
-        elif isinstance(value, AlgorithmParameters):
-            values += len(value.sent())
-            nbytes += 8 * len(value.sent())
+        elif isinstance(value, AlgorithmSpec):  # as sent: one scalar per param-* key
+            values += len(value.to_wire())
+            nbytes += 8 * len(value.to_wire())
         elif isinstance(value, np.ndarray):
             values += value.size
             nbytes += value.nbytes

@@ -19,10 +19,18 @@ import numpy as np
 
 from pfxab_flower.algorithms.bounds import Widths
 from pfxab_flower.algorithms.phased import ClientView, Policy, Settings
+from pfxab_flower.config import Parameter
 
 
 class PFPNE(Policy):
     name = "pf-pne"
+    label = "PF-PNE"
+    description = ("PF-PNE (Li et al., AISTATS 2024): personalised phased node elimination, "
+                   "heterogeneity slack pf_pne_eps")
+    parameters = (
+        Parameter("pf_pne_eps", float, 0.1, "a number >= 0", "PF-PNE heterogeneity slack eps >= 0",
+                  lambda value: value >= 0),
+    )
 
     def pulls(self, settings: Settings, f: float) -> tuple[int, int]:
         return 0, math.ceil(f)
@@ -30,7 +38,7 @@ class PFPNE(Policy):
     def server_eliminated(
         self, settings: Settings, phase: int, pooled_means: np.ndarray, pooled_widths: Widths
     ) -> np.ndarray:
-        slack = settings.schedule.smoothness(phase) + 2.0 * settings.pf_pne_eps
+        slack = settings.schedule.smoothness(phase) + 2.0 * settings.options["pf_pne_eps"]
         return ~settings.bound.keep(pooled_means, pooled_widths, slack=slack)
 
     def score(self, settings: Settings, view: ClientView) -> np.ndarray:

@@ -23,6 +23,9 @@ from pfxab_flower.algorithms.phased import ClientView, Policy, Settings
 
 class PFXAB(Policy):
     name = "pf-xab"
+    label = "PF-XAB"
+    description = ("PF-XAB (Arabzadeh, Grant, Leslie, TMLR 2024): each client optimises "
+                   "alpha*local + (1-alpha)*global")
 
     def pulls(self, settings: Settings, f: float) -> tuple[int, int]:
         alpha = settings.alpha

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pfxab_flower.config import ALGORITHMS, parse_algorithms, parse_seeds, parse_workers
+from pfxab_flower.config import algorithm_names, parse_algorithms, parse_seeds, parse_workers
 from pfxab_flower.outputs import check_output_dir
 from pfxab_flower.simulations.cluster import executor_address, fits_on, ray_runner
 from pfxab_flower.simulations.commands.options import add_parameter_flag, add_run_options, config_from_args
@@ -21,8 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_run_options(parser, skip=("algorithm", "seed"))
     parser.add_argument("--seeds", default=None, metavar="SEEDS",
                         help="seeds: an integer, a range like 0-9, or a list like 0,3,5 (default: 0-9)")
-    parser.add_argument("--algorithms", default=",".join(ALGORITHMS), metavar="LIST",
-                        help=f"comma-separated algorithms (default: {','.join(ALGORITHMS)})")
+    names = ",".join(algorithm_names())
+    parser.add_argument("--algorithms", default=names, metavar="LIST",
+                        help=f"comma-separated algorithms (default: {names})")
     parser.add_argument("--workers", default="1", metavar="N", help="worker processes (default: 1)")
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="write the comparison here (comparison.json; runs, summary and curves as CSV and "

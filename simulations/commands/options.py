@@ -1,4 +1,5 @@
-"""Command-line flags, derived from the one declaration of the parameters (:data:`pfxab_flower.config.PARAMETERS`).
+"""Command-line flags, derived from the one declaration of each parameter (:func:`pfxab_flower.config.declared`:
+:data:`~pfxab_flower.config.PARAMETERS`, or the algorithm that declares it, e.g. ``--pf-pne-eps``).
 
 Flags are read as strings and converted by :class:`~pfxab_flower.config.RunConfig`
 (or :func:`~pfxab_flower.config.parse`), so a bad value gets the same one-line
@@ -13,7 +14,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from pfxab_flower.config import PARAMETERS, Parameter, RunConfig, run_config_value
+from pfxab_flower.config import Parameter, RunConfig, declared, run_config_value
 
 
 def add_run_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
@@ -30,7 +31,7 @@ def add_parameter_flag(parser: argparse.ArgumentParser, name: str, *, flag: str 
     By default the flag keeps the user's text (``None`` if not given) for :func:`~pfxab_flower.config.parse`
     to check; with ``typed`` it holds the declared default and argparse converts it to the declared type.
     """
-    p = PARAMETERS[name]
+    p = declared(name)
     shown = run_config_value(name, p.default)
     extra = {"type": p.kind, "default": p.default} if typed else {"default": None}
     parser.add_argument(flag or "--" + p.key, dest=dest or name, metavar=_metavar(p),

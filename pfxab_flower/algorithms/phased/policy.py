@@ -9,6 +9,7 @@ import numpy as np
 
 from pfxab_flower.algorithms.bounds import Widths
 from pfxab_flower.algorithms.phased.settings import Settings
+from pfxab_flower.config import Parameter
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,15 @@ class Policy:
     :meth:`~pfxab_flower.algorithms.bounds.ConfidenceBound.keep`, so a policy holds for every bound.
     """
 
+    #: The CLI name, the wire's ``param-algorithm`` and the registry's key (:mod:`pfxab_flower.algorithms.registry`).
     name = "phased-elimination"
+    #: How figures and tables name it; its Flower strategy classes are named after it (``PF-XAB`` -> ``PFXAB``).
+    label = "Phased elimination"
+    #: One line for ``--help``, the docs and the strategy's docstring.
+    description = "phased elimination over a hierarchical partition"
+    #: The algorithm's own keywords (``config.Parameter``: default, check, help), beside the common ones.
+    #: Their values reach the policy as ``settings.options[name]``.
+    parameters: tuple[Parameter, ...] = ()
 
     def pulls(self, settings: Settings, f: float) -> tuple[int, int]:
         """``(global pulls per node of A(p), local pulls per node of A^m(p))`` for the phase's ``f(p)``."""

@@ -33,9 +33,11 @@ class ServerMachine(ReplyChecks):
     """The server of a phased-elimination algorithm: unions, averages, budget."""
 
     def __init__(self, policy: Policy, settings: Settings, report_pulls: bool = False):
+        if policy.name != settings.spec.algorithm:  # the clients run the spec's algorithm: both must be one
+            raise ValueError(f"policy {policy.name!r} does not match the spec's algorithm {settings.spec.algorithm!r}")
         self.policy = policy
         self.settings = settings
-        self.parameters = settings.parameters(policy.name, report_pulls)
+        self.parameters = settings.spec.for_clients(report_pulls)  # what every message carries
         self.client_sets: list[np.ndarray] = [FIRST_ACTIVE_SET.copy() for _ in range(settings.num_clients)]
         self.completed = 0
         self.pulls = 0

@@ -1,52 +1,55 @@
-"""What every machine of one run shares, and how it travels to the clients with every message."""
+"""What every machine of one run shares: the run's :class:`~pfxab_flower.spec.AlgorithmSpec`, as machines read it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from pfxab_flower.algorithms.bounds import ConfidenceBound, bound_named
-from pfxab_flower.algorithms.messages import AlgorithmParameters
 from pfxab_flower.algorithms.schedule import Schedule
-from pfxab_flower.config import REWARD_LIMIT
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION
+from pfxab_flower.spec import AlgorithmSpec
 
 
 @dataclass(frozen=True)
 class Settings:
-    """What every machine of one run shares."""
+    """The spec (what the server sends every client) and the server's own quorum; the schedule derived from it.
 
-    schedule: Schedule
-    alpha: float
-    seed: int
-    pf_pne_eps: float = 0.1
+    An algorithm's own parameters are ``options[name]`` (PF-PNE: ``options["pf_pne_eps"]``).
+    """
+
+    spec: AlgorithmSpec
     min_fraction: float = DEFAULT_MIN_FRACTION  # share of the M clients an exchange needs (ServerMachine)
-    #: Where a reward (and so a local mean) can lie: the server rejects a report outside it (ServerMachine).
-    reward_range: tuple[float, float] = (-REWARD_LIMIT, REWARD_LIMIT)
-    #: The confidence bound's name (:data:`~pfxab_flower.algorithms.bounds.BOUNDS`): ``hoeffding``, the paper's.
-    confidence: str = "hoeffding"
+    schedule: Schedule = field(init=False)
 
-    @classmethod
-    def from_parameters(cls, parameters: AlgorithmParameters, min_fraction: float = DEFAULT_MIN_FRACTION) -> Settings:
-        """The settings of the parameters a server sends (``min_fraction`` is the server's own)."""
-        schedule = Schedule(
-            horizon=parameters.horizon, num_clients=parameters.num_clients, nu1=parameters.nu1, rho=parameters.rho,
-            max_depth=parameters.max_depth or None,
-        )
-        return cls(schedule=schedule, alpha=parameters.alpha, seed=parameters.seed,
-                   pf_pne_eps=parameters.pf_pne_eps, min_fraction=min_fraction,
-                   reward_range=(parameters.reward_low, parameters.reward_high), confidence=parameters.confidence)
+    def __post_init__(self) -> None:
+        spec = self.spec
+        object.__setattr__(self, "schedule", Schedule(horizon=spec.horizon, num_clients=spec.num_clients,
+                                                      nu1=spec.nu1, rho=spec.rho, max_depth=spec.max_depth))
 
-    def parameters(self, algorithm: str, report_pulls: bool = False) -> AlgorithmParameters:
-        """What the server sends every client: these settings (but the quorum) and the algorithm."""
-        schedule = self.schedule
-        # the reward range travels only where a client needs it: for a bound whose widths use it
-        low, high = self.reward_range if self.bound.uses_reward_range else (-REWARD_LIMIT, REWARD_LIMIT)
-        return AlgorithmParameters(
-            algorithm=algorithm, num_clients=schedule.num_clients, horizon=schedule.horizon, alpha=self.alpha,
-            seed=self.seed, nu1=schedule.nu1, rho=schedule.rho, max_depth=schedule.max_depth or 0,
-            pf_pne_eps=self.pf_pne_eps, report_pulls=report_pulls, confidence=self.confidence,
-            reward_low=float(low), reward_high=float(high),
-        )
+    @property
+    def alpha(self) -> float:
+        return self.spec.alpha
+
+    @property
+    def seed(self) -> int:
+        return self.spec.seed
+
+    @property
+    def confidence(self) -> str:
+        """The confidence bound's name (:data:`~pfxab_flower.algorithms.bounds.BOUNDS`): ``hoeffding``, the paper's."""
+        return self.spec.confidence
+
+    @property
+    def reward_range(self) -> tuple[float, float]:
+        """Where a reward (and so a local mean) can lie: the server rejects a report outside it (ServerMachine)."""
+        return self.spec.reward_range
+
+    @property
+    def options(self) -> Mapping[str, Any]:
+        """The algorithm's own parameters, by name (read only by its policy)."""
+        return self.spec.options
 
     @property
     def bound(self) -> ConfidenceBound:
@@ -60,8 +63,8 @@ class Settings:
 
     @property
     def num_clients(self) -> int:
-        return self.schedule.num_clients
+        return self.spec.num_clients
 
     @property
     def horizon(self) -> int:
-        return self.schedule.horizon
+        return self.spec.horizon

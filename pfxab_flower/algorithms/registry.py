@@ -1,0 +1,95 @@
+"""The one list of algorithms: each :class:`~pfxab_flower.algorithms.phased.Policy` registered by name.
+
+Everything that names algorithms is derived from here: the CLI's choices
+(``--algorithm``, ``--algorithms``), :data:`pfxab_flower.config.ALGORITHMS`, the Flower
+strategy classes (:data:`pfxab_flower.strategies.STRATEGIES`), the labels of figures and
+tables, and which keywords each algorithm accepts. A policy declares itself::
+
+    @register_algorithm
+    class MyPolicy(Policy):
+        name = "my-alg"                       # the CLI name and the wire's param-algorithm
+        label = "My-Alg"                      # in figures and tables; the strategy class is "MyAlg"
+        description = "one line for --help and the docs"
+        parameters = (Parameter("my_eps", float, 0.1, "a number >= 0", "my slack eps >= 0",
+                                lambda value: value >= 0),)
+
+``parameters`` are the algorithm's *own* keywords, beside the common ones every algorithm
+takes (:data:`pfxab_flower.spec.COMMON`): they are checked where a run is specified,
+travel on the wire as ``param-<name>`` and reach the policy as ``settings.options[name]``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pfxab_flower.algorithms.phased.policy import Policy
+from pfxab_flower.config import Parameter
+from pfxab_flower.errors import ConfigError
+
+_ALGORITHMS: dict[str, type[Policy]] = {}
+_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
+_OPTION = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def register_algorithm(policy: type[Policy]) -> type[Policy]:
+    """Add ``policy`` under its ``name`` (also a class decorator); a :class:`ConfigError` if the declaration is bad.
+
+    Re-registering the same class is a no-op; another class under a taken name, an option
+    that shadows a common parameter, or one declared by another algorithm with a different
+    default or type, is refused (an option name means one thing on the wire).
+    """
+    from pfxab_flower.spec import COMMON  # spec reads the registry lazily; this is its other side
+
+    name = getattr(policy, "name", None)
+    if not (isinstance(name, str) and _NAME.match(name)):
+        raise ConfigError(f"name={name!r} is invalid; allowed: lower-case letters, digits and '-', e.g. 'pf-xab'")
+    if _ALGORITHMS.get(name, policy) is not policy:
+        raise ConfigError(f"algorithm {name!r} is already registered (by {_ALGORITHMS[name].__qualname__})")
+    for option in policy.parameters:
+        if not (isinstance(option, Parameter) and _OPTION.match(option.name)) or option.name in COMMON:
+            raise ConfigError(f"{name}: parameter {getattr(option, 'name', option)!r} is invalid; allowed: a "
+                              f"config.Parameter with a snake_case name other than {', '.join(COMMON)}")
+        other = declared_options().get(option.name)
+        if other is not None and (other.kind, other.default) != (option.kind, option.default):
+            raise ConfigError(f"{name}: parameter {option.name!r} is declared by another algorithm with type "
+                              f"{other.kind.__name__} and default {other.default!r}")
+    _ALGORITHMS[name] = policy
+    return policy
+
+
+def algorithm_names() -> tuple[str, ...]:
+    """The registered algorithms, in registration order (the built-in three first)."""
+    return tuple(_ALGORITHMS)
+
+
+def policy_class(name: str) -> type[Policy]:
+    """The policy registered as ``name``; a one-line :class:`ConfigError` naming the choices if none is."""
+    if name not in _ALGORITHMS:
+        raise ConfigError(f"algorithm={name!r} is invalid; allowed: {', '.join(_ALGORITHMS)}")
+    return _ALGORITHMS[name]
+
+
+def make_policy(name: str) -> Policy:
+    """A policy object of the algorithm ``name``."""
+    return policy_class(name)()
+
+
+def label(name: str) -> str:
+    """How the algorithm ``name`` is named in figures and tables (``PF-XAB``); the name itself if unknown."""
+    policy = _ALGORITHMS.get(name)
+    return policy.label if policy is not None else name
+
+
+def class_name(name: str) -> str:
+    """The Python name of the algorithm's strategy class: its label without punctuation (``PF-XAB`` -> ``PFXAB``)."""
+    return re.sub(r"[^A-Za-z0-9]", "", label(name))
+
+
+def options_of(name: str) -> dict[str, Parameter]:
+    """The parameters the algorithm ``name`` declares itself, by name (PF-PNE: ``pf_pne_eps``)."""
+    return {p.name: p for p in policy_class(name).parameters}
+
+
+def declared_options() -> dict[str, Parameter]:
+    """Every registered algorithm's own parameters, by name (a name means the same everywhere)."""
+    return {p.name: p for policy in _ALGORITHMS.values() for p in policy.parameters}

@@ -1,0 +1,202 @@
+"""What one run of one algorithm is: an :class:`AlgorithmSpec`, built and checked once, then carried as is.
+
+Every entry point builds the spec once and checks it there, with errors naming the value
+as that entry point spells it: :meth:`AlgorithmSpec.build` for Python keywords
+(:func:`pfxab_flower.engine.run`, :func:`pfxab_flower.compare.compare`, the Flower
+strategies), :meth:`AlgorithmSpec.from_config` for a :class:`~pfxab_flower.config.RunConfig`
+(checked when it was made: the CLI, a sweep's TOML, a Flower run config). From there it
+travels unchanged: engine -> :class:`~pfxab_flower.driver.ServerDriver` -> every message
+(:meth:`to_wire`) -> the clients, whose :meth:`from_wire` is their one check of what a
+server sent -> the machines (:class:`~pfxab_flower.algorithms.phased.Settings` wraps it).
+
+The spec holds the parameters every algorithm takes (:data:`COMMON`) and, in ``options``,
+those the algorithm declares itself (its policy's ``parameters``, defaults filled in),
+so a new option is one declaration in one policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from pfxab_flower.config import REWARD_LIMIT, Parameter, check, check_against, check_reward_range
+from pfxab_flower.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pfxab_flower.config import RunConfig
+
+#: The keywords every algorithm takes, with the declared parameter that checks each (``num_clients``: ``clients``).
+COMMON: dict[str, str] = {"num_clients": "clients", "alpha": "alpha", "horizon": "horizon", "seed": "seed",
+                          "nu1": "nu1", "rho": "rho", "max_depth": "max_depth", "confidence": "confidence"}
+#: Options that every message has carried since before options were an algorithm's own: still sent (at their
+#: declared default) by every algorithm, so the wire's keys and bytes, and the counted values, stay those of
+#: earlier versions; a client of an algorithm that does not declare one ignores it.
+ALWAYS_ON_WIRE = ("pf_pne_eps",)
+PREFIX = "param-"
+#: The widest reward range (the default): a server accepts local means anywhere in it.
+FULL_RANGE = (-REWARD_LIMIT, REWARD_LIMIT)
+
+
+def _key(name: str) -> str:
+    return PREFIX + name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """One run's algorithm and its parameters, checked; build it with :meth:`build` or :meth:`from_config`.
+
+    ``max_depth`` ``None`` is no depth limit. ``reward_range`` is where rewards lie (the
+    server refuses a local mean outside it; a bound whose widths use it gets it on the
+    wire). ``report_pulls`` belongs to the simulation harness, not to the algorithm: the
+    clients attach their pull logs to their replies so the server can score the exact regret.
+    """
+
+    algorithm: str
+    num_clients: int
+    horizon: int
+    alpha: float
+    seed: int
+    nu1: float
+    rho: float
+    max_depth: int | None
+    confidence: str
+    reward_range: tuple[float, float] = FULL_RANGE
+    report_pulls: bool = False
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    # -- building (the one check) -----------------------------------------------------
+    @classmethod
+    def build(
+        cls, algorithm: str, *, num_clients: int, reward_range: Any = None, report_pulls: bool = False,
+        **keywords: Any,
+    ) -> AlgorithmSpec:
+        """The spec of Python keywords: the common ones (:data:`COMMON`, declared defaults for those not
+        given) and the algorithm's own; a one-line :class:`ConfigError` naming the first bad keyword."""
+        algorithm = check("algorithm", algorithm, label="algorithm")
+        check_keywords(algorithm, keywords)
+        common = {name: check(declared, keywords[name] if name in keywords else _default(declared), label=name)
+                  for name, declared in COMMON.items() if name != "num_clients"}
+        num_clients = check("clients", num_clients, label="num_clients")
+        options = {name: check_against(p, keywords.get(name, p.default), label=name)
+                   for name, p in _options_of(algorithm).items()}
+        span = check_reward_range(common["confidence"], FULL_RANGE if reward_range is None else reward_range)
+        return cls(algorithm=algorithm, num_clients=num_clients, reward_range=span, report_pulls=bool(report_pulls),
+                   options=options, **common)
+
+    @classmethod
+    def from_config(cls, config: RunConfig, reward_range: tuple[float, float] = FULL_RANGE) -> AlgorithmSpec:
+        """The spec of a checked :class:`RunConfig`: its fields are trusted; only the reward range is checked
+        (against the confidence bound: ``bernstein`` needs a real one). The algorithm's options are read
+        from the config's fields of the same names (``pf_pne_eps``)."""
+        options = {name: getattr(config, name) for name in _options_of(config.algorithm)}
+        return cls(algorithm=config.algorithm, num_clients=config.clients, horizon=config.horizon, alpha=config.alpha,
+                   seed=config.seed, nu1=config.nu1, rho=config.rho, max_depth=config.max_depth,
+                   confidence=config.confidence, reward_range=check_reward_range(config.confidence, reward_range),
+                   options=options)
+
+    def replace(self, **changes: Any) -> AlgorithmSpec:
+        """A copy with ``changes`` (trusted: for values that were checked, e.g. ``report_pulls``)."""
+        return replace(self, **changes)
+
+    def keywords(self) -> dict[str, Any]:
+        """The common and the algorithm's own keywords (what :meth:`build` takes, but ``algorithm``)."""
+        return {**{name: getattr(self, name) for name in COMMON}, **self.options}
+
+    def summary(self) -> dict[str, Any]:
+        """The parameters as a run's summary lists them (after ``algorithm``, ``problem``, ``engine``)."""
+        return {"alpha": self.alpha, "clients": self.num_clients, "horizon": self.horizon, "seed": self.seed,
+                "nu1": self.nu1, "rho": self.rho, "max_depth": self.max_depth, **self.options,
+                "confidence": self.confidence}
+
+    # -- the wire -----------------------------------------------------------------------
+    def for_clients(self, report_pulls: bool) -> AlgorithmSpec:
+        """What the server sends: the reward range only if the bound's widths use it (else the full range)."""
+        from pfxab_flower.algorithms.bounds import bound_named
+
+        uses = bound_named(self.confidence).uses_reward_range
+        return replace(self, report_pulls=report_pulls, reward_range=self.reward_range if uses else FULL_RANGE)
+
+    def to_wire(self) -> dict[str, str | int | float]:
+        """Flat scalars with ``param-`` keys, for a Flower config record.
+
+        In the order and with the keys of earlier versions: optional parts (a confidence
+        other than ``hoeffding``, a reward range narrower than the full one) only when set.
+        """
+        own = _options_of(self.algorithm)
+        shared = {name: p.default for name, p in _declared_options().items() if name in ALWAYS_ON_WIRE}
+        options = {**{n: v for n, v in shared.items() if n not in own}, **self.options}
+        values: dict[str, Any] = {
+            "algorithm": self.algorithm, "num_clients": self.num_clients, "horizon": self.horizon,
+            "alpha": self.alpha, "seed": self.seed, "nu1": self.nu1, "rho": self.rho,
+            "max_depth": self.max_depth or 0, **options, "report_pulls": self.report_pulls,
+        }
+        if self.confidence != _default("confidence"):
+            values["confidence"] = self.confidence
+        if self.reward_range != FULL_RANGE:
+            values["reward_low"], values["reward_high"] = self.reward_range
+        return {_key(name): value for name, value in values.items()}
+
+    @classmethod
+    def from_wire(cls, values: Mapping[str, object]) -> AlgorithmSpec:
+        """The spec in a received config, checked: the client's one check of what a server sent.
+
+        ``KeyError``/``TypeError`` if a key is absent or mistyped (another version), a one-line
+        :class:`ConfigError` if a value is out of range or the algorithm unknown (a server of
+        another version, or a hostile one).
+        """
+        algorithm = check("algorithm", _typed(values, "algorithm", str))
+        common = {name: _typed(values, name, _KINDS[declared]) for name, declared in COMMON.items()
+                  if name != "confidence"}
+        confidence = _typed(values, "confidence", str) if _key("confidence") in values else _default("confidence")
+        for name, declared in COMMON.items():
+            value = confidence if name == "confidence" else common[name]
+            if name == "max_depth" and value == 0:
+                value = None
+            common[name] = check(declared, value)
+        options = {name: check_against(p, _typed(values, name, p.kind)) for name, p in _options_of(algorithm).items()}
+        span = (_typed(values, "reward_low", float), _typed(values, "reward_high", float)) \
+            if _key("reward_low") in values or _key("reward_high") in values else FULL_RANGE
+        return cls(algorithm=algorithm, reward_range=check_reward_range(confidence, span),
+                   report_pulls=_typed(values, "report_pulls", bool), options=options, **common)
+
+
+def check_keywords(algorithm: str, keywords: Mapping[str, Any]) -> None:
+    """A one-line :class:`ConfigError` for a keyword ``algorithm`` does not take (e.g. ``pf_pne_eps`` for pf-xab)."""
+    own = _options_of(algorithm)
+    for name in keywords:
+        if name not in COMMON and name not in own:
+            allowed = ", ".join([*COMMON, *own])
+            raise ConfigError(f"unknown keyword {name!r} for algorithm {algorithm!r}; allowed: {allowed}")
+
+
+_KINDS = {"clients": int, "horizon": int, "alpha": float, "seed": int, "nu1": float, "rho": float, "max_depth": int,
+          "confidence": str}
+
+
+def _typed(values: Mapping[str, object], name: str, kind: type) -> Any:
+    """The value of ``param-<name>`` as ``kind`` (an int counts as a float; a bool is never a number)."""
+    value = values[_key(name)]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise TypeError(f"parameter {name} is {value!r}, not {kind.__name__}")
+    return value
+
+
+def _default(name: str) -> Any:
+    from pfxab_flower.config import PARAMETERS
+
+    return PARAMETERS[name].default
+
+
+def _options_of(algorithm: str) -> dict[str, Parameter]:
+    from pfxab_flower.algorithms.registry import options_of  # lazy: the algorithms import this module's users
+
+    return options_of(algorithm)
+
+
+def _declared_options() -> dict[str, Parameter]:
+    from pfxab_flower.algorithms.registry import declared_options
+
+    return declared_options()
