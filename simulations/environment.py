@@ -58,10 +58,22 @@ def backend_config(num_cpus: float, ray_dir: Path, ray_address: str | None = Non
     return {"client_resources": {"num_cpus": float(num_cpus), "num_gpus": 0.0}, "init_args": init_args}
 
 
+#: The longest temporary root used as is: Ray puts unix sockets below it, whose paths may not exceed 107 bytes.
+SHORT_ROOT = 40
+
+
+def short_temp_root() -> str | None:
+    """Where temporary run directories go: ``$TMPDIR`` (or the system's) if its path is short, else ``/tmp``."""
+    root = tempfile.gettempdir()
+    if len(root) <= SHORT_ROOT:
+        return root
+    return "/tmp" if os.path.isdir("/tmp") else None
+
+
 @contextmanager
 def temporary_directory(prefix: str) -> Iterator[Path]:
-    """A short-named directory under ``/tmp`` (Ray's socket paths must stay short), removed afterwards."""
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp" if os.path.isdir("/tmp") else None))
+    """A short-named temporary directory (Ray's socket paths must stay short), removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=short_temp_root()))
     try:
         yield path
     finally:

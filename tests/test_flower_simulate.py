@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
+from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
 
@@ -133,11 +136,19 @@ def test_stop_processes_stops_exactly_the_marked_ones(tmp_path) -> None:
         marked.wait()
 
 
+@pytest.fixture
+def short_tmpdir() -> Iterator[Path]:
+    """A private temporary root short enough for Ray's socket paths (``/tmp/pt...``), removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix="pt", dir="/tmp"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.mark.ray
 @pytest.mark.timeout(240)
-def test_pfxab_simulate_runs_flwr_run_and_leaves_nothing_behind(tmp_path, monkeypatch) -> None:
+def test_pfxab_simulate_runs_flwr_run_and_leaves_nothing_behind(tmp_path, monkeypatch, short_tmpdir) -> None:
     pyproject = (ROOT / "pyproject.toml").read_bytes()
-    before = {p.name for p in Path("/tmp").glob("pfxab-*")}
+    monkeypatch.setenv("TMPDIR", str(short_tmpdir))  # its own temporary root: another job's files are not ours
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "results"
     code = subprocess.run(
@@ -152,16 +163,15 @@ def test_pfxab_simulate_runs_flwr_run_and_leaves_nothing_behind(tmp_path, monkey
     assert "phase 1 (depth 1)" in code.stderr  # one readable line per phase, streamed
     assert {"clients.csv", "curve.csv", "phases.csv", "communication.csv"} <= {p.name for p in out.iterdir()}
     assert (ROOT / "pyproject.toml").read_bytes() == pyproject
-    assert {p.name for p in Path("/tmp").glob("pfxab-*")} <= before  # FLWR_HOME and RAY_TMPDIR removed
+    assert list(short_tmpdir.iterdir()) == []  # FLWR_HOME and RAY_TMPDIR removed
     assert "processes still running" not in code.stderr
 
 
 @pytest.mark.ray
 @pytest.mark.timeout(240)
-def test_pfxab_simulate_works_outside_a_clone(tmp_path) -> None:
+def test_pfxab_simulate_works_outside_a_clone(tmp_path, short_tmpdir) -> None:
     """No --app-dir, run from a directory that is not the repository: the generated app is used."""
-    before = {p.name for p in Path("/tmp").glob("pfxab-*")}
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"TMPDIR": str(short_tmpdir)}
     code = subprocess.run(
         [sys.executable, "-m", "pfxab_flower.simulations.cli", "simulate", "--clients", "2", "--horizon", "2000",
          "--out", str(tmp_path / "out")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=220,
@@ -171,4 +181,4 @@ def test_pfxab_simulate_works_outside_a_clone(tmp_path) -> None:
     assert summary["engine"] == "flower" and summary["clients"] == 2 and summary["horizon"] == 2000
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # nothing written in the working directory
     assert "Flower configuration not found" not in code.stdout + code.stderr  # the log holds only the run
-    assert {p.name for p in Path("/tmp").glob("pfxab-*")} <= before
+    assert list(short_tmpdir.iterdir()) == []  # its temporary directories removed
