@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.common import Code as StatusCode
 from flwr.common import FitIns, FitRes, Parameters, Status, ndarrays_to_parameters
@@ -35,6 +35,7 @@ from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.spec import AlgorithmSpec
 from pfxab_flower.strategies import PFXAB, PFXABStrategy, records, serde
 from tests.flower_loopback import run_loopback as run_legacy_loopback
+from tests.foreign_apps import echo_client
 from tests.message_loopback import LoopbackGrid, run_loopback
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,23 +124,10 @@ def test_the_legacy_app_answers_foreign_messages_with_one_error_per_node(caplog)
     assert ask(app, ours, context).has_content()
 
 
-def echo_app() -> ClientApp:
-    """A ClientApp in the style of Flower's examples (arrays back, and a MetricRecord)."""
-    app = ClientApp()
-
-    @app.train()
-    def train(message: Message, context: Context) -> Message:
-        content = RecordDict({"arrays": message.content.array_records["arrays"],
-                              "metrics": MetricRecord({"num-examples": 1})})
-        return Message(content, reply_to=message)
-
-    return app
-
-
 def test_our_strategy_stops_in_one_line_facing_a_foreign_client_app(caplog) -> None:
     strategy = PFXAB(num_clients=2, horizon=20_000)
     with caplog.at_level(logging.INFO), pytest.raises(RunStoppedError) as info:
-        run_loopback(strategy, LoopbackGrid(2, echo_app()))
+        run_loopback(strategy, LoopbackGrid(2, echo_client()))
     line = str(info.value)
     assert re.fullmatch(
         r"phase 1: only 0 of 2 clients sent a usable local-means reply, fewer than min-fraction=0.5 requires \(1\); "
