@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import re
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -152,6 +153,10 @@ def _field_name(key: str, path: Path, table: str) -> str:
 #: Fields added to RunConfig after results were first written: left out of a run's id at their default, so
 #: an older results directory keeps its run ids (and resumes) unchanged.
 LATER_FIELD_DEFAULTS = {"confidence": "hoeffding"}
+
+
+#: What :func:`run_id` makes (the only names a sweep owns in its ``runs/``).
+RUN_ID_PATTERN = re.compile(r"[a-z]+-[a-z-]+-a[0-9.e+-]+-s[0-9]+-[0-9a-f]{12}")
 
 
 def run_id(config: RunConfig) -> str:

@@ -63,13 +63,23 @@ def test_a_damaged_run_is_redone_with_one_warning(finished, capsys, damage):
     assert sweep(config, out) == 0 and capsys.readouterr().err == ""  # and healed for good
 
 
-def test_leftover_temporary_directories_are_removed(finished, capsys):
+def test_leftover_temporary_directories_are_removed_and_nothing_else(finished, capsys):
     config, out = finished
-    (out / "runs" / ".some-run.abc.pfxab-tmp").mkdir()
-    (out / ".runs.parquet.xyz.pfxab-tmp.parquet").write_text("half")
+    rid = run_id(load_experiment(config).configs[0])
+    (out / "runs" / f".{rid}.k2x_9q0a.pfxab-tmp").mkdir()  # what a crash mid-write leaves (outputs.py's names)
+    (out / "runs" / f".{rid}.a1b2c3d4.old").mkdir()
+    (out / ".runs.parquet.xyz12345.pfxab-tmp.parquet").write_text("half")
+    users = {".bashrc.old": "alias", ".thesis.pfxab-tmp.bak": "draft", ".draft.tmp": "notes",
+             ".notes.abcdefgh.pfxab-tmp": "a user's name that only looks like ours"}
+    for name, text in users.items():
+        (out / name).write_text(text)
+    (out / ".backup.old").mkdir()
+    (out / ".backup.old" / "data").write_text("kept")
     assert sweep(config, out) == 0
     assert [p.name for p in (out / "runs").iterdir() if p.name.startswith(".")] == []
-    assert not list(out.glob("*pfxab-tmp*"))
+    assert not (out / ".runs.parquet.xyz12345.pfxab-tmp.parquet").exists()
+    assert {name: (out / name).read_text() for name in users} == users  # the user's hidden files, untouched
+    assert (out / ".backup.old" / "data").read_text() == "kept"
 
 
 def test_a_second_sweep_on_the_same_directory_is_refused_naming_the_first(finished, capsys):

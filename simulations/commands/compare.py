@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from pfxab_flower.config import ALGORITHMS, parse_algorithms, parse_seeds, parse_workers
-from pfxab_flower.outputs import check_output_dir
+from pfxab_flower.outputs import check_output_dir, save_or_keep
 from pfxab_flower.simulations.cluster import executor_address, fits_on, ray_runner
 from pfxab_flower.simulations.commands.options import add_parameter_flag, add_run_options, config_from_args
 
@@ -48,8 +48,10 @@ def handle(args: argparse.Namespace) -> int:
     with fits_on(ray_address):  # landmine's optimum grid
         comparison = compare(base, algorithms, seeds, workers=workers, progress=not args.no_progress,
                              runner=runner)
-    written = comparison.write(args.out) if args.out is not None else None
+    written, unsaved = save_or_keep(comparison.write, args.out, COMPARE_FILES)
     print(comparison.table())
     if written is not None:
         print(f"pfxab compare: wrote {', '.join(COMPARE_FILES)} to {written}", file=sys.stderr)  # stdout: the table
+    if unsaved is not None:
+        raise unsaved  # after the table is printed: one line, exit 2
     return 0

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from pfxab_flower.config import ENGINES
-from pfxab_flower.outputs import check_output_dir
+from pfxab_flower.outputs import check_output_dir, save_or_keep
 from pfxab_flower.results import RESULT_FILES
 from pfxab_flower.simulations.commands.options import add_parameter_flag, add_run_options, config_from_args
 
@@ -47,7 +47,7 @@ def handle(args: argparse.Namespace) -> int:
 
         with fits_on(args.ray_address):
             result = run_config(config)
-    written = result.write(args.out) if args.out is not None else None
+    written, unsaved = save_or_keep(result.write, args.out, RESULT_FILES)
     if args.json:
         print(result.to_json())
         if written is not None:
@@ -56,6 +56,8 @@ def handle(args: argparse.Namespace) -> int:
         print(format_report(result.summary))
         if written is not None:
             print(f"  wrote {', '.join(RESULT_FILES)} to {written}")
+    if unsaved is not None:
+        raise unsaved  # after the result is printed: one line, exit 2
     return 0
 
 

@@ -30,12 +30,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from pfxab_flower.simulations.experiment import load_experiment
-    from pfxab_flower.simulations.sweep import run_sweep
+    from pfxab_flower.simulations.sweep import SWEEP_NAMES, run_sweep
 
     experiment = load_experiment(args.config)  # validates every row before any work
     workers = parse_workers(args.workers)
     ray_address = executor_address(args.executor, args.ray_address)  # reachable, before any work
-    check_output_dir(args.out)  # written into (other files there are kept)
+    check_output_dir(args.out, writes=SWEEP_NAMES)  # written into: only its own names (other files are kept)
     if args.engine == "flower":
         if importlib.util.find_spec("pfxab_flower.simulations.run_flower") is None:
             raise ConfigError("engine='flower' is unavailable (simulations/run_flower.py not found); "
