@@ -21,9 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_run_options(parser, skip=("algorithm", "seed"))
     parser.add_argument("--seeds", default=None, metavar="SEEDS",
                         help="seeds: an integer, a range like 0-9, or a list like 0,3,5 (default: 0-9)")
-    parser.add_argument("--algorithms", default=",".join(ALGORITHMS), metavar="LIST",
-                        help=f"comma-separated algorithms (default: {','.join(ALGORITHMS)})")
-    parser.add_argument("--workers", default="1", metavar="N", help="worker processes (default: 1)")
+    add_parameter_flag(parser, "algorithms", default=",".join(ALGORITHMS))
+    add_parameter_flag(parser, "workers", default=1)
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="write the comparison here (comparison.json; runs, summary and curves as CSV and "
                              "Parquet), for `pfxab plot` and `pfxab report`")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pfxab_flower.config import ENGINES
+from pfxab_flower.config import parse
 from pfxab_flower.outputs import check_output_dir, save_or_keep
 from pfxab_flower.results import RESULT_FILES
 from pfxab_flower.simulations.commands.options import add_parameter_flag, add_run_options, config_from_args
@@ -14,7 +14,7 @@ from pfxab_flower.simulations.commands.options import add_parameter_flag, add_ru
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("run", help="run one algorithm on one federation")
     add_run_options(parser)
-    parser.add_argument("--engine", choices=ENGINES, default="inprocess", help="in-process loop or Flower simulation")
+    add_parameter_flag(parser, "engine", default="inprocess")
     parser.add_argument("--api", default=None, metavar="API",
                         help="Flower API with --engine flower: message (default) or legacy (Strategy/NumPyClient)")
     add_parameter_flag(parser, "ray_address")
@@ -25,6 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    args.engine = parse("engine", args.engine)
     if args.out is not None:
         check_output_dir(args.out, result_files=RESULT_FILES)  # before the run, not after it
     if args.api is not None:
