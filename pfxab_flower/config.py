@@ -67,6 +67,11 @@ MAX_HORIZON = 10**10
 #: Clients. Measured (`pfxab run --clients M --horizon 1000`): M = 1000 takes 7.6 s and 316 MB, M = 10,000
 #: did not end in 300 s and held 1.8 GB (the exact optimum evaluates every client on 2**16 grid points).
 MAX_CLIENTS = 1000
+#: Pulls of one run, clients x horizon: each limit alone allowed 1000 clients x 1e10 pulls, which did not end in
+#: 400 s. Measured at this limit (`pfxab run`, garland, uniform noise, on the 2-core machine while shared, load 4-5):
+#: M = 10 x T = 1e10 107 s, M = 100 x T = 1e9 468 s, M = 1000 x T = 1e8 269 s; with M = 1000 the time grows with T
+#: (1e6: 45 s, 1e7: 66 s, 1e8: 167-269 s), so 1000 x 1e10 would take the better part of an hour.
+MAX_PULLS = 10**11
 #: Seeds of one `pfxab compare`: one default run per algorithm and seed takes seconds, so 10,000 seeds are
 #: already hours of work; `--seeds 0-100000000000` is refused before the list is built.
 MAX_SEEDS = 10_000
@@ -446,6 +451,10 @@ class RunConfig:
     def __post_init__(self) -> None:
         for f in fields(self):  # in declaration order: the first bad value is the one reported
             object.__setattr__(self, f.name, check(f.name, getattr(self, f.name)))
+        if self.clients * self.horizon > MAX_PULLS:
+            allowed = (f"an integer in [1, {MAX_PULLS // self.clients:,}] with {spelled('clients')}={self.clients} "
+                       f"(clients x horizon at most {MAX_PULLS:,}, which takes minutes; see docs/scaling.md)")
+            _fail("horizon", self.horizon, allowed)
         chosen = self._chosen_fields()
         if self.problem == "landmine" and self.clients > len(chosen):
             fields_ = spelled("fields")
