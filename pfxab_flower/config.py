@@ -275,9 +275,9 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("workers", int, 1, f"an integer in [1, {_CORES}] (this machine's CPUs)",
               "local worker processes, at most this machine's CPUs (more only queue for the same cores)",
               _between(1, _CORES), scope="other"),
-    Parameter("algorithms", str, "", "a comma-separated list of distinct registered algorithm names",
-              "comma-separated algorithms to compare", lambda text: _algorithm_list(text) is not None, scope="other",
-              unset="every registered algorithm"),
+    Parameter("algorithms", str, None, "a comma-separated list of distinct registered algorithm names",
+              "comma-separated algorithms to compare", lambda text: _algorithm_list(text) is not None, optional=True,
+              scope="other", unset="every registered algorithm"),
     _choice("engine", "inprocess", "engine: the in-process loop or a Flower simulation", ENGINES, scope="other"),
 )}
 
