@@ -27,6 +27,8 @@ from flwr.clientapp import ClientApp
 from pfxab_flower.client_apps.message_app import message_client_app
 from pfxab_flower.client_apps.sessions import UserObjective, objective_sessions
 from pfxab_flower.domain import Domain
+from pfxab_flower.errors import ConfigError
+from pfxab_flower.noise import NoiseModel
 
 
 def objective_client_app(
@@ -36,5 +38,12 @@ def objective_client_app(
     noise_sigma: float = 0.1,
     noise: str = "uniform",
 ) -> ClientApp:
-    """A Message-API ``ClientApp`` whose nodes optimise ``objective(points, partition_id)`` on ``domain``."""
+    """A Message-API ``ClientApp`` whose nodes optimise ``objective(points, partition_id)`` on ``domain``.
+
+    Its arguments are checked here, once, with one :class:`ConfigError` line, rather than on every SuperNode.
+    """
+    if not callable(objective):
+        raise ConfigError(f"objective={type(objective).__name__} is invalid; allowed: a callable "
+                          "objective(points, partition_id)")
+    NoiseModel(noise, noise_sigma)  # checks noise and noise_sigma
     return message_client_app(objective_sessions(objective, domain, noise_sigma=noise_sigma, noise=noise))

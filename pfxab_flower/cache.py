@@ -14,16 +14,22 @@ else ``~/.cache/pfxab-flower``. If it cannot be opened or written, a warning
 is issued once and evaluation goes on without it: the cache is only a speed-up.
 A *corrupt* file (not a database, a malformed page) heals instead: it is moved
 aside to ``<name>.corrupt-<time>`` with one line on stderr and a new cache is
-started, so one damaged file does not make every later run cold. Values read
-back can be checked against the objective's range (``load(..., bounds=)``):
-values outside it are dropped from the file and recomputed, never used.
+started, so one damaged file does not make every later run cold. Every row
+carries a checksum of its key and value (:func:`row_checksum`): a value changed
+on disk, even to one that looks plausible (inside the objective's range), no
+longer matches and is dropped from the file and recomputed, never used; values
+read back are also checked against the objective's range (``load(..., bounds=)``).
+The checksum catches damage and edits, not a forger who recomputes it (the cache
+is the user's own file; the shipped reward table is checked the same way).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import sqlite3
+import struct
 import sys
 import time
 import warnings
@@ -32,8 +38,8 @@ from pathlib import Path
 
 from pfxab_flower.remote import in_ray_task
 
-#: Bump when the table layout or the meaning of stored values changes.
-CACHE_FORMAT = 1
+#: Bump when the table layout or the meaning of stored values changes (2: a checksum per row).
+CACHE_FORMAT = 2
 ENV_VAR = "PFXAB_CACHE_DIR"
 _TIMEOUT_SECONDS = 60.0
 
@@ -85,7 +91,8 @@ class EvaluationStore:
             connection.execute("PRAGMA synchronous=NORMAL")
             connection.execute(
                 "CREATE TABLE IF NOT EXISTS evaluations (namespace TEXT NOT NULL, item INTEGER NOT NULL, "
-                "point BLOB NOT NULL, value REAL NOT NULL, PRIMARY KEY (namespace, item, point)) WITHOUT ROWID"
+                "point BLOB NOT NULL, value REAL NOT NULL, checksum BLOB NOT NULL, "
+                "PRIMARY KEY (namespace, item, point)) WITHOUT ROWID"
             )
         except BaseException:
             connection.close()
@@ -121,26 +128,30 @@ class EvaluationStore:
     ) -> dict[int, dict[bytes, float]]:
         """Every stored value of these items: ``{item: {point bytes: value}}``.
 
-        Values outside ``bounds`` (the objective's range) or not finite cannot be
-        right: they are deleted from the file (so they get recomputed and stored
-        again) and left out, with one line on stderr.
+        Values outside ``bounds`` (the objective's range), not finite, or whose row
+        checksum does not match cannot be right: they are deleted from the file (so
+        they get recomputed and stored again) and left out, with one line on stderr.
         """
         result: dict[int, dict[bytes, float]] = {int(i): {} for i in items}
         if not result:
             return result
         marks = ",".join("?" * len(result))
-        query = f"SELECT item, point, value FROM evaluations WHERE namespace = ? AND item IN ({marks})"
+        query = f"SELECT item, point, value, checksum FROM evaluations WHERE namespace = ? AND item IN ({marks})"
         rows = self._read(query, (namespace, *result))
         low, high = bounds
-        bad = []
-        for item, point, value in rows:
-            if isinstance(value, float) and math.isfinite(value) and low <= value <= high:
+        bad, changed = [], 0
+        for item, point, value, check in rows:
+            intact = isinstance(value, float) and isinstance(check, bytes) and check == row_checksum(
+                namespace, item, bytes(point), value)
+            if intact and math.isfinite(value) and low <= value <= high:
                 result[item][bytes(point)] = value
             else:
                 bad.append((namespace, item, point))
+                changed += not intact
         if bad:
-            print(f"pfxab: evaluation cache {self.path} held {len(bad)} value(s) outside [{low:g}, {high:g}]; "
-                  "dropped them (they are recomputed)", file=sys.stderr)
+            why = f"{changed} whose checksum does not match (changed on disk), " if changed else ""
+            print(f"pfxab: evaluation cache {self.path} held {len(bad)} unusable value(s) ({why}outside "
+                  f"[{low:g}, {high:g}] or not finite); dropped them (they are recomputed)", file=sys.stderr)
             self._write("DELETE FROM evaluations WHERE namespace = ? AND item = ? AND point = ?", bad)
         return result
 
@@ -178,13 +189,23 @@ class EvaluationStore:
         """
         if in_ray_task():
             return
-        self._write("INSERT OR IGNORE INTO evaluations VALUES (?, ?, ?, ?)",
-                    [(namespace, int(i), p, float(v)) for i, p, v in rows])
+        rows = [(int(i), p, float(v)) for i, p, v in rows]
+        self._write("INSERT OR IGNORE INTO evaluations VALUES (?, ?, ?, ?, ?)",
+                    [(namespace, i, p, v, row_checksum(namespace, i, p, v)) for i, p, v in rows])
 
     def close(self) -> None:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+
+
+def row_checksum(namespace: str, item: int, point: bytes, value: float) -> bytes:
+    """The first 16 bytes of the sha256 of a row's key and value (the value as float64 bytes)."""
+    digest = hashlib.sha256(namespace.encode("utf-8"))
+    digest.update(struct.pack("<q", item))
+    digest.update(point)
+    digest.update(struct.pack("<d", value))
+    return digest.digest()[:16]
 
 
 def _is_corruption(exc: sqlite3.Error) -> bool:

@@ -8,9 +8,8 @@ Flower run-config keys (kebab-case, ``noise-sigma``) and the ``[tool.flwr.app.co
 in ``pyproject.toml`` (``tests/test_config.py`` compares them). The choices of ``problem``,
 ``algorithm`` and ``confidence`` are not listed here: they are read from their registries
 (:mod:`pfxab_flower.problem_registry`, :mod:`pfxab_flower.algorithms.registry`,
-:mod:`pfxab_flower.algorithms.bounds`) on each check. Not declared here (yet): ``--engine``
-(argparse's choices, :data:`ENGINES`), and ``--workers`` and ``--algorithms``, checked by
-:func:`parse_workers` and :func:`parse_algorithms` below.
+:mod:`pfxab_flower.algorithms.bounds`) on each check. The command-line-only values
+(``--engine``, ``--workers``, ``--algorithms``, ``--seeds``, ...) are declared here too (scope ``other``).
 
 Every check of a declared parameter runs the same code, by its snake_case name:
 
@@ -75,6 +74,11 @@ MAX_HORIZON = 10**10
 #: Clients. Measured (`pfxab run --clients M --horizon 1000`): M = 1000 takes 7.6 s and 316 MB, M = 10,000
 #: did not end in 300 s and held 1.8 GB (the exact optimum evaluates every client on 2**16 grid points).
 MAX_CLIENTS = 1000
+#: Pulls of one run, clients x horizon: each limit alone allowed 1000 clients x 1e10 pulls, which did not end in
+#: 400 s. Measured at this limit (`pfxab run`, garland, uniform noise, on the 2-core machine while shared, load 4-5):
+#: M = 10 x T = 1e10 107 s, M = 100 x T = 1e9 468 s, M = 1000 x T = 1e8 269 s; with M = 1000 the time grows with T
+#: (1e6: 45 s, 1e7: 66 s, 1e8: 167-269 s), so 1000 x 1e10 would take the better part of an hour.
+MAX_PULLS = 10**11
 #: Seeds of one `pfxab compare`: one default run per algorithm and seed takes seconds, so 10,000 seeds are
 #: already hours of work; `--seeds 0-100000000000` is refused before the list is built.
 MAX_SEEDS = 10_000
@@ -87,6 +91,19 @@ MAX_CURVE_POINTS = 100_000
 MAX_DIMENSIONS = 32
 #: Flower run-config integers are signed 64-bit.
 MAX_INT64 = 2**63 - 1
+#: Smoothness constants the phase schedule can compute with any other allowed value: ``f(p) = 2 log T /
+#: (M nu1^2 rho^(2p))`` needs ``nu1^2`` finite and non-zero (``nu1 = 1e308`` overflowed, ``1e-300`` divided by
+#: zero) and ``rho^(2p)`` non-zero at the first depth whose phase no longer fits the horizon (``rho = 1e-300``
+#: divided by zero); ``tests/test_config.py`` runs every corner. An objective's values lie in ``[-1e9, 1e9]``,
+#: so a larger ``nu1`` is never needed; a cell shrinking by less than 1e-12 per halving is no partition.
+NU1_RANGE = (1e-12, 1e12)
+RHO_LOW = 1e-12
+#: Runs of one sweep file: a run takes a second or more, so 10,000 runs are already hours (a 2000 x 2000 grid
+#: took 120 s just to build its 4 million rows, 36 us each, and never started); counted before any row is built.
+MAX_SWEEP_RUNS = 10_000
+#: Bytes of a sweep's TOML file: the bundled ones are under 1 kB; a larger file is no experiment (``/dev/zero`` read
+#: until memory ran out). Only a regular file is read, so a FIFO cannot hang the sweep.
+MAX_CONFIG_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -175,6 +192,14 @@ def _is_uint(text: str) -> bool:
     return text.isascii() and text.isdecimal()
 
 
+def _algorithm_list(text: str) -> list[str] | None:
+    """The names of an ``--algorithms`` text, in order, or ``None`` if one is unknown or repeated."""
+    names = [name.strip() for name in text.split(",")]
+    if any(name not in algorithm_names() for name in names) or len(set(names)) != len(names):
+        return None
+    return names
+
+
 _CORES = os.cpu_count() or 1
 _SEEDS_ALLOWED = (f"an integer, a range like 0-9, or a comma-separated list like 0,3,5 (integers in [0, 2**63), "
                   f"no repeats, at most {MAX_SEEDS:,} seeds)")
@@ -191,9 +216,10 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               f"pulls per client T, at most {MAX_HORIZON:,}",
               _between(1, MAX_HORIZON)),
     Parameter("seed", int, 0, "an integer in [0, 2**63)", "random seed (noise)", _between(0, MAX_INT64)),
-    Parameter("nu1", float, 1.0, "a number > 0", "smoothness constant nu1 > 0", _between(0, math.inf, low_open=True)),
-    Parameter("rho", float, 0.5, "a number in (0, 1)", "smoothness rate rho in (0, 1)",
-              _between(0, 1, low_open=True, high_open=True)),
+    Parameter("nu1", float, 1.0, f"a number in [{NU1_RANGE[0]:g}, {NU1_RANGE[1]:g}]",
+              f"smoothness constant nu1 in [{NU1_RANGE[0]:g}, {NU1_RANGE[1]:g}]", _between(*NU1_RANGE)),
+    Parameter("rho", float, 0.5, f"a number in [{RHO_LOW:g}, 1)", f"smoothness rate rho in [{RHO_LOW:g}, 1)",
+              _between(RHO_LOW, 1, high_open=True)),
     _choice("noise", "uniform", "noise model", NOISE_KINDS),
     Parameter("noise_sigma", float, 0.1, "a number >= 0", "noise scale sigma >= 0", _between(0, math.inf)),
     Parameter("spread", float, 0.3, "a number in [0, 1)", "spread of the synthetic clients' shifts, in [0, 1)",
@@ -246,6 +272,13 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               lambda text: bool(text.strip()), optional=True, scope="other", unset="none, run locally"),
     Parameter("dimensions", int, 1, f"an integer in [1, {MAX_DIMENSIONS}] (dimensions of the domain)",
               "dimensions of a search space", _between(1, MAX_DIMENSIONS), scope="other"),
+    Parameter("workers", int, 1, f"an integer in [1, {_CORES}] (this machine's CPUs)",
+              "local worker processes, at most this machine's CPUs (more only queue for the same cores)",
+              _between(1, _CORES), scope="other"),
+    Parameter("algorithms", str, None, "a comma-separated list of distinct registered algorithm names",
+              "comma-separated algorithms to compare", lambda text: _algorithm_list(text) is not None, optional=True,
+              scope="other", unset="every registered algorithm"),
+    _choice("engine", "inprocess", "engine: the in-process loop or a Flower simulation", ENGINES, scope="other"),
 )}
 
 
@@ -460,6 +493,10 @@ class RunConfig:
             if f.name in OPTION_FIELDS and value is None:
                 value = declared(f.name).default
             object.__setattr__(self, f.name, check(f.name, value))
+        if self.clients * self.horizon > MAX_PULLS:
+            allowed = (f"an integer in [1, {MAX_PULLS // self.clients:,}] with {spelled('clients')}={self.clients} "
+                       f"(clients x horizon at most {MAX_PULLS:,}, which takes minutes; see docs/scaling.md)")
+            _fail("horizon", self.horizon, allowed)
         chosen = self._chosen_fields()
         if self.problem == "landmine" and self.clients > len(chosen):
             fields_ = spelled("fields")
@@ -486,6 +523,8 @@ class RunConfig:
         Strings are converted to the field's type (:func:`parse`), so a run config or
         a CSV row can be passed as is; unknown keys are an error.
         """
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"values={values!r} is invalid; allowed: a mapping of parameter names to values")
         known = {f.name for f in fields(cls)}
         kwargs: dict[str, Any] = {}
         for key, value in values.items():
@@ -605,8 +644,9 @@ def parse_algorithms(text: str) -> list[str]:
 
 
 def parse_workers(text: str | int) -> int:
-    """The number of worker processes of ``--workers``: an integer >= 1."""
-    value = str(text).strip()
-    if not _is_uint(value) or int(value) < 1:
-        _fail("workers", text, "an integer >= 1")
-    return int(value)
+    """The number of worker processes of ``--workers``: an integer in [1, this machine's CPUs].
+
+    More workers than CPUs only queue for the same cores (``--workers 100000`` forked every
+    worker before the first job ran and brought the machine to a load of 300).
+    """
+    return parse("workers", text)

@@ -18,6 +18,10 @@ from pfxab_flower.config import check
 from pfxab_flower.errors import ConfigError
 
 SCALES = ("linear", "log")
+#: Names a dimension cannot have: a result's per-client table has a column ``final_<name>`` and
+#: ``optimum_<name>`` per dimension, beside ``final_node`` and ``optimum_personalised``
+#: (:func:`pfxab_flower.results.build_result`); a dimension of one of these names overwrote that column.
+RESERVED_NAMES = ("node", "personalised")
 
 
 def _number(value: object) -> float | None:
@@ -39,11 +43,14 @@ class Dimension:
     scale: str = "linear"
 
     def __post_init__(self) -> None:
+        if self.name in RESERVED_NAMES:
+            raise ConfigError(f"dimension name {self.name!r} is invalid (a result's column is named after it); "
+                              f"allowed: any name but {', '.join(RESERVED_NAMES)}")
         low, high = _number(self.low), _number(self.high)
-        if low is None or high is None or not low < high:
+        if low is None or high is None or not low < high or not math.isfinite(high - low):
             raise ConfigError(
                 f"dimension {self.name!r}: bounds ({self.low!r}, {self.high!r}) are invalid; "
-                "allowed: finite numbers with low < high"
+                "allowed: finite numbers with low < high and a finite width high - low"
             )
         object.__setattr__(self, "low", low)
         object.__setattr__(self, "high", high)

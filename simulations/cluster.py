@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
@@ -25,38 +24,76 @@ from typing import Any
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.remote import TASK_ENV, FitMapper, JobRunner, fits_with
 
-#: How long the reachability check waits for the head node's port (seconds).
+#: How long the check waits for the head node's answer (seconds).
 CONNECT_TIMEOUT = 5.0
 #: Environment every connection sets for Ray's processes: no usage stats, no log deduplication.
 QUIET = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_DEDUP_LOGS": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
+
+
+#: Longest host name (DNS: 253 characters); a longer one broke the socket layer's IDNA encoding with a traceback.
+MAX_HOST_LENGTH = 253
 
 
 def parse_ray_address(text: object) -> str:
     """``HOST:PORT`` of a Ray head node, checked for form only; one-line :class:`ConfigError` otherwise."""
     value = str(text).strip()
     host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdecimal() or not 0 < int(port) < 65536:
-        raise ConfigError(f"{spelled('ray_address')}={text!r} is invalid; allowed: HOST:PORT of a running Ray head "
-                          "node (the address `ray start --head` prints, e.g. 127.0.0.1:6379)")
+    if (not sep or not host or len(host) > MAX_HOST_LENGTH or not port.isascii() or not port.isdecimal()
+            or not 0 < int(port) < 65536):
+        shown = value if len(value) <= 80 else value[:60] + "..."
+        raise ConfigError(f"{spelled('ray_address')}={shown!r} is invalid; allowed: HOST:PORT of a running Ray head "
+                          f"node (the address `ray start --head` prints, e.g. 127.0.0.1:6379; a host of at most "
+                          f"{MAX_HOST_LENGTH} characters)")
     return value
 
 
 def check_ray_address(text: object, timeout: float = CONNECT_TIMEOUT) -> str:
-    """The address, once its head node answers on its port; a one-line :class:`ConfigError` if it does not.
+    """The address, once a Ray head node answers there as Ray; a one-line :class:`ConfigError` if it does not.
 
-    A TCP connection to the GCS port, before Ray or any run starts: ``ray.init`` on a
-    dead address retries for a minute and then raises a multi-line error.
+    Before Ray or any run starts, the GCS (the head node's control service) is asked
+    ``CheckAlive`` over gRPC, bounded by ``timeout``: ``ray.init`` on a dead address
+    retried for a minute, and on a port that accepts TCP but is not Ray (an HTTP server)
+    for 200 s and more, then raised a multi-line error. An answer names Ray's version.
     """
+    import grpc
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
     address = parse_ray_address(text)
     host, _, port = address.rpartition(":")
+    target = f"{host}:{port}" if not host.startswith("[") else address
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            pass
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise ConfigError(f"{spelled('ray_address')}={address!r} cannot be reached ({reason}); allowed: the "
-                          "HOST:PORT of a running Ray head node (start one with `ray start --head`)") from None
+        host.strip("[]").encode("idna")
+        with grpc.insecure_channel(target) as channel:
+            reply = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel).CheckAlive(
+                gcs_service_pb2.CheckAliveRequest(), timeout=timeout)
+        if not reply.ray_version:
+            raise ValueError("the service there did not say which Ray it runs")
+    except UnicodeError:
+        raise ConfigError(f"{spelled('ray_address')}={address!r} is invalid (the host is not a valid name); allowed: "
+                          "HOST:PORT of a running Ray head node") from None
+    except (grpc.RpcError, ValueError) as exc:
+        reason = _rpc_reason(exc)
+        raise ConfigError(f"{spelled('ray_address')}={address!r} cannot be reached as a Ray head node ({reason}); "
+                          "allowed: the HOST:PORT of a running Ray head node (start one with `ray start --head`)"
+                          ) from None
     return address
+
+
+def _rpc_reason(exc: Exception) -> str:
+    """Why the GCS check failed, in a few words (gRPC's details name the transport error)."""
+    import grpc
+
+    if not isinstance(exc, grpc.RpcError):
+        return str(exc)
+    details = " ".join(str(exc.details() or "").split())  # type: ignore[attr-defined]
+    code = exc.code()  # type: ignore[attr-defined]
+    if "Connection refused" in details:
+        return "Connection refused"
+    if "HTTP/2" in details or code.name == "UNIMPLEMENTED":
+        return "something answers on that port, but not Ray's GCS"
+    if code.name == "DEADLINE_EXCEEDED":
+        return "no answer in time"
+    return details.rsplit(": ", 1)[-1][:120] or code.name
 
 
 def executor_address(executor: object, ray_address: object) -> str | None:

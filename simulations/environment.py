@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pfxab_flower.config import PARAMETERS, check, check_against
-from pfxab_flower.simulations.processes import stop_processes
+from pfxab_flower.simulations.processes import owner_gone, owner_token, processes_with_marker, stop_processes
 
 QUIET_ENV = {
     "FLWR_TELEMETRY_ENABLED": "0",
@@ -70,14 +70,47 @@ def short_temp_root() -> str | None:
     return "/tmp" if os.path.isdir("/tmp") else None
 
 
+#: The file in each of our temporary directories naming the process that made it (:func:`owner_token`).
+OWNER_FILE = ".pfxab-owner"
+
+
 @contextmanager
 def temporary_directory(prefix: str) -> Iterator[Path]:
-    """A short-named temporary directory (Ray's socket paths must stay short), removed afterwards."""
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=short_temp_root()))
+    """A short-named temporary directory (Ray's socket paths must stay short), removed afterwards.
+
+    It goes under ``$TMPDIR`` when that path is short (:func:`short_temp_root`), else ``/tmp``. It
+    names its owner (:data:`OWNER_FILE`); first, the directories of this prefix whose owner died
+    without removing them (SIGKILLed together with its watcher) are removed, once no process uses
+    them any more.
+    """
+    parent = short_temp_root() or tempfile.gettempdir()
+    remove_abandoned(Path(parent), prefix)
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     try:
+        (path / OWNER_FILE).write_text(owner_token() + "\n", encoding="ascii")
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_abandoned(parent: Path, prefix: str) -> list[Path]:
+    """Remove ``parent/<prefix>*`` directories of ours whose owner has ended and that no process uses; the removed.
+
+    Only directories holding :data:`OWNER_FILE` are candidates (others are not provably ours),
+    owned by this user, never followed through links.
+    """
+    removed = []
+    for path in parent.glob(f"{prefix}*"):
+        try:
+            if path.is_symlink() or not path.is_dir() or path.stat().st_uid != os.getuid():
+                continue
+            token = (path / OWNER_FILE).read_text(encoding="ascii")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if owner_gone(token) and not processes_with_marker(str(path)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 @contextmanager

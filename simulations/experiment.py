@@ -26,6 +26,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
+import os
+import re
+import stat
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
@@ -33,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from pfxab_flower.algorithms.registry import algorithm_names, label
-from pfxab_flower.config import PARAMETERS, RunConfig, check, spelled_as
+from pfxab_flower.config import MAX_CONFIG_BYTES, MAX_SWEEP_RUNS, PARAMETERS, RunConfig, check, spelled_as
 from pfxab_flower.errors import ConfigError
 
 KINDS = ("regret", "rewards")
@@ -71,10 +75,17 @@ def bundled_experiments() -> dict[str, Path]:
     return {p.stem: p for p in sorted(folder.glob("*.toml"))}
 
 
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # e.g. a name too long: read_config_text says why
+        return True
+
+
 def resolve_experiment(spec: str | Path) -> Path:
     """A config path as given, or the bundled config of that name (``figure1``), so sweeps work from a wheel."""
     path = Path(spec)
-    if path.exists() or path.suffix:
+    if path.suffix or _exists(path):
         return path
     bundled = bundled_experiments()
     if str(spec) in bundled:
@@ -86,17 +97,15 @@ def resolve_experiment(spec: str | Path) -> Path:
 def load_experiment(path: str | Path) -> Experiment:
     """Read and validate an experiment TOML (or a bundled one by name); one-line :class:`ConfigError` if bad."""
     path = resolve_experiment(path)
+    source = read_config_text(path)
     try:
-        source = path.read_text(encoding="utf-8")
         data = tomllib.loads(source)
-    except FileNotFoundError:
-        raise ConfigError(f"config={str(path)!r} is invalid; allowed: an existing TOML file") from None
-    except OSError as exc:  # a directory, no permission, an I/O error
-        raise ConfigError(f"config={str(path)!r} is invalid ({exc.strerror or exc}); "
-                          "allowed: a readable TOML file") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except tomllib.TOMLDecodeError as exc:
         first = (str(exc).splitlines() or [""])[0]
         raise ConfigError(f"{path.name}: not valid TOML ({first})") from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays or tables
+        raise ConfigError(f"{path.name}: not valid TOML (nested deeper than can be read); allowed: a [grid] of "
+                          "flat lists of values") from None
     unknown = sorted(set(data) - {"experiment", "fixed", "grid"})
     if unknown:
         raise ConfigError(f"{path.name}: unknown table [{unknown[0]}]; allowed: [experiment], [fixed], [grid]")
@@ -117,11 +126,18 @@ def load_experiment(path: str | Path) -> Experiment:
     grid: dict[str, list[Any]] = {}
     for key, values in _table(data, "grid", path).items():
         name_ = _field_name(key, path, "grid")
-        if not isinstance(values, list) or not values:
-            raise ConfigError(f"{_where(path, 'grid', key)}={values!r} is invalid; allowed: a non-empty list")
+        if not isinstance(values, list) or not values or any(isinstance(v, list | dict) for v in values):
+            shown = repr(values) if len(repr(values)) <= 80 else repr(values)[:60] + "..."
+            raise ConfigError(f"{_where(path, 'grid', key)}={shown} is invalid; allowed: a non-empty list of "
+                              "values (numbers or strings)")
         if name_ in fixed:
             raise ConfigError(f"{_where(path, 'grid', key)} is also in [fixed]; allowed: one of the two")
         grid[name_] = values
+    rows = math.prod(len(values) for values in grid.values())
+    if rows > MAX_SWEEP_RUNS:  # counted before a single row is built
+        sizes = " x ".join(str(len(values)) for values in grid.values())
+        raise ConfigError(f"{_where(path, 'grid')} has {rows:,} runs ({sizes}); allowed: at most "
+                          f"{MAX_SWEEP_RUNS:,} runs per sweep (split it into several sweeps)")
     configs = []
     for row in itertools.product(*grid.values()):
         values = {**fixed, **dict(zip(grid, row, strict=True))}
@@ -134,6 +150,43 @@ def load_experiment(path: str | Path) -> Experiment:
         raise ConfigError(f"{_where(path, 'grid')} has repeated values; allowed: distinct values per key")
     return Experiment(str(name), kind, str(meta.get("title", name)), fixed, grid, tuple(configs), curve_points,
                       source)
+
+
+def read_config_text(path: Path) -> str:
+    """The text of a config file: a regular file of at most :data:`MAX_CONFIG_BYTES`, UTF-8; one line otherwise.
+
+    Opened without blocking and checked on the open file, so a FIFO (which would wait for a
+    writer for ever), a device (``/dev/zero``: endless) or a huge file is refused before reading.
+    """
+    where = f"config={str(path)!r}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise ConfigError(f"{where} is invalid; allowed: an existing TOML file") from None
+    except OSError as exc:  # no permission, a name too long, an I/O error
+        raise ConfigError(f"{where} is invalid ({exc.strerror or exc}); allowed: a readable TOML file") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ConfigError(f"{where} is invalid (Is a directory); allowed: a readable TOML file")
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"{where} is invalid (not a regular file: a FIFO, socket or device); "
+                              "allowed: a readable TOML file")
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{where} is invalid ({info.st_size:,} bytes); allowed: a TOML file of at most "
+                              f"{MAX_CONFIG_BYTES:,} bytes")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{where} is invalid ({exc.strerror or exc}); allowed: a readable TOML file") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CONFIG_BYTES:  # it grew while we looked
+        raise ConfigError(f"{where} is invalid (over {MAX_CONFIG_BYTES:,} bytes); allowed: a smaller TOML file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path.name}: not valid TOML (not UTF-8 text: {exc.reason} at byte {exc.start})") from None
 
 
 def _table(data: dict[str, Any], name: str, path: Path) -> dict[str, Any]:
@@ -154,6 +207,10 @@ def _field_name(key: str, path: Path, table: str) -> str:
 #: Fields added to RunConfig after results were first written: left out of a run's id at their default, so
 #: an older results directory keeps its run ids (and resumes) unchanged.
 LATER_FIELD_DEFAULTS = {"confidence": "hoeffding"}
+
+
+#: What :func:`run_id` makes (the only names a sweep owns in its ``runs/``).
+RUN_ID_PATTERN = re.compile(r"[a-z]+-[a-z-]+-a[0-9.e+-]+-s[0-9]+-[0-9a-f]{12}")
 
 
 def run_id(config: RunConfig) -> str:

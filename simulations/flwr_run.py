@@ -46,7 +46,7 @@ from pfxab_flower.config import AppOptions, RunConfig, to_run_config
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.simulations.environment import QUIET_ENV, check_num_cpus, temporary_directory
 from pfxab_flower.simulations.log_lines import readable_lines
-from pfxab_flower.simulations.processes import exit_on_signals, stop_processes, watchdog
+from pfxab_flower.simulations.processes import die_with_parent, exit_on_signals, stop_processes, watchdog
 
 #: The server's log line when it stops a run (``ServerDriver.stop``): ``pfxab: run stopped: <why>``.
 STOP_MARK = "run stopped: "
@@ -65,6 +65,7 @@ class SimulateOutcome:
     wall_seconds: float
     stop_reason: str | None = None  # why the server stopped the run, from its log line (nothing is written then)
     flower_status: str | None = None  # Flower's record of a run that wrote nothing: ``flwr ls`` status and details
+    unsaved: dict[str, Any] | None = None  # a finished run whose files could not be written: ``error``, ``summary``
 
 
 def toml_value(value: Any) -> str:
@@ -95,9 +96,19 @@ def flwr_executable() -> str:
     return found
 
 
+#: Largest ``pyproject.toml`` read from an app directory (a real one is a few kB).
+MAX_PYPROJECT_BYTES = 1 << 20
+
+
 def check_app_dir(app_dir: Path) -> Path:
+    """The app's ``pyproject.toml``: a regular UTF-8 file declaring ``[tool.flwr.app]``; one line otherwise."""
     pyproject = app_dir / "pyproject.toml"
-    if not pyproject.is_file() or "[tool.flwr.app" not in pyproject.read_text(encoding="utf-8"):
+    try:
+        regular = pyproject.is_file() and pyproject.stat().st_size <= MAX_PYPROJECT_BYTES
+        text = pyproject.read_bytes().decode("utf-8") if regular else ""
+    except (OSError, UnicodeDecodeError):  # unreadable, a name too long, not UTF-8 text
+        text = ""
+    if "[tool.flwr.app" not in text:
         raise ConfigError(f"{spelled('app_dir')}={str(app_dir)!r} is invalid; allowed: a directory whose "
                           f"pyproject.toml has [tool.flwr.app] (a Flower app), or no {spelled('app_dir')}")
     return pyproject
@@ -210,16 +221,22 @@ def simulate(
         ]
         returncode = 1
         stop_reason: str | None = None
+        unsaved: dict[str, Any] | None = None
         run_id: str | None = None
         flower_status: str | None = None
         left: list[int] = []
+        superlink: subprocess.Popen | None = None
         try:
+            superlink = start_local_superlink(env, home)  # our child: it dies with us, whatever kills us
             # a session of its own: Ctrl-C reaches only us, and we stop everything below
             process = subprocess.Popen(command, cwd=app_dir, env=env, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                                       stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                       preexec_fn=die_with_parent)
             try:
                 assert process.stdout is not None
                 for line in readable_lines(process.stdout, keep_colour=log.isatty()):
+                    if unsaved is None and (unsaved := unsaved_result(line)) is not None:
+                        continue  # the summary is printed by the command, not buried in the log
                     log.write(line)
                     log.flush()
                     if STOP_MARK in line and stop_reason is None:
@@ -227,7 +244,7 @@ def simulate(
                     if run_id is None and (started_run := RUN_STARTED.search(line)):
                         run_id = started_run[1]
                 returncode = process.wait()
-                if stop_reason is None and run_id is not None and not _written(summary, previous):
+                if stop_reason is None and unsaved is None and run_id is not None and not _written(summary, previous):
                     flower_status = run_status(run_id, env, app_dir)  # `flwr run` exits 0 whatever happened
             finally:
                 if process.poll() is None:
@@ -239,11 +256,75 @@ def simulate(
                         process.wait()
         finally:
             left = stop_processes(str(home))
+            if superlink is not None:
+                superlink.wait()  # stopped above; reap it
             restored = pyproject.read_bytes() != original
             if restored:
                 pyproject.write_bytes(original)
     return SimulateOutcome(returncode, summary if _written(summary, previous) else None, left, restored,
-                           time.perf_counter() - started, stop_reason, flower_status)
+                           time.perf_counter() - started, stop_reason, flower_status, unsaved)
+
+
+def unsaved_result(line: str) -> dict[str, Any] | None:
+    """The ``error`` and ``summary`` of the ServerApp's line for a result it could not write, if ``line`` is one."""
+    from pfxab_flower.simulations.server_app import UNSAVED_MARK
+
+    if UNSAVED_MARK not in line:
+        return None
+    try:
+        record = json.loads(line.split(UNSAVED_MARK, 1)[1])
+    except ValueError:
+        return None
+    ok = isinstance(record, dict) and isinstance(record.get("error"), str) and isinstance(record.get("summary"), dict)
+    return record if ok else None
+
+
+#: Seconds the SuperLink this module starts has to answer its health check (flwr's own wait is 15 s).
+SUPERLINK_STARTUP_TIMEOUT = 60.0
+
+
+def start_local_superlink(env: dict[str, str], home: Path) -> subprocess.Popen | None:
+    """Start the local SuperLink ``flwr run`` would start, but as our child that dies with us; ``None`` if it fails.
+
+    ``flwr run`` starts it detached, so it outlived a SIGKILLed ``pfxab simulate`` whose
+    watcher was killed too (with its superexec, ``flwr-simulation`` and Ray: 11 processes).
+    Started here with the same command line, ports and ``FLWR_HOME``, and ``PR_SET_PDEATHSIG``
+    (:func:`die_with_parent`), it gets SIGTERM when this process dies, and ``flwr run`` finds it
+    running and uses it. If it does not come up, it is stopped and ``flwr run`` starts its own.
+    """
+    port = env["FLWR_LOCAL_SUPERLINK_HTTP_API_PORT"]
+    runtime = home / "local-superlink"  # flwr's own layout (flwr.cli.local_superlink)
+    runtime.mkdir(parents=True, exist_ok=True)
+    command = [
+        "flower-superlink", "--insecure", "--simulation", "--isolation", "subprocess",
+        "--control-api-address", f"127.0.0.1:{env['FLWR_LOCAL_CONTROL_API_PORT']}",
+        "--host", "127.0.0.1", "--port", port, "--log-file", str(runtime / "superlink.log"),
+        "--log-rotation-interval-hours", "24", "--log-rotation-backup-count", "7",
+        "--database", str(runtime / "state.db"),
+    ]
+    try:
+        process = subprocess.Popen(command, env={**env, "FLWR_DISABLE_UPDATE_CHECK": "1"}, cwd=home,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                                   preexec_fn=die_with_parent)
+    except OSError:
+        return None
+    import httpx  # flwr's own dependency; its health probe is exactly this
+
+    deadline = time.monotonic() + SUPERLINK_STARTUP_TIMEOUT
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=0.4).is_success:
+                return process
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    process.terminate()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    return None
 
 
 def _written(summary: Path, previous: int | None) -> bool:

@@ -34,8 +34,7 @@ import pandas as pd
 
 from pfxab_flower.compare import Comparison, load_comparison
 from pfxab_flower.config import algorithm_names
-from pfxab_flower.errors import ConfigError
-from pfxab_flower.outputs import OutputError, atomic_file
+from pfxab_flower.outputs import OutputError, atomic_file, check_output_file
 from pfxab_flower.simulations.experiment import ALGORITHM_LABELS, Experiment, series_keys, series_label
 from pfxab_flower.simulations.result_dirs import result_kind
 from pfxab_flower.simulations.sweep import load_sweep
@@ -166,11 +165,30 @@ def plot_comparison(comparison: Comparison):
     return fig
 
 
+#: Written into every figure's metadata (PNG ``Software``, PDF ``Creator``): how ``pfxab plot`` knows a file
+#: at ``--out`` is a figure of its own, which it may replace (any other file there is the user's, never replaced).
+FIGURE_MARK = "pfxab plot (pfxab-flower)"
+_MARK_KEY = {".png": "Software", ".pdf": "Creator"}
+#: Larger than any figure this module draws: a bigger file is not one of ours (and is not read whole).
+_MAX_FIGURE_BYTES = 64 << 20
+
+
+def is_our_figure(path: Path) -> bool:
+    """Whether ``path`` is a figure ``pfxab plot`` wrote (it carries :data:`FIGURE_MARK`)."""
+    try:
+        if path.stat().st_size > _MAX_FIGURE_BYTES:
+            return False
+        return FIGURE_MARK.encode() in path.read_bytes()
+    except OSError:
+        return False
+
+
 def _save(fig, out: Path) -> Path:
+    suffix = out.suffix.lower()
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         with atomic_file(out) as tmp:  # an older figure stays whole if drawing or writing fails
-            fig.savefig(tmp, dpi=150, format=out.suffix.lower()[1:])
+            fig.savefig(tmp, dpi=150, format=suffix[1:], metadata={_MARK_KEY[suffix]: FIGURE_MARK})
     except OSError as exc:
         raise OutputError(f"out={str(out)!r} could not be written ({exc.strerror or exc}); "
                           "allowed: a file in a writable directory") from None
@@ -180,10 +198,8 @@ def _save(fig, out: Path) -> Path:
 
 
 def _checked_out(out: str | Path) -> Path:
-    out = Path(out)
-    if out.suffix.lower() not in FORMATS:
-        raise ConfigError(f"out={str(out)!r} is invalid; allowed: a file name ending in {' or '.join(FORMATS)}")
-    return out
+    """``out`` if a figure may be written there: a new file or a figure of ours (one line otherwise)."""
+    return check_output_file(out, FORMATS, ours=is_our_figure)
 
 
 def plot_sweep(sweep_dir: str | Path, out: str | Path, log_x: bool = False) -> Path:

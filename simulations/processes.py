@@ -8,17 +8,24 @@ the processes this run started, and nothing else.
 
 Our own end must not leave them running either. SIGTERM and SIGHUP become a
 ``SystemExit`` (:func:`exit_on_signals`), so the usual clean-up runs. SIGKILL
-reaches no handler, and ``PR_SET_PDEATHSIG`` cannot help: it only applies to our
-own children, while the SuperLink is started detached by ``flwr run`` and the
-SuperLink starts the rest. So a tiny watcher process (:func:`watchdog`) waits
-for us to disappear and then stops the marked processes and removes the
-temporary directories itself. It learns the marker on its stdin, never in its
-command line or environment, so it is not one of the processes it stops.
+reaches no handler, so a tiny watcher process (:func:`watchdog`) waits for us to
+disappear and then stops the marked processes and removes the temporary
+directories itself. It learns the marker on its stdin, never in its command line
+or environment, so it is not one of the processes it stops.
+
+Should the watcher be killed too (both SIGKILLed at once), the chain still ends:
+``pfxab simulate`` starts the SuperLink itself as its child with
+``PR_SET_PDEATHSIG`` (:func:`die_with_parent`: the kernel sends it SIGTERM when we
+die), the SuperLink's superexec and the superexec's ``flwr-simulation`` exit when
+their parent does (Flower's ``--parent-pid`` monitor), and Ray's processes share
+the fate of the ``flwr-simulation`` that started them. The temporary directories
+of such a run are removed by the next one (:func:`owner_gone`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import shutil
@@ -32,6 +39,7 @@ from types import FrameType
 
 #: How often the watcher checks that its parent is still there (seconds).
 WATCH_INTERVAL = 0.2
+_PR_SET_PDEATHSIG = 1
 
 
 def _read(path: Path) -> bytes:
@@ -49,6 +57,40 @@ def _is_zombie(pid: int) -> bool:
 def alive(pid: int) -> bool:
     """Whether ``pid`` is a running process (a zombie, dead but not yet reaped, is not)."""
     return Path(f"/proc/{pid}").exists() and not _is_zombie(pid)
+
+
+def start_time(pid: int) -> str | None:
+    """When ``pid`` started (clock ticks since boot, from /proc): with the pid, names one process for good."""
+    stat = _read(Path(f"/proc/{pid}/stat"))
+    fields = stat.rsplit(b")", 1)[-1].split()
+    return fields[19].decode() if len(fields) > 19 else None
+
+
+def owner_token() -> str:
+    """``"<pid> <start time>"`` of this process: what :func:`owner_gone` checks."""
+    return f"{os.getpid()} {start_time(os.getpid())}"
+
+
+def owner_gone(token: str) -> bool:
+    """Whether the process an :func:`owner_token` names has ended (a reused pid is another process)."""
+    pid, _, started = token.strip().partition(" ")
+    return not (pid.isdecimal() and alive(int(pid)) and start_time(int(pid)) == started)
+
+
+def die_with_parent() -> None:
+    """In a child before ``exec`` (``preexec_fn``): the kernel sends it SIGTERM when its parent dies.
+
+    Linux only (``prctl(PR_SET_PDEATHSIG)``), a no-op elsewhere. If the parent died before the
+    call took effect, the child exits at once.
+    """
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (AttributeError, OSError):
+        return
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def processes_with_marker(marker: str) -> list[int]:

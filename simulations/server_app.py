@@ -6,11 +6,14 @@ exchange; the horizon bounds them). When the clients have sent their final repor
 the run is scored exactly like ``engine.run`` and written (``summary.json`` last) to
 ``out-dir``, resolved against ``PFXAB_BASE_DIR`` (set by ``pfxab simulate`` to the
 directory it was started from) or else the working directory. A run the server stopped
-(too few replies, too few nodes) writes nothing and says why in one log line.
+(too few replies, too few nodes) writes nothing and says why in one log line. A result
+that cannot be written (a full disk) is not lost: its summary goes into the log, on one
+line that ``pfxab simulate`` reads back (:data:`UNSAVED_MARK`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -22,11 +25,15 @@ from flwr.serverapp import Grid, ServerApp
 
 from pfxab_flower.config import parse_run_config
 from pfxab_flower.engine import describe_problem
+from pfxab_flower.outputs import OutputError
 from pfxab_flower.problems import build_federation
+from pfxab_flower.results import RunResult
 from pfxab_flower.simulations.apps import run_server
 
 LOGGER = logging.getLogger("pfxab_flower")
 BASE_DIR_ENV = "PFXAB_BASE_DIR"
+#: Starts the log line of a result that could not be written; a JSON object follows: ``error``, ``summary``.
+UNSAVED_MARK = "result not written: "
 
 
 def resolve_out_dir(out_dir: str) -> Path:
@@ -76,6 +83,16 @@ def main(grid: Grid, context: Context) -> None:
     outcome = run_server(grid, context, config, options, federation, describe_problem(config))
     if isinstance(outcome, str):
         return  # the driver has logged why; nothing is written for a stopped run
-    out = outcome.write(resolve_out_dir(options.out_dir))
+    write_or_log(outcome, resolve_out_dir(options.out_dir))
+
+
+def write_or_log(result: RunResult, out_dir: Path) -> Path | None:
+    """Write the result to ``out_dir``; if that fails, log its summary on one line (never lose a finished run)."""
+    try:
+        out = result.write(out_dir)
+    except OutputError as exc:
+        LOGGER.error("%s%s", UNSAVED_MARK, json.dumps({"error": str(exc), "summary": result.summary}))
+        return None
     LOGGER.info("regret %.6g after %d phases (%d exchanges); results written to %s",
-                outcome.summary["regret"], outcome.summary["phases"], outcome.summary["communication_rounds"], out)
+                result.summary["regret"], result.summary["phases"], result.summary["communication_rounds"], out)
+    return out

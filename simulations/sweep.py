@@ -2,27 +2,34 @@
 
 Layout of a sweep directory ``DIR``::
 
+    DIR/pfxab-manifest.json    the names below, claimed by pfxab before they are first written
     DIR/config.toml            copy of the experiment config
     DIR/sweep.json             engine, machine and timing of every invocation
-    DIR/.pfxab-sweep.lock      held (flock) by the sweep writing here; holds its pid
-    DIR/runs/<run-id>/...      one finished run each, written as a unit
+    DIR/.pfxab-sweep.lock      the pid of the sweep writing here (the lock itself is on DIR)
+    DIR/runs/<run-id>/...      one finished run each, written as a unit, its manifest last
     DIR/runs.parquet           one row per run (config, regret, rewards, communication, references)
     DIR/curves.parquet         cumulative regret of every run on a shared time grid (long format)
 
+``DIR`` may hold the user's other files: the sweep touches only the names above
+(:data:`SWEEP_NAMES`), and refuses to start if one of them exists and is not
+pfxab's (:func:`pfxab_flower.outputs.claim`); ``runs/`` is the sweep's own.
+
 Each run directory is written whole into a hidden temporary sibling and swapped
-into place (:func:`pfxab_flower.outputs.write_files_atomically`), so an
-interrupted sweep (Ctrl-C, crash, power cut) leaves at worst a hidden temporary
-directory, removed by the next invocation. A run is complete only when its files
-parse and hold what :func:`consolidate` needs (:func:`load_run`); a run directory
-that does not (damaged on disk, edited, written by an older version) is redone,
-with one warning line. Runs are independent and deterministic in their seed, so
-running them in any order or in parallel gives the same tables.
+into place (:func:`pfxab_flower.outputs.write_files_atomically`) with a manifest of
+its files' sizes and sha256 checksums, written last; an interrupted sweep (Ctrl-C,
+crash, power cut) leaves at worst a hidden temporary directory, removed by the next
+invocation. A run is complete only when its files match its manifest and parse
+into what :func:`consolidate` needs (:func:`load_run`); a run directory that does
+not (truncated, edited, deleted or replaced files, written by an older version) is
+redone, with one warning line, and the tables are built only from verified runs.
+Runs are independent and deterministic in their seed, so running them in any
+order or in parallel gives the same tables.
 
 One sweep at a time per directory: a second ``pfxab sweep`` on the same ``--out``
 is refused at once with one line naming the pid of the one running (waiting
 could hang a script for hours; refusing never redoes work twice). The lock is
-``flock`` on ``DIR/.pfxab-sweep.lock``, released by the kernel when the holder
-exits, however it exits; the file itself stays.
+``flock`` on the directory ``DIR`` itself, released by the kernel when the holder
+exits, however it exits: no file of the lock can be deleted or replaced by a link.
 
 The tables are written after every run is complete: ``curves.parquet`` first,
 then ``runs.parquet``, each fsynced and renamed whole. A crash between the two
@@ -42,6 +49,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import sys
 import time
@@ -56,11 +64,19 @@ import pyarrow
 
 from pfxab_flower.config import ENGINES, RunConfig
 from pfxab_flower.errors import ConfigError, IncompleteRunError
-from pfxab_flower.outputs import TEMP_SUFFIX, OutputError, atomic_file, write_file_atomically, write_files_atomically
+from pfxab_flower.manifest import MANIFEST_NAME, entry_kind, verify
+from pfxab_flower.outputs import (
+    TEMP_SUFFIX,
+    OutputError,
+    atomic_file,
+    claim,
+    write_file_atomically,
+    write_files_atomically,
+)
 from pfxab_flower.parallel import federation_key, local_runner, shared_federation
 from pfxab_flower.remote import JobRunner
-from pfxab_flower.results import RunResult, time_grid
-from pfxab_flower.simulations.experiment import Experiment, load_experiment, run_id
+from pfxab_flower.results import RESULT_FILES, RunResult, time_grid
+from pfxab_flower.simulations.experiment import RUN_ID_PATTERN, Experiment, load_experiment, run_id
 
 #: Columns of runs.parquet taken from each run's summary.json (besides the config fields).
 SUMMARY_COLUMNS = (
@@ -76,6 +92,10 @@ _TEXT_COLUMNS, _FLAG_COLUMNS = ("engine",), ("optimum_estimated",)
 #: Summary columns that may be null (``evaluations``: an engine that does not count objective calls).
 _OPTIONAL_COLUMNS = ("evaluations",)
 LOCK_FILE = ".pfxab-sweep.lock"
+#: The names a sweep writes in its directory (claimed in its manifest first; anything else there is the user's).
+SWEEP_NAMES = ("config.toml", "sweep.json", "runs", "runs.parquet", "curves.parquet", LOCK_FILE)
+#: The files of one run's directory (besides its manifest): what :func:`run_files` returns.
+RUN_FILES = ("grid_curve.csv", "references.json", "config.json", *RESULT_FILES)
 
 
 def references(config: RunConfig) -> dict[str, float]:
@@ -134,10 +154,15 @@ def _number(value: Any) -> bool:
 def load_run(run_dir: Path, config: RunConfig) -> tuple[dict[str, Any], dict[str, float], pd.DataFrame]:
     """The summary, references and grid curve of a complete run; :class:`IncompleteRunError` otherwise.
 
-    Complete means more than ``summary.json`` existing: every file parses, holds the
-    fields :func:`consolidate` takes, and ``config.json`` is this run's config, so
-    a damaged directory is redone instead of crashing every later consolidation.
+    Complete means more than ``summary.json`` existing: every file is exactly as it was
+    written (size and sha256 as its manifest says: a truncated, edited, deleted or
+    replaced file is caught even when it still parses), every file parses, holds the
+    fields :func:`consolidate` takes, and ``config.json`` is this run's config, so a
+    damaged directory is redone instead of poisoning or crashing the consolidation.
     """
+    damage = verify(run_dir, RUN_FILES)
+    if damage is not None:
+        raise IncompleteRunError(damage)
     try:
         summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
         refs = json.loads((run_dir / "references.json").read_text(encoding="utf-8"))
@@ -196,37 +221,67 @@ def damaged_runs(experiment: Experiment, runs_dir: Path) -> tuple[list[RunConfig
     return pending, damaged
 
 
+def _holder(out: Path) -> str:
+    """The pid the lock holder wrote (never read through a link; "unknown" if there is none yet)."""
+    try:
+        fd = os.open(out / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return "unknown"
+    try:
+        text = os.read(fd, 32).decode("ascii", "replace").strip()
+    finally:
+        os.close(fd)
+    return text if text.isdecimal() else "unknown"
+
+
 @contextlib.contextmanager
 def sweep_lock(out: Path) -> Iterator[None]:
-    """Hold ``out``'s sweep lock, or refuse at once (:class:`ConfigError` naming the holder's pid)."""
-    fd = os.open(out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+    """Hold ``out``'s sweep lock, or refuse at once (:class:`ConfigError` naming the holder's pid).
+
+    The lock is ``flock`` on the directory itself (no lock file to delete or to replace
+    by a link); then the sweep's names are claimed in its manifest (one line if one of
+    them is not pfxab's) and the holder's pid is written, atomically, to :data:`LOCK_FILE`.
+    """
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            raise ConfigError(f"out={str(out)!r} is invalid (another pfxab sweep, pid {holder}, is writing there); "
-                              "allowed: a directory no other sweep is using (wait for it, or choose another --out)"
-                              ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            raise ConfigError(f"out={str(out)!r} is invalid (another pfxab sweep, pid {_holder(out)}, is writing "
+                              "there); allowed: a directory no other sweep is using (wait for it, or choose another "
+                              "--out)") from None
+        claim(out, SWEEP_NAMES)
+        write_file_atomically(out / LOCK_FILE, f"{os.getpid()}\n")
         yield
     finally:
         os.close(fd)  # releases the lock (forked workers that inherited it have exited by now)
 
 
+#: A temporary sibling :mod:`pfxab_flower.outputs` makes for NAME: ``.NAME.<8 random>.pfxab-tmp[.suffix]``, or the
+#: ``.NAME.<8 random>.old`` a two-rename swap moves an old result into.
+_TEMPORARY = re.compile(rf"\.(?P<name>.+)\.[a-z0-9_]{{8}}(?:{re.escape(TEMP_SUFFIX)}(?:\.[a-z]+)?|\.old)")
+
+
 def _remove_leftovers(out: Path) -> None:
-    """Hidden temporary files and directories of writes a crash interrupted (only ever ours: we hold the lock)."""
-    for folder in (out, out / "runs"):
-        if not folder.is_dir():
+    """The temporary siblings of our own names that a crash left (we hold the lock); nothing else.
+
+    Only an entry shaped like one of :data:`_TEMPORARY` around a name the sweep owns (one of
+    :data:`SWEEP_NAMES`, its manifest, a run id in ``runs/``) is removed: a user's hidden
+    ``.bashrc.old`` or ``.draft.tmp`` is never touched.
+    """
+    top = {*SWEEP_NAMES, MANIFEST_NAME}
+    for folder, owned in ((out, top.__contains__), (out / "runs", RUN_ID_PATTERN.fullmatch)):
+        if entry_kind(folder) != "dir":
             continue
         for entry in folder.iterdir():
-            name = entry.name
-            if name.startswith(".") and (TEMP_SUFFIX in name or name.endswith(".old")):
-                if entry.is_dir():
-                    shutil.rmtree(entry, ignore_errors=True)
-                else:
-                    entry.unlink(missing_ok=True)
+            found = _TEMPORARY.fullmatch(entry.name)
+            if found is None or not owned(found["name"]):
+                continue
+            kind = entry_kind(entry)
+            if kind == "dir":
+                shutil.rmtree(entry, ignore_errors=True)
+            elif kind == "file":
+                entry.unlink(missing_ok=True)
 
 
 def run_sweep(

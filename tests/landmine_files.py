@@ -113,7 +113,8 @@ def real_landmine_file() -> Path:
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
     """Serves a directory; ``/truncated/NAME`` announces NAME's full length but sends half of it,
-    ``/silent/...`` sends nothing for 3 s."""
+    ``/silent/...`` sends nothing for 3 s, ``/drip/NAME`` sends NAME a byte every 0.1 s (never silent long
+    enough for a read timeout), ``/endless/...`` sends zeros without end and without a length."""
 
     def log_message(self, *args) -> None:  # keep the test output clean
         pass
@@ -121,6 +122,9 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path.startswith("/silent/"):  # accepts the request, then says nothing for a while
             time.sleep(3.0)
+            return
+        if self.path.startswith(("/drip/", "/endless/")):
+            self._stream(drip=self.path.startswith("/drip/"))
             return
         if not self.path.startswith("/truncated/"):
             super().do_GET()
@@ -131,6 +135,23 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data[: len(data) // 2])
         self.wfile.flush()
+        self.close_connection = True
+
+
+    def _stream(self, drip: bool) -> None:
+        self.send_response(200)
+        if drip:
+            self.send_header("Content-Length", str((Path(self.directory) / self.path.removeprefix("/drip/")).stat()
+                                                   .st_size))
+        self.end_headers()
+        try:
+            for _ in range(600 if drip else 10**6):  # a minute of dripping, or 64 GB of zeros: the client stops first
+                self.wfile.write(b"\0" if drip else bytes(1 << 16))
+                self.wfile.flush()
+                if drip:
+                    time.sleep(0.1)
+        except OSError:  # the client hung up: what a bounded download does
+            pass
         self.close_connection = True
 
 

@@ -46,8 +46,12 @@ def test_run_out_writes_the_tables(tmp_path, capsys):
         ("--horizon", "0", "horizon=0 is invalid; allowed: an integer in [1, 10,000,000,000]"),
         ("--horizon", "2.5", "horizon='2.5'"),
         ("--clients", "0", "clients=0 is invalid"),
-        ("--nu1", "0", "nu1=0.0 is invalid; allowed: a number > 0"),
-        ("--rho", "1", "rho=1.0 is invalid; allowed: a number in (0, 1)"),
+        ("--nu1", "0", "nu1=0.0 is invalid; allowed: a number in [1e-12, 1e+12]"),
+        ("--nu1", "1e308", "nu1=1e+308 is invalid; allowed: a number in [1e-12, 1e+12]"),  # was an OverflowError
+        ("--nu1", "1e-300", "nu1=1e-300 is invalid"),  # was a ZeroDivisionError
+        ("--rho", "1e-300", "rho=1e-300 is invalid; allowed: a number in [1e-12, 1)"),  # was a ZeroDivisionError
+        ("--rho", "1", "rho=1.0 is invalid; allowed: a number in [1e-12, 1)"),
+        ("--engine", "gpu", "--engine='gpu' is invalid; allowed: inprocess, flower"),
         ("--rho", "0", "rho=0.0"),
         ("--noise-sigma", "-1", "noise-sigma=-1.0 is invalid; allowed: a number >= 0"),
         ("--spread", "1", "spread=1.0 is invalid; allowed: a number in [0, 1)"),
@@ -91,7 +95,7 @@ def test_abbreviated_flags_are_refused_with_one_line(args, abbreviated):
 def test_an_empty_out_is_refused_not_ignored(tmp_path):
     line = cli_error_line("run", "--horizon", "1000", "--out", "")
     assert line == ("pfxab run: error: --out='' is invalid; allowed: a new or empty directory, or one holding only a "
-                    "previous result (clients.csv, communication.csv, curve.csv, phases.csv, summary.json), "
+                    "result pfxab wrote (clients.csv, communication.csv, curve.csv, phases.csv, summary.json), "
                     "on a writable file system")
 
 

@@ -14,6 +14,7 @@ from pfxab_flower.config import ALGORITHMS, RunConfig, parse_seeds
 from pfxab_flower.engine import run, run_config
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.formatting import format_mean_sd, format_number
+from pfxab_flower.manifest import MANIFEST_NAME
 from pfxab_flower.simulations.cli import main
 from tests.conftest import cli_error_line, tent_federation
 
@@ -79,7 +80,7 @@ def test_compare_command_prints_the_table_and_writes_csv_and_parquet(tmp_path, c
     assert lines[0].startswith("doublesine: M=3 alpha=0.9 T=20000") and "seeds=0-2" in lines[0]
     assert lines[1].split()[0] == "algorithm" and "regret" in lines[1] and "wall time (s)" in lines[1]
     assert [line.split()[0] for line in lines[2:]] == ALL
-    assert sorted(p.name for p in out.iterdir()) == sorted(COMPARE_FILES)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*COMPARE_FILES, MANIFEST_NAME])
     runs_csv, runs_pq = pd.read_csv(out / "runs.csv"), pd.read_parquet(out / "runs.parquet")
     assert list(runs_csv.columns) == list(runs_pq.columns) == list(RUN_COLUMNS)
     assert len(runs_csv) == 9 and set(runs_csv["seed"]) == {0, 1, 2}
@@ -103,7 +104,8 @@ def test_compare_command_prints_the_table_and_writes_csv_and_parquet(tmp_path, c
         ("--seeds", "9-0", "seeds='9-0' is invalid; allowed: an integer, a range like 0-9"),
         ("--seeds", "x", "seeds='x' is invalid"),
         ("--algorithms", "pf-xab,hoo", "algorithms='pf-xab,hoo' is invalid"),
-        ("--workers", "0", "workers='0' is invalid; allowed: an integer >= 1"),
+        ("--workers", "0", "--workers=0 is invalid; allowed: an integer in [1, "),
+        ("--workers", "100000", "--workers=100000 is invalid; allowed: an integer in [1, "),
         ("--alpha", "2", "alpha=2.0 is invalid"),
     ],
 )
@@ -198,7 +200,8 @@ def no_runs(monkeypatch):
         ("tent", {"seeds": [0, -1]}, "seeds=-1 is invalid; allowed: an integer in [0, 2**63)"),
         ("tent", {"algorithms": ["pf-xab", "hoo"]}, "algorithms='hoo' is invalid; allowed: pf-xab, fed-pne, pf-pne"),
         ("tent", {"algorithms": "pf-xab"}, "algorithms='pf-xab' is invalid; allowed: a non-empty list"),
-        ("tent", {"workers": 0}, "workers=0 is invalid; allowed: an integer >= 1"),
+        ("tent", {"workers": 0}, "workers=0 is invalid; allowed: an integer in [1, "),
+        ("tent", {"workers": 100_000}, "workers=100000 is invalid; allowed: an integer in [1, "),
         ("config", {"alpha": 2}, "alpha=2 is invalid"),
         ("config", {"foo": 1}, "unknown keyword 'foo'; allowed: problem, clients, alpha, "),
         ("config", {"algorithm": "fed-pne"}, "unknown keyword 'algorithm' (compare takes algorithms=, a list)"),
@@ -222,7 +225,7 @@ def test_a_federation_cannot_go_to_a_remote_runner(no_runs):
 def test_a_written_comparison_reads_back_whole(tmp_path):
     comparison = compare(tent_federation([0.2, 0.7]), ["pf-xab", "pf-pne"], [0, 1], horizon=20_000, progress=False)
     out = comparison.write(tmp_path / "cmp")
-    assert sorted(p.name for p in out.iterdir()) == sorted(COMPARE_FILES)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*COMPARE_FILES, MANIFEST_NAME])
     back = load_comparison(out)
     assert back.algorithms == comparison.algorithms and back.seeds == comparison.seeds
     assert back.setting == comparison.setting

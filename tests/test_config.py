@@ -17,6 +17,7 @@ from pfxab_flower.config import (
     MAX_CURVE_POINTS,
     MAX_DIMENSIONS,
     MAX_HORIZON,
+    MAX_PULLS,
     MAX_SEEDS,
     PARAMETERS,
     AppOptions,
@@ -152,7 +153,8 @@ def test_limits_are_refused_in_one_line_before_any_work(args: tuple[str, ...], f
 
 
 def test_limits_themselves_are_accepted() -> None:
-    assert RunConfig(horizon=MAX_HORIZON, clients=MAX_CLIENTS).horizon == MAX_HORIZON
+    assert RunConfig(horizon=MAX_HORIZON, clients=MAX_PULLS // MAX_HORIZON).horizon == MAX_HORIZON
+    assert RunConfig(horizon=MAX_PULLS // MAX_CLIENTS, clients=MAX_CLIENTS).clients == MAX_CLIENTS
     assert len(parse_seeds(f"0-{MAX_SEEDS - 1}")) == MAX_SEEDS
     assert parse_seeds("5,0-2") == [5, 0, 1, 2]
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -117,3 +118,37 @@ def test_a_silent_server_times_out_in_one_line(served, monkeypatch):
     with pytest.raises(ConfigError, match=r"download from .*/silent/.* failed \(.*(Timeout|timed out)"):
         resolve_path(None)
     assert not cached_path().parent.exists()
+
+
+@pytest.mark.parametrize("case", ["drip", "endless"])
+def test_a_download_has_a_deadline_and_a_size_cap_and_leaves_nothing(served, monkeypatch, case):
+    """A byte every 0.1 s never tripped the 30 s read timeout (killed at 100 s, a tmp file left); an endless
+    stream filled 8 MB for a 1.08 MB file. Now: a total deadline, at most the file's size, nothing left."""
+    from pfxab_flower.errors import ConfigError
+    from pfxab_flower.problems import landmine_data
+
+    monkeypatch.setattr(landmine_data, "DOWNLOAD_DEADLINE", 1.0)
+    monkeypatch.setenv(URL_ENV_VAR, f"{served}/{case}/{FILE_NAME}")
+    why = "did not finish within 1 s" if case == "drip" else "sent more than the file's 1,085,456 bytes"
+    with pytest.raises(ConfigError, match=rf"download from .*/{case}/.* failed \(ValueError: the (download|server) "):
+        try:
+            resolve_path(None)
+        except ConfigError as exc:
+            assert why in str(exc) and str(exc).count("\n") == 0
+            raise
+    assert not cached_path().parent.exists()  # no partial file, no temporary file, no folder
+
+
+def test_a_temporary_file_a_killed_download_left_is_removed_by_the_next(served, accepted, monkeypatch):
+    from pfxab_flower.problems import landmine_data
+
+    folder = cached_path().parent
+    folder.mkdir(parents=True)
+    stale, live = folder / "tmpab12cd34", folder / "tmpfresh000"
+    stale.write_bytes(b"half")
+    live.write_bytes(b"another process is downloading")
+    old = time.time() - 3 * (landmine_data.DOWNLOAD_DEADLINE + landmine_data.DOWNLOAD_TIMEOUT)
+    os.utime(stale, (old, old))
+    monkeypatch.setenv(URL_ENV_VAR, f"{served}/{FILE_NAME}")
+    assert file_sha256(resolve_path(None)) == accepted
+    assert sorted(p.name for p in folder.iterdir()) == [FILE_NAME, "tmpfresh000"]

@@ -8,6 +8,7 @@ checks by process id, within a bounded wait, that none of them is still alive.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import subprocess
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from pfxab_flower.simulations.environment import remove_abandoned
 from pfxab_flower.simulations.processes import alive, processes_with_marker
 
 
@@ -149,6 +151,54 @@ def test_killed_simulate_stops_superlink_ray_and_removes_its_directories(
         wait_for(lambda: not home.exists() and not ray_dir.exists(), 20, "FLWR_HOME and RAY_TMPDIR removed")
         assert not any(listening(port) for port in ports)
         assert not (tmp_path / "out" / "summary.json").exists()
+    finally:
+        parent.kill()
+        parent.wait()
+        log.close()
+
+
+def watcher_of(pid: int) -> int:
+    """The watchdog process ``pid`` started (``python -m pfxab_flower.simulations.processes``)."""
+    for child in children(pid):
+        with contextlib.suppress(OSError):
+            if b"pfxab_flower.simulations.processes" in Path(f"/proc/{child}/cmdline").read_bytes():
+                return child
+    raise AssertionError(f"no watcher among the children of {pid}")
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_simulate_and_its_watcher_both_sigkilled_leave_no_process_and_the_next_run_removes_the_directories(
+        tmp_path: Path) -> None:
+    """Nothing left to clean up the chain: the SuperLink dies with simulate (PR_SET_PDEATHSIG), the rest with it."""
+    before = set(Path("/tmp").glob("pfxab-flwr-*"))
+    log = (tmp_path / "log.txt").open("w")
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "pfxab_flower.simulations.cli", "simulate", "--clients", "2", "--horizon", "2000",
+         "--out", str(tmp_path / "out")], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        def started() -> tuple[Path, int] | None:
+            assert parent.poll() is None, (tmp_path / "log.txt").read_text()[-2000:]
+            for home in set(Path("/tmp").glob("pfxab-flwr-*")) - before:
+                pid = flwr_simulation_of(home)
+                if pid is not None:
+                    return home, pid
+            return None
+
+        home, simulation = wait_for(started, 180, "flwr-simulation started")
+        ray_dir = Path(environ_of(simulation)["RAY_TMPDIR"])
+        marked = processes_with_marker(str(home))
+        assert len(marked) >= 4, marked  # SuperLink, superexec, flwr-simulation, flwr run, Ray's
+        watcher = watcher_of(parent.pid)
+        os.kill(watcher, signal.SIGKILL)
+        parent.send_signal(signal.SIGKILL)
+        assert parent.wait(timeout=10) == -9
+        wait_for(lambda: not any(alive(pid) for pid in marked) and not processes_with_marker(str(home))
+                 and not processes_with_marker(str(ray_dir)), 60, f"every process of the run ({marked}) gone")
+        assert home.exists() and ray_dir.exists()  # nobody was left to remove them ...
+        removed = remove_abandoned(Path("/tmp"), "pfxab-flwr-") + remove_abandoned(Path("/tmp"), "pfxab-ray-")
+        assert home in removed and ray_dir in removed  # ... the next run does (it calls this first)
+        assert not home.exists() and not ray_dir.exists()
     finally:
         parent.kill()
         parent.wait()

@@ -14,6 +14,7 @@ import pytest
 
 import pfxab_flower.outputs as outputs
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.manifest import MANIFEST_NAME
 from pfxab_flower.outputs import OutputError, check_output_dir, check_output_file, write_files_atomically
 from pfxab_flower.results import RESULT_FILES
 from pfxab_flower.simulations.cli import main
@@ -97,18 +98,18 @@ def test_a_directory_holding_other_files_is_refused_and_kept(tmp_path, no_work):
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "thesis.tex").write_text("years of work")
-    (mine / "summary.json").write_text("{}")
+    (mine / "summary.json").write_text("{}")  # a result's name, but the user's file: pfxab did not write it
     line = cli_error_line("run", *SMALL_RUN, "--out", str(mine))
-    assert "it holds 1 other file(s), e.g. 'thesis.tex'" in line
-    with pytest.raises(ConfigError, match=r"thesis\.tex"):
+    assert "'summary.json' there is not one pfxab wrote (its manifest does not list it)" in line
+    assert "(2 such entries)" in line
+    with pytest.raises(ConfigError, match=r"summary\.json"):
         write_files_atomically(mine, {"summary.json": "{}\n"})  # the writer refuses too (a race with the check)
-    assert (mine / "thesis.tex").read_text() == "years of work"
+    assert (mine / "thesis.tex").read_text() == "years of work" and (mine / "summary.json").read_text() == "{}"
 
 
 def test_the_checks_accept_what_they_should(tmp_path):
     assert check_output_dir(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"
-    (tmp_path / "old").mkdir()
-    (tmp_path / "old" / "curve.csv").write_text("t,regret\n")
+    write_files_atomically(tmp_path / "old", {"curve.csv": "t,regret\n"})  # a result pfxab wrote
     assert check_output_dir(tmp_path / "old", result_files=RESULT_FILES).is_dir()
     assert check_output_file(tmp_path / "figs" / "f.PDF", (".png", ".pdf")).name == "f.PDF"
     assert leftovers(tmp_path) == []  # the writability probe removed its file
@@ -125,7 +126,8 @@ def test_run_out_replaces_an_old_result_whole_and_says_where(tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["clients"], summary["seed"]) == (5, 3)
     assert len((out / "clients.csv").read_text().splitlines()) == 1 + 5
-    assert sorted(p.name for p in out.iterdir()) == sorted(RESULT_FILES) and leftovers(tmp_path) == []
+    assert sorted(p.name for p in out.iterdir()) == sorted([*RESULT_FILES, MANIFEST_NAME])
+    assert leftovers(tmp_path) == []
 
 
 @pytest.mark.parametrize("exchange", [True, False], ids=["renameat2", "two-renames"])
@@ -147,11 +149,11 @@ def test_a_failed_write_keeps_the_old_result_whole_and_leaves_no_temporary(tmp_p
     new = {"clients.csv": "client\n0\n1\n", "curve.csv": "t,regret\n0,1\n", "summary.json": '{"seed": 3}\n'}
     with pytest.raises(OutputError, match=r"No space left on device.*previous contents are unchanged"):
         write_files_atomically(out, new)
-    assert {p.name: p.read_text() for p in out.iterdir()} == old
+    assert {p.name: p.read_text() for p in out.iterdir() if p.name != MANIFEST_NAME} == old
     assert leftovers(tmp_path) == []
     monkeypatch.setattr(outputs, "write_bytes_synced", real)
     write_files_atomically(out, new)  # and a later write replaces it whole, by either swap
-    assert {p.name: p.read_text() for p in out.iterdir()} == new
+    assert {p.name: p.read_text() for p in out.iterdir() if p.name != MANIFEST_NAME} == new
     assert leftovers(tmp_path) == []
 
 
@@ -172,15 +174,19 @@ def _in_private_mounts(tmp_path: Path, script: str) -> dict:
 
 
 @needs_mounts
-def test_a_full_disk_keeps_the_old_result_and_is_one_line_exit_2(tmp_path):
-    """Real ENOSPC: a 40 KiB tmpfs holds a small result (5 pages) but not a larger one beside it (7 pages)."""
+def test_a_full_disk_keeps_the_old_result_prints_the_new_one_and_is_one_line_exit_2(tmp_path):
+    """Real ENOSPC: a 40 KiB tmpfs holds a small result (5 pages) but not a larger one beside it (7 pages).
+
+    The computed result is not thrown away: ``--json`` prints it on stdout, and the one error line
+    says which files were not written.
+    """
     cli = f"{sys.executable} -m pfxab_flower.simulations.cli"
     script = f"""
 mkdir -p disk && mount -t tmpfs -o size=40k tmpfs disk
 {cli} run {' '.join(SMALL_RUN)} --seed 2 --out disk/r > /dev/null
 cp -r disk/r before
 set +e
-{cli} run --problem garland --clients 40 --horizon 200000 --seed 3 --out disk/r > out.txt 2> err.txt
+{cli} run --problem garland --clients 40 --horizon 200000 --seed 3 --out disk/r --json > out.txt 2> err.txt
 status=$?
 set -e
 {sys.executable} -c 'import json, os; print(json.dumps({{"status": '$status', "out": open("out.txt").read(),
@@ -189,10 +195,14 @@ set -e
   "files": sorted(os.listdir("disk/r")), "disk": sorted(os.listdir("disk"))}}))'
 """
     seen = _in_private_mounts(tmp_path, script)
-    assert seen["status"] == 2 and seen["out"] == "", seen
+    assert seen["status"] == 2, seen
+    summary = json.loads(seen["out"])  # the result, on stdout although it could not be saved
+    assert (summary["seed"], summary["clients"]) == (3, 40) and summary["regret"] > 0
     assert seen["err"].count("\n") == 1 and "No space left on device" in seen["err"], seen["err"]
+    assert f"not written: {', '.join(RESULT_FILES)} (the result is printed on stdout)" in seen["err"]
+    assert seen["err"].startswith("pfxab run: error: --out='disk/r' could not be written")
     assert "Traceback" not in seen["err"]
-    assert seen["same"] and seen["files"] == sorted(RESULT_FILES) and seen["disk"] == ["r"], seen
+    assert seen["same"] and seen["files"] == sorted([*RESULT_FILES, MANIFEST_NAME]) and seen["disk"] == ["r"], seen
 
 
 @needs_mounts

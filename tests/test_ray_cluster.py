@@ -9,7 +9,9 @@ locally into the same directory.
 
 from __future__ import annotations
 
+import http.server
 import re
+import threading
 from collections.abc import Iterator
 
 import numpy as np
@@ -44,8 +46,34 @@ RAY_NO_ROUTE_WARNING = re.compile(r"\[[^]]*\] network_util\.cc:\d+: Failed to de
 def test_an_unreachable_cluster_is_one_line_before_any_work(command, tmp_path) -> None:
     port = free_port()  # bound, then released: nothing listens there
     line = cli_error_line(*[part.format(port=port) for part in command], "--horizon", "1000")
-    assert line == (f"pfxab {command[0]}: error: --ray-address='127.0.0.1:{port}' cannot be reached (Connection "
-                    "refused); allowed: the HOST:PORT of a running Ray head node (start one with `ray start --head`)")
+    assert line == (f"pfxab {command[0]}: error: --ray-address='127.0.0.1:{port}' cannot be reached as a Ray head "
+                    "node (Connection refused); allowed: the HOST:PORT of a running Ray head node (start one with "
+                    "`ray start --head`)")
+
+
+@pytest.mark.parametrize("command", [["compare", "--executor", "ray"], ["run"], ["simulate"]])
+def test_a_port_that_answers_but_is_not_ray_is_one_line_within_seconds(command, tmp_path) -> None:
+    """An HTTP server accepts TCP: only Ray's own answer (the GCS's CheckAlive over gRPC) passes the check."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        address = f"127.0.0.1:{server.server_address[1]}"
+        line = cli_error_line(*command, "--ray-address", address, "--horizon", "1000")  # 60 s timeout at most
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert line == (f"pfxab {command[0]}: error: --ray-address='{address}' cannot be reached as a Ray head node "
+                    "(something answers on that port, but not Ray's GCS); allowed: the HOST:PORT of a running Ray "
+                    "head node (start one with `ray start --head`)")
+
+
+@pytest.mark.parametrize(("host", "fragment"), [
+    ("h" * 5000, "is invalid; allowed: HOST:PORT of a running Ray head node"),  # was a UnicodeError traceback
+    ("a" * 70 + "." + "b" * 70, "is invalid (the host is not a valid name)"),  # a DNS label is at most 63
+])
+def test_a_host_that_cannot_be_a_name_is_one_line(host, fragment) -> None:
+    line = cli_error_line("run", "--ray-address", f"{host}:6379", "--horizon", "1000")
+    assert line.startswith("pfxab run: error: --ray-address=") and fragment in line and len(line) < 400
 
 
 @pytest.mark.parametrize(("args", "fragment"), [

@@ -209,7 +209,7 @@ def test_missing_config_and_bad_workers_are_one_line_errors(tmp_path, capsys):
     assert sweep(tmp_path / "nope.toml", tmp_path / "out") == 2
     assert sweep(write_config(tmp_path), tmp_path / "out", "--workers", "0") == 2
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 2 and "config=" in err[0] and "workers='0' is invalid" in err[1]
+    assert len(err) == 2 and "config=" in err[0] and "--workers=0 is invalid" in err[1]
 
 
 def test_plot_and_report_refuse_a_directory_that_is_not_a_sweep(tmp_path, capsys):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -12,8 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from pfxab_flower.errors import ConfigError
+from pfxab_flower.manifest import verify
 from pfxab_flower.simulations.experiment import load_experiment, run_id
-from pfxab_flower.simulations.sweep import sweep_lock
+from pfxab_flower.simulations.sweep import RUN_FILES, consolidate, sweep_lock
 from tests.conftest import cli_error_line
 from tests.test_sweep import TINY, last_invocation, sweep, write_config
 
@@ -63,13 +66,23 @@ def test_a_damaged_run_is_redone_with_one_warning(finished, capsys, damage):
     assert sweep(config, out) == 0 and capsys.readouterr().err == ""  # and healed for good
 
 
-def test_leftover_temporary_directories_are_removed(finished, capsys):
+def test_leftover_temporary_directories_are_removed_and_nothing_else(finished, capsys):
     config, out = finished
-    (out / "runs" / ".some-run.abc.pfxab-tmp").mkdir()
-    (out / ".runs.parquet.xyz.pfxab-tmp.parquet").write_text("half")
+    rid = run_id(load_experiment(config).configs[0])
+    (out / "runs" / f".{rid}.k2x_9q0a.pfxab-tmp").mkdir()  # what a crash mid-write leaves (outputs.py's names)
+    (out / "runs" / f".{rid}.a1b2c3d4.old").mkdir()
+    (out / ".runs.parquet.xyz12345.pfxab-tmp.parquet").write_text("half")
+    users = {".bashrc.old": "alias", ".thesis.pfxab-tmp.bak": "draft", ".draft.tmp": "notes",
+             ".notes.abcdefgh.pfxab-tmp": "a user's name that only looks like ours"}
+    for name, text in users.items():
+        (out / name).write_text(text)
+    (out / ".backup.old").mkdir()
+    (out / ".backup.old" / "data").write_text("kept")
     assert sweep(config, out) == 0
     assert [p.name for p in (out / "runs").iterdir() if p.name.startswith(".")] == []
-    assert not list(out.glob("*pfxab-tmp*"))
+    assert not (out / ".runs.parquet.xyz12345.pfxab-tmp.parquet").exists()
+    assert {name: (out / name).read_text() for name in users} == users  # the user's hidden files, untouched
+    assert (out / ".backup.old" / "data").read_text() == "kept"
 
 
 def test_a_second_sweep_on_the_same_directory_is_refused_naming_the_first(finished, capsys):
@@ -141,3 +154,60 @@ def test_the_sweep_keeps_other_files_in_its_directory(tmp_path, capsys):
     (out / "notes.txt").write_text("mine")
     assert sweep(write_config(tmp_path, TINY.format(seeds="[0]")), out, "--workers", "1") == 0
     assert (out / "notes.txt").read_text() == "mine"
+
+
+def _halve_first_regret(text: str) -> str:
+    frame = pd.read_csv(io.StringIO(text))
+    frame.loc[0, "regret"] /= 2
+    return frame.to_csv(index=False)
+
+
+#: The attack's damage to run files, each of which still parsed or was never read, so the rerun said
+#: "all runs already complete" and rebuilt the tables from them (7.826 ± 3.834 instead of 9.39 ± 0).
+SILENT_DAMAGE = {
+    "grid curve cut at a line": ("grid_curve.csv", lambda text: "".join(text.splitlines(True)[:-40])),
+    "grid curve cut mid-number": ("grid_curve.csv", lambda text: text.rstrip("\n")[:-3]),
+    "a regret halved in a CSV": ("clients.csv", _halve_first_regret),
+    "summary regret edited": ("summary.json", lambda text: json.dumps({**json.loads(text),
+                                                                       "regret": json.loads(text)["regret"] / 2})),
+    "clients.csv deleted": ("clients.csv", None),
+    "curve.csv replaced by garbage": ("curve.csv", lambda text: "t,regret\n1,x\n"),
+}
+
+
+def test_runs_damaged_in_every_way_are_redone_and_the_tables_equal_an_undamaged_sweeps(finished, capsys):
+    config, out = finished
+    before_runs, before_curves = pd.read_parquet(out / "runs.parquet"), pd.read_parquet(out / "curves.parquet")
+    victims = {}
+    for (damage, (name, edit)), rid in zip(SILENT_DAMAGE.items(), sorted(before_runs["run_id"]), strict=False):
+        path = out / "runs" / rid / name
+        if edit is None:
+            path.unlink()
+        else:
+            path.write_text(edit(path.read_text()))
+        victims[rid] = damage
+    assert len(victims) == len(SILENT_DAMAGE) == 6
+    capsys.readouterr()
+    assert sweep(config, out) == 0
+    captured = capsys.readouterr()
+    warning = captured.err.strip().splitlines()
+    assert len(warning) == 1 and warning[0].startswith("pfxab sweep: warning: 6 run(s) in "), captured.err
+    assert "2 of 8 runs to do" not in captured.out and "6 of 8 runs to do (2 already complete)" in captured.out
+    assert last_invocation(out)["runs_executed"] == 6  # exactly the damaged ones
+    after_runs, after_curves = pd.read_parquet(out / "runs.parquet"), pd.read_parquet(out / "curves.parquet")
+    numbers = [c for c in after_runs.columns if c != "wall_seconds"]
+    pd.testing.assert_frame_equal(before_runs[numbers], after_runs[numbers])
+    pd.testing.assert_frame_equal(before_curves, after_curves)  # every row back (1,240 of 1,620 before)
+    for rid in victims:
+        assert verify(out / "runs" / rid, RUN_FILES) is None
+    assert sweep(config, out) == 0 and capsys.readouterr().err == ""
+
+
+def test_a_damaged_run_is_not_used_for_the_tables(finished, capsys):
+    """Consolidation reads only verified runs: a run damaged after the check is refused, never averaged."""
+    config, out = finished
+    rid = pd.read_parquet(out / "runs.parquet")["run_id"].iloc[0]
+    path = out / "runs" / rid / "grid_curve.csv"
+    path.write_text(path.read_text().replace("\n1,", "\n1.5,", 1) + "")
+    with pytest.raises(ConfigError, match=rf"run {rid} in .* is invalid \(grid_curve.csv (has|was changed)"):
+        consolidate(load_experiment(config), out)

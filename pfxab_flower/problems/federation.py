@@ -44,6 +44,26 @@ def _read_only(points: np.ndarray) -> np.ndarray:
 VALUE_LIMIT = REWARD_LIMIT / 2
 
 
+def check_value_range(value_range: object) -> tuple[float, float]:
+    """``(low, high)`` objective values lie in, as floats; a one-line :class:`ConfigError` for anything else."""
+    numbers = (isinstance(value_range, tuple | list) and len(value_range) == 2
+               and all(isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
+                       for v in value_range))
+    if not numbers or not -VALUE_LIMIT <= value_range[0] < value_range[1] <= VALUE_LIMIT:  # type: ignore[index]
+        raise ConfigError(f"value_range={value_range!r} is invalid; allowed: (low, high), two numbers with "
+                          f"{-VALUE_LIMIT:g} <= low < high <= {VALUE_LIMIT:g}")
+    return float(value_range[0]), float(value_range[1])  # type: ignore[index]
+
+
+def _real_values(raw: object, client: int) -> np.ndarray:
+    """An objective's values as float64, if they are real numbers (complex ones and text are refused, not cast)."""
+    values = np.asarray(raw)
+    if values.dtype.kind not in "biuf":
+        raise ObjectiveError(f"objective of client {client} returned values of type {values.dtype}; "
+                             "allowed: real numbers (float or int)")
+    return values.astype(float)
+
+
 @dataclass(eq=False)
 class Federation:
     """``M`` clients' local objectives ``mu_m`` on a shared domain, plus the noise model.
@@ -75,6 +95,7 @@ class Federation:
         for m, fn in enumerate(self.objectives):
             if not callable(fn):
                 raise ConfigError(f"objective of client {m} is {type(fn).__name__}; allowed: a callable")
+        self.value_range = check_value_range(self.value_range)
 
     @classmethod
     def from_callables(
@@ -101,11 +122,7 @@ class Federation:
             raise ConfigError(f"objectives={objectives!r} is invalid; allowed: a sequence of callables")
         if not isinstance(domain, Domain):
             domain = Domain.from_mapping(domain)
-        low, high = (float(v) for v in value_range)
-        if not -VALUE_LIMIT <= low < high <= VALUE_LIMIT:
-            raise ConfigError(f"value_range={value_range!r} is invalid; allowed: (low, high) with "
-                              f"{-VALUE_LIMIT:g} <= low < high <= {VALUE_LIMIT:g}")
-        return cls(list(objectives), domain, NoiseModel(noise, noise_sigma), name=name, value_range=(low, high))
+        return cls(list(objectives), domain, NoiseModel(noise, noise_sigma), name=name, value_range=value_range)
 
     @property
     def num_clients(self) -> int:
@@ -125,9 +142,10 @@ class Federation:
         points = _read_only(points)
         fn = self.objectives[client]
         try:
-            values = np.asarray(fn(points), dtype=float)
+            raw = fn(points)
         except Exception as exc:  # a user's objective may raise anything: name where it failed
             raise ObjectiveError(self._locate_failure(client, points, exc)) from exc
+        values = _real_values(raw, client)
         if values.shape not in ((len(points),), (len(points), 1)):
             raise ObjectiveError(
                 f"objective of client {client} returned shape {values.shape} for {len(points)} points; "
@@ -160,7 +178,7 @@ class Federation:
         if self.batch is None:
             return np.stack([self.evaluate(m, points) for m in range(self.num_clients)])
         points = _read_only(points)
-        values = np.asarray(self.batch(points), dtype=float)
+        values = _real_values(self.batch(points), 0)
         if not np.isfinite(values).all():
             m, i = np.argwhere(~np.isfinite(values))[0]
             raise ObjectiveError(

@@ -8,18 +8,24 @@ environment variable ``PFXAB_LANDMINE_DATA``, then the cache directory
 from its public source (``PFXAB_LANDMINE_URL`` overrides the URL) with
 :mod:`pooch`, which writes to a temporary file and moves it into place only
 after the sha256 matched: a refused connection, a truncated download or a wrong
-checksum leaves nothing behind and stops the run with one line. The sha256 is
-checked again on every load, so a different file never yields silently
-different rewards.
+checksum leaves nothing behind and stops the run with one line. Every download
+is bounded (:func:`bounded_download`): no more bytes than the file has
+(:data:`LANDMINE_SIZE`), no longer than :data:`DOWNLOAD_DEADLINE` in all, however
+slowly the server drips them; a temporary file a killed download left is removed
+by the next one. The sha256 is checked again on every load, so a different file
+never yields silently different rewards.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import http.client
 import os
 import re
 import sys
+import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,8 +43,13 @@ SOURCE_URL = (
     "https://github.com/daizhongxiang/Federated_Bayesian_Optimization/raw/"
     "9f46a1dfbbcfd5823e026ad9418a4cb881676ae9/LandmineData.mat"
 )
+#: The file's size in bytes: a server that sends more is not sending this file (an endless stream filled 8 MB).
+LANDMINE_SIZE = 1_085_456
 #: Seconds without a byte before a download is given up (a silent server must not hang the run).
 DOWNLOAD_TIMEOUT = 30.0
+#: Seconds a whole download may take (1 MB: seconds on any working link); a server that sends a byte every few
+#: seconds never trips :data:`DOWNLOAD_TIMEOUT`. The wait can exceed it by at most one read, DOWNLOAD_TIMEOUT.
+DOWNLOAD_DEADLINE = 120.0
 #: The split of earlier federated tuning work (PyXAB, FTS), applied per field.
 SPLIT = {"test_size": 0.5, "stratify": True, "random_state": 0}
 SPLIT_ID = "train_test_split(test_size=0.5,stratify=y,random_state=0)"
@@ -71,14 +82,53 @@ def _by_hand(url: str) -> str:
     )
 
 
+def bounded_download(url: str, output_file: str, pooch_: object = None, check_only: bool = False) -> None:
+    """Download ``url`` into ``output_file`` (a pooch downloader): at most :data:`LANDMINE_SIZE` bytes, within
+    :data:`DOWNLOAD_DEADLINE`; ``ValueError`` otherwise (pooch then removes the temporary file).
+
+    Reads whatever arrives (``read1``), so the deadline is checked after every packet, not
+    after a buffer that a dripping server never fills.
+    """
+    deadline = time.monotonic() + DOWNLOAD_DEADLINE
+    request = urllib.request.Request(url, headers={"User-Agent": "pfxab-flower"})
+    with urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT) as response:
+        declared = response.headers.get("Content-Length")
+        expected = int(declared) if declared and declared.isdecimal() else None
+        if expected is not None and expected > LANDMINE_SIZE:
+            raise ValueError(f"the server announces {expected:,} bytes; the file has {LANDMINE_SIZE:,}")
+        received = 0
+        with open(output_file, "wb") as out:
+            while chunk := response.read1(1 << 16):
+                received += len(chunk)
+                if received > LANDMINE_SIZE:
+                    raise ValueError(f"the server sent more than the file's {LANDMINE_SIZE:,} bytes")
+                if time.monotonic() > deadline:
+                    raise ValueError(f"the download did not finish within {DOWNLOAD_DEADLINE:g} s "
+                                     f"({received:,} of {LANDMINE_SIZE:,} bytes)")
+                out.write(chunk)
+        if expected is not None and received != expected:
+            raise ValueError(f"IncompleteRead({received} bytes read, {expected - received} more expected)")
+
+
+def _remove_stale_downloads(folder: Path) -> None:
+    """Temporary files of downloads killed before they could clean up (older than any live download)."""
+    if not folder.is_dir():
+        return
+    stale_before = time.time() - 2 * (DOWNLOAD_DEADLINE + DOWNLOAD_TIMEOUT)
+    for entry in folder.glob("tmp*"):  # pooch's temporary names (tempfile.NamedTemporaryFile in this folder)
+        with contextlib.suppress(OSError):
+            if entry.is_file() and not entry.is_symlink() and entry.stat().st_mtime < stale_before:
+                entry.unlink()
+
+
 def fetch(url: str | None = None) -> Path:
     """Download the file into the cache directory, checked against its sha256; one-line error on any failure."""
     import pooch
-    import requests
 
     url = url or source_url()
     target = cached_path()
     pooch.get_logger().setLevel("WARNING")  # one line of ours says what happened, success or failure
+    _remove_stale_downloads(target.parent)
     try:
         path = Path(
             pooch.retrieve(
@@ -86,10 +136,10 @@ def fetch(url: str | None = None) -> Path:
                 known_hash=f"sha256:{LANDMINE_SHA256}",
                 fname=FILE_NAME,
                 path=target.parent,
-                downloader=pooch.HTTPDownloader(progressbar=False, timeout=DOWNLOAD_TIMEOUT),
+                downloader=bounded_download,
             )
         )
-    except (requests.RequestException, OSError, ValueError) as exc:
+    except (OSError, ValueError, http.client.HTTPException) as exc:
         reason = _reason(exc)
         with contextlib.suppress(OSError):
             target.parent.rmdir()  # only if the download left it empty: nothing of a failed download stays
@@ -105,7 +155,7 @@ def _reason(exc: Exception) -> str:
     text = " ".join(str(exc).split())
     if "does not match the known hash" in text:  # pooch's checksum error
         return "its sha256 is not the expected one"
-    for pattern in (r"\[Errno -?\d+\] [^'\")]+", r"IncompleteRead\(\d+ bytes read, \d+ more expected\)"):
+    for pattern in (r"\[Errno -?\d+\] [^'\")>]+", r"IncompleteRead\(\d+ bytes read, \d+ more expected\)"):
         found = re.search(pattern, text)
         if found:
             return found.group(0)

@@ -19,10 +19,11 @@ where it stopped and a shallower table can be written from a deeper partial one.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
-import tempfile
 import time
+import zipfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,32 +60,33 @@ class RewardTable:
         return np.arange(1, 2 ** (self.depth + 1), dtype=np.int64)
 
     def write(self, path: Path) -> None:
-        """Write atomically (temporary file, then rename): a reader never sees half a table."""
+        """Write atomically (fsynced temporary file, then rename): a reader never sees half a table."""
+        from pfxab_flower.outputs import atomic_file
+
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(handle, "wb") as out:
-                np.savez_compressed(
-                    out,
-                    values=np.asarray(self.values, dtype=np.float64),
-                    depth=np.int64(self.depth),
-                    namespace=np.str_(self.namespace),
-                    data_sha256=np.str_(self.data_sha256),
-                    split=np.str_(self.split),
-                    sklearn_version=np.str_(self.sklearn_version),
-                    generated_at=np.str_(self.generated_at),
-                    generation_seconds=np.float64(self.generation_seconds),
-                    fits=np.int64(self.fits),
-                )
-            os.chmod(tmp, 0o644)  # package data: readable by all (mkstemp makes 0600)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        values = np.asarray(self.values, dtype=np.float64)
+        with atomic_file(path) as tmp, open(tmp, "wb") as out:
+            np.savez_compressed(
+                out,
+                values=values,
+                values_sha256=np.str_(values_digest(values)),
+                depth=np.int64(self.depth),
+                namespace=np.str_(self.namespace),
+                data_sha256=np.str_(self.data_sha256),
+                split=np.str_(self.split),
+                sklearn_version=np.str_(self.sklearn_version),
+                generated_at=np.str_(self.generated_at),
+                generation_seconds=np.float64(self.generation_seconds),
+                fits=np.int64(self.fits),
+            )
+        os.chmod(path, 0o644)  # package data: readable by all
 
     @classmethod
     def read(cls, path: Path) -> RewardTable:
+        """The table at ``path``; ``ValueError`` if it is not one, or its values are not those it was written with."""
         with np.load(path, allow_pickle=False) as data:
+            if "values_sha256" not in data or str(data["values_sha256"]) != values_digest(data["values"]):
+                raise ValueError(f"table {path} values do not match their recorded sha256 (damaged or edited)")
             table = cls(
                 values=np.array(data["values"], dtype=np.float64),
                 depth=int(data["depth"]),
@@ -100,6 +102,20 @@ class RewardTable:
         if table.values.shape != expected or not np.all((table.values >= 0) & (table.values <= 1)):
             raise ValueError(f"table {path} is malformed (values shape {table.values.shape}, expected {expected})")
         return table
+
+
+def values_digest(values: np.ndarray) -> str:
+    """sha256 of the values as little-endian float64 (recorded in the file, checked on every read)."""
+    return hashlib.sha256(np.ascontiguousarray(values, dtype="<f8").tobytes()).hexdigest()
+
+
+def is_reward_table(path: Path) -> bool:
+    """Whether ``path`` is a reward table file (what ``pfxab landmine-table`` may replace)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {"values", "namespace", "data_sha256", "depth"} <= set(data.files)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        return False
 
 
 def table_location() -> Path | None:
@@ -122,8 +138,9 @@ def load_table(namespace: str) -> RewardTable | None:
         return None
     try:
         table = RewardTable.read(path)
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"pfxab: landmine reward table {path} unreadable ({exc}); fitting the SVMs instead", file=sys.stderr)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"pfxab: landmine reward table {path} unreadable ({reason}); fitting the SVMs instead", file=sys.stderr)
         return None
     if table.namespace != namespace:
         print(

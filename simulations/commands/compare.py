@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from pfxab_flower.config import algorithm_names, parse_algorithms, parse_seeds, parse_workers
-from pfxab_flower.outputs import check_output_dir
+from pfxab_flower.outputs import check_output_dir, save_or_keep
 from pfxab_flower.simulations.cluster import executor_address, fits_on, ray_runner
 from pfxab_flower.simulations.commands.options import add_parameter_flag, add_run_options, config_from_args
 
@@ -21,10 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_run_options(parser, skip=("algorithm", "seed"))
     parser.add_argument("--seeds", default=None, metavar="SEEDS",
                         help="seeds: an integer, a range like 0-9, or a list like 0,3,5 (default: 0-9)")
-    names = ",".join(algorithm_names())
-    parser.add_argument("--algorithms", default=names, metavar="LIST",
-                        help=f"comma-separated algorithms (default: {names})")
-    parser.add_argument("--workers", default="1", metavar="N", help="worker processes (default: 1)")
+    add_parameter_flag(parser, "algorithms", default=",".join(algorithm_names()))
+    add_parameter_flag(parser, "workers", default=1)
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="write the comparison here (comparison.json; runs, summary and curves as CSV and "
                              "Parquet), for `pfxab plot` and `pfxab report`")
@@ -49,8 +47,10 @@ def handle(args: argparse.Namespace) -> int:
     with fits_on(ray_address):  # landmine's optimum grid
         comparison = compare(base, algorithms, seeds, workers=workers, progress=not args.no_progress,
                              runner=runner)
-    written = comparison.write(args.out) if args.out is not None else None
+    written, unsaved = save_or_keep(comparison.write, args.out, COMPARE_FILES)
     print(comparison.table())
     if written is not None:
         print(f"pfxab compare: wrote {', '.join(COMPARE_FILES)} to {written}", file=sys.stderr)  # stdout: the table
+    if unsaved is not None:
+        raise unsaved  # after the table is printed: one line, exit 2
     return 0

@@ -9,11 +9,10 @@ interrupted, and writes the file atomically.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
 
 from pfxab_flower.errors import ConfigError, spelled
+from pfxab_flower.simulations.commands.options import add_parameter_flag
 
 #: Deeper than this is more than a million fits per field: certainly a typo.
 _MAX_DEPTH = 16
@@ -24,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     parser = subparsers.add_parser("landmine-table", help="compute the landmine reward table shipped in the package")
     parser.add_argument("--depth", default="12", metavar="D", help="every cell centre of depths 0..D (default: 12)")
-    parser.add_argument("--workers", default="1", metavar="N", help="fitting processes (default: 1)")
+    add_parameter_flag(parser, "workers", default=1)
     parser.add_argument("--landmine-data", default=None, metavar="PATH", help="path to LandmineData.mat")
     parser.add_argument("--output", default=str(PACKAGE_TABLE), metavar="FILE",
                         help=f"where to write the table (default: {PACKAGE_TABLE})")
@@ -41,22 +40,15 @@ def _int_in(name: str, value: str, low: int, high: int) -> int:
     return number
 
 
-def _writable_folder(folder: Path) -> bool:
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return False
-    return os.access(folder, os.W_OK)
-
-
 def handle(args: argparse.Namespace) -> int:
-    from pfxab_flower.problems.landmine_table import generate_table
+    from pfxab_flower.config import parse_workers
+    from pfxab_flower.outputs import check_output_file
+    from pfxab_flower.problems.landmine_table import generate_table, is_reward_table
 
     depth = _int_in("depth", args.depth, 0, _MAX_DEPTH)
-    workers = _int_in("workers", args.workers, 1, 64)
-    output = Path(args.output)
-    if output.is_dir() or not _writable_folder(output.parent):  # refuse now, not after an hour of fitting
-        raise ConfigError(f"{spelled('output')}={args.output!r} is invalid; allowed: a file path in a writable folder")
+    workers = parse_workers(args.workers)
+    # refuse now, not after an hour of fitting: a device, FIFO, link, /proc, or a file that is not a table of ours
+    output = check_output_file(args.output, (".npz",), name="output", ours=is_reward_table)
     table = generate_table(depth, args.landmine_data, workers=workers)
     table.write(output)
     print(f"landmine-table: wrote {args.output} (depth {depth}, {table.values.size} values, "

@@ -25,15 +25,17 @@ def add_run_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ())
 
 
 def add_parameter_flag(parser: argparse.ArgumentParser, name: str, *, flag: str | None = None,
-                       dest: str | None = None, typed: bool = False) -> None:
+                       dest: str | None = None, typed: bool = False, default: object = None) -> None:
     """The ``--flag`` of the declared parameter ``name`` (kebab-case and ``args.name`` unless ``flag``/``dest``).
 
     By default the flag keeps the user's text (``None`` if not given) for :func:`~pfxab_flower.config.parse`
     to check; with ``typed`` it holds the declared default and argparse converts it to the declared type.
+    ``default``: this command's own default (as text, checked like a given value), e.g. ``sweep --workers``.
     """
     p = declared(name)
-    shown = run_config_value(name, p.default)
-    extra = {"type": p.kind, "default": p.default} if typed else {"default": None}
+    shown = run_config_value(name, p.default if default is None else default)
+    extra = ({"type": p.kind, "default": p.default} if typed else
+             {"default": None if default is None else str(default)})
     parser.add_argument(flag or "--" + p.key, dest=dest or name, metavar=_metavar(p),
                         help=f"{p.help}{_described(p)} (default: {shown if shown != '' else p.unset})", **extra)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pfxab_flower.config import ENGINES
-from pfxab_flower.outputs import check_output_dir
+from pfxab_flower.config import parse
+from pfxab_flower.outputs import check_output_dir, save_or_keep
 from pfxab_flower.results import RESULT_FILES
 from pfxab_flower.simulations.commands.options import add_parameter_flag, add_run_options, config_from_args
 
@@ -14,8 +14,9 @@ from pfxab_flower.simulations.commands.options import add_parameter_flag, add_ru
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("run", help="run one algorithm on one federation")
     add_run_options(parser)
-    parser.add_argument("--engine", choices=ENGINES, default="inprocess", help="in-process loop or Flower simulation")
-    add_parameter_flag(parser, "api")  # with --engine flower
+    add_parameter_flag(parser, "engine", default="inprocess")
+    parser.add_argument("--api", default=None, metavar="API",
+                        help="Flower API with --engine flower: message (default) or legacy (Strategy/NumPyClient)")
     add_parameter_flag(parser, "ray_address")
     parser.add_argument("--out", default=None, metavar="DIR", help="write summary.json, clients.csv, curve.csv here")
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
@@ -24,6 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    args.engine = parse("engine", args.engine)
     if args.out is not None:
         check_output_dir(args.out, result_files=RESULT_FILES)  # before the run, not after it
     if args.api is not None:
@@ -46,7 +48,7 @@ def handle(args: argparse.Namespace) -> int:
 
         with fits_on(args.ray_address):
             result = run_config(config)
-    written = result.write(args.out) if args.out is not None else None
+    written, unsaved = save_or_keep(result.write, args.out, RESULT_FILES)
     if args.json:
         print(result.to_json())
         if written is not None:
@@ -55,6 +57,8 @@ def handle(args: argparse.Namespace) -> int:
         print(format_report(result.summary))
         if written is not None:
             print(f"  wrote {', '.join(RESULT_FILES)} to {written}")
+    if unsaved is not None:
+        raise unsaved  # after the result is printed: one line, exit 2
     return 0
 
 

@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     config = config_from_args(args)  # one-line error before anything starts
-    from pfxab_flower.outputs import check_output_dir
+    from pfxab_flower.outputs import OutputError, check_output_dir
     from pfxab_flower.results import RESULT_FILES
 
     check_output_dir(args.out, result_files=RESULT_FILES)  # the ServerApp writes there, after the whole run
@@ -60,6 +60,12 @@ def handle(args: argparse.Namespace) -> int:
         print(f"pfxab simulate: warning: processes still running: {outcome.left_running}", file=note)
     if outcome.stop_reason is not None:
         raise RunStoppedError(outcome.stop_reason)  # one line, exit 2, as `pfxab run` says it
+    if outcome.unsaved is not None:  # finished, but the files could not be written: print it, then one line
+        summary = outcome.unsaved["summary"]
+        print(json.dumps(summary) if args.json else f"pfxab simulate: regret {summary.get('regret')!r} after "
+              f"{summary.get('phases')!r} phases (not saved)")
+        raise OutputError(f"{outcome.unsaved['error']}; not written: {', '.join(RESULT_FILES)} "
+                          "(the result is printed on stdout)")
     if outcome.summary_path is None:
         ended = (f"the Flower run ended {outcome.flower_status}" if outcome.flower_status is not None
                  else f"flwr run exited with status {outcome.returncode}")

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from pfxab_flower.config import ENGINES, parse_workers
+from pfxab_flower.config import parse, parse_workers
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.outputs import check_output_dir
 from pfxab_flower.simulations.cluster import executor_address
@@ -19,9 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("sweep", help="run every configuration of an experiment TOML (resumable)")
     parser.add_argument("config", help="experiment TOML, or a bundled one by name: figure1, figure2, figure3, figure4")
     parser.add_argument("--out", required=True, metavar="DIR", help="results directory (created; reruns resume)")
-    parser.add_argument("--workers", default=str(min(2, os.cpu_count() or 1)),
-                        help="parallel processes (default: min(2, cpus))")
-    parser.add_argument("--engine", choices=ENGINES, default="inprocess", help="in-process loop or Flower simulation")
+    add_parameter_flag(parser, "workers", default=min(2, os.cpu_count() or 1))
+    add_parameter_flag(parser, "engine", default="inprocess")
     add_parameter_flag(parser, "executor")
     add_parameter_flag(parser, "ray_address")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -30,12 +29,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from pfxab_flower.simulations.experiment import load_experiment
-    from pfxab_flower.simulations.sweep import run_sweep
+    from pfxab_flower.simulations.sweep import SWEEP_NAMES, run_sweep
 
     experiment = load_experiment(args.config)  # validates every row before any work
     workers = parse_workers(args.workers)
+    args.engine = parse("engine", args.engine)
     ray_address = executor_address(args.executor, args.ray_address)  # reachable, before any work
-    check_output_dir(args.out)  # written into (other files there are kept)
+    check_output_dir(args.out, writes=SWEEP_NAMES)  # written into: only its own names (other files are kept)
     if args.engine == "flower":
         if importlib.util.find_spec("pfxab_flower.simulations.run_flower") is None:
             raise ConfigError("engine='flower' is unavailable (simulations/run_flower.py not found); "

@@ -22,6 +22,7 @@ of the global and personalised widths is in ``docs/algorithms/index.md``.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -64,7 +65,9 @@ def samples_for(target: float, variance: float, span: float, log_3_delta: float)
     if a == 0.0:  # span 0: every reward equal, the width is 0 from one sample on
         return 1.0
     u = (-k + math.sqrt(k * k + 4.0 * a * target)) / (2.0 * a)
-    return 1.0 / (u * u)
+    if u <= 0.0:  # 4 a target vanished next to k^2 (a tiny target): the same root, without the cancellation
+        u = 2.0 * target / (k + math.sqrt(k * k + 4.0 * a * target))
+    return 1.0 / (u * u) if u * u > 1.0 / sys.float_info.max else math.inf
 
 
 def round_up(value: float, digits: int = 2) -> float:

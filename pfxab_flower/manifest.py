@@ -1,0 +1,165 @@
+"""Which entries of a directory pfxab owns, and whether the files it wrote are still what it wrote.
+
+Why: an output directory may hold the user's own files under any name (``config.toml``,
+``.draft.tmp``, ``.bashrc.old``); a name alone never says who wrote it. So every directory
+pfxab writes into gets a manifest, ``pfxab-manifest.json``, listing the names it owns;
+everything else there is the user's and is never written, replaced or removed. A name
+pfxab is about to write is *claimed* (listed) before the file is written, so a crash in
+between leaves a listed name with no file (harmless), never a file of ours that looks foreign.
+
+For a result written as a unit (a run's or comparison's directory, one run of a sweep)
+the manifest also holds every file's size and sha256, and is written last: a result is
+complete only while its files match it (:func:`verify`), whatever happened to them since
+(truncated, edited, deleted, replaced).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: The manifest's file name (a regular, visible file: the user can see what pfxab claims).
+MANIFEST_NAME = "pfxab-manifest.json"
+FORMAT = 1
+#: The manifest says who wrote it: a file of that name that does not is the user's.
+WRITER = "pfxab-flower"
+#: Largest manifest read (a sweep's lists a handful of names, a result's a few files).
+_MAX_BYTES = 1 << 20
+
+
+class ManifestError(ValueError):
+    """A file named like the manifest that is not one of ours (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The names pfxab owns in one directory, and the size and sha256 of the files it wrote as a unit."""
+
+    owned: frozenset[str] = frozenset()
+    checksums: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+
+    def to_bytes(self) -> bytes:
+        record = {
+            "format": FORMAT,
+            "written_by": WRITER,
+            "owned": sorted(self.owned),
+            "files": {name: {"size": size, "sha256": digest}
+                      for name, (size, digest) in sorted(self.checksums.items())},
+        }
+        return (json.dumps(record, indent=2) + "\n").encode("utf-8")
+
+    def claiming(self, names: Collection[str]) -> Manifest:
+        """This manifest with ``names`` owned too."""
+        return Manifest(self.owned | frozenset(names), dict(self.checksums))
+
+
+def checksum(data: bytes) -> tuple[int, str]:
+    """``(size, sha256 hex)`` of ``data``."""
+    return len(data), hashlib.sha256(data).hexdigest()
+
+
+def unit_manifest(files: Mapping[str, bytes]) -> Manifest:
+    """The manifest of a result written as a unit: owns its files, with their checksums."""
+    return Manifest(frozenset(files), {name: checksum(data) for name, data in files.items()})
+
+
+def _parse(data: bytes) -> Manifest:
+    record = json.loads(data.decode("utf-8"))
+    if not (isinstance(record, dict) and record.get("written_by") == WRITER and record.get("format") == FORMAT
+            and isinstance(record.get("owned"), list) and isinstance(record.get("files"), dict)):
+        raise ValueError("not a pfxab manifest")
+    owned = record["owned"]
+    if not all(isinstance(name, str) and _plain_name(name) for name in owned):
+        raise ValueError("a listed name is not a plain file name")
+    checksums = {}
+    for name, entry in record["files"].items():
+        if not (name in owned and isinstance(entry, dict) and isinstance(entry.get("size"), int)
+                and isinstance(entry.get("sha256"), str)):
+            raise ValueError(f"the entry of {name!r} is malformed")
+        checksums[name] = (entry["size"], entry["sha256"])
+    return Manifest(frozenset(owned), checksums)
+
+
+def _plain_name(name: str) -> bool:
+    return bool(name) and name not in (".", "..", MANIFEST_NAME) and "/" not in name and "\0" not in name
+
+
+def read_manifest(directory: Path) -> Manifest | None:
+    """The manifest of ``directory``; ``None`` if it has none; :class:`ManifestError` if the name is taken.
+
+    Only a regular file (never followed through a symbolic link) holding a manifest this
+    module wrote counts: anything else of that name is the user's.
+    """
+    path = directory / MANIFEST_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ManifestError(f"{path} is not a pfxab manifest ({exc.strerror})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ManifestError(f"{path} is not a pfxab manifest (not a regular file)")
+        data = os.read(fd, _MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    try:
+        if len(data) > _MAX_BYTES:
+            raise ValueError("too large")
+        return _parse(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{path} is not a pfxab manifest ({exc})") from None
+
+
+def entry_kind(path: Path) -> str | None:
+    """``"file"``, ``"dir"``, ``"other"`` (a link, FIFO, socket, device) or ``None`` if absent; never follows links."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    return "file" if stat.S_ISREG(mode) else "dir" if stat.S_ISDIR(mode) else "other"
+
+
+def foreign_entries(directory: Path, names: Collection[str] | None = None) -> list[str]:
+    """Entries of ``directory`` pfxab must not touch, sorted: not listed in its manifest, or not a plain file
+    or directory any more (a link, a FIFO). ``names`` given: only those names are looked at (the ones about
+    to be written); otherwise every entry. A name-squatting manifest counts as foreign."""
+    try:
+        manifest = read_manifest(directory) or Manifest()
+    except ManifestError:
+        return [MANIFEST_NAME]
+    present = [n for n in names if entry_kind(directory / n) is not None] if names is not None else [
+        entry.name for entry in os.scandir(directory) if entry.name != MANIFEST_NAME]
+    return sorted(n for n in present if n not in manifest.owned or entry_kind(directory / n) == "other")
+
+
+def verify(directory: Path, expected: Collection[str]) -> str | None:
+    """Why the unit in ``directory`` is not exactly the files ``expected`` as pfxab wrote them; ``None`` if it is.
+
+    Each expected file must be a regular file with the size and sha256 its manifest
+    (written last) recorded, and the manifest must list exactly ``expected``.
+    """
+    try:
+        manifest = read_manifest(directory)
+    except ManifestError as exc:
+        return str(exc).replace(str(directory / MANIFEST_NAME), MANIFEST_NAME)
+    if manifest is None:
+        return f"{MANIFEST_NAME} is missing (the run never finished, or an older pfxab wrote it)"
+    if set(manifest.checksums) != set(expected):
+        return f"{MANIFEST_NAME} does not list this run's files"
+    for name in sorted(expected):
+        path = directory / name
+        if entry_kind(path) != "file":
+            return f"{name} is missing" if entry_kind(path) is None else f"{name} is not a regular file"
+        size, digest = manifest.checksums[name]
+        data = path.read_bytes()
+        if len(data) != size:
+            return f"{name} has {len(data)} bytes, not the {size} written"
+        if hashlib.sha256(data).hexdigest() != digest:
+            return f"{name} was changed after it was written (sha256 differs)"
+    return None

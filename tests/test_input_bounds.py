@@ -1,0 +1,282 @@
+"""Everything bounded, and every edge one clean line: the second attack's inputs (issue 23, points 6-11).
+
+Each case was a traceback, a hang, or a silently wrong result; each is now refused with one line
+naming the value and what is allowed, before any work, or handled correctly.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sqlite3
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pfxab_flower.outputs as outputs
+import pfxab_flower.simulations.experiment as experiment_module
+from pfxab_flower import Federation, run
+from pfxab_flower.algorithms.schedule import Schedule
+from pfxab_flower.cache import EvaluationStore
+from pfxab_flower.config import ALGORITHMS, CONFIDENCES, NU1_RANGE, RHO_LOW, RunConfig
+from pfxab_flower.domain import Domain
+from pfxab_flower.errors import ConfigError, ObjectiveError
+from pfxab_flower.problems import landmine_table
+from pfxab_flower.results import RESULT_FILES
+from pfxab_flower.simulations.cli import main
+from pfxab_flower.simulations.flwr_run import check_app_dir, unsaved_result
+from pfxab_flower.simulations.server_app import UNSAVED_MARK, write_or_log
+from tests.conftest import tent_federation
+
+SMALL_RUN = ["--problem", "garland", "--clients", "3", "--horizon", "5000"]
+CPUS = os.cpu_count() or 1
+
+
+def error_line(capsys, *args: str) -> str:
+    """``pfxab ARGS`` in this process: exit 2, nothing on stdout, one line on stderr; that line."""
+    capsys.readouterr()
+    assert main(list(args)) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "Traceback" not in captured.err, captured
+    return captured.err.strip()
+
+
+# --- 6. --workers within the machine's CPUs -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["compare", *SMALL_RUN], ["sweep", "figure1", "--out", "unused"],
+                                     ["landmine-table", "--output", "unused.npz"]])
+def test_workers_beyond_the_cpus_are_refused_before_any_worker_forks(capsys, command):
+    """``--workers 100000`` forked every worker before the first job (load 304 on 2 cores)."""
+    line = error_line(capsys, *command, "--workers", "100000")
+    assert f"--workers=100000 is invalid; allowed: an integer in [1, {CPUS}] (this machine's CPUs)" in line
+
+
+def test_a_pair_of_limits_that_would_not_finish_is_refused(capsys):
+    """1000 clients x 1e10 pulls, each within its limit, did not finish in 400 s."""
+    line = error_line(capsys, "run", "--clients", "1000", "--horizon", "1e10")
+    assert line == ("pfxab run: error: --horizon=10000000000 is invalid; allowed: an integer in [1, 100,000,000] "
+                    "with --clients=1000 (clients x horizon at most 100,000,000,000, which takes minutes; see "
+                    "docs/scaling.md)")
+    assert RunConfig(clients=10, horizon=10**10).horizon == 10**10  # the documented largest horizon stays allowed
+
+
+# --- 7. sweep files: regular, small, flat, few runs --------------------------------------------------------
+
+
+@pytest.fixture
+def no_rows(monkeypatch):
+    """Fails the test if a sweep row is built: the limits must refuse the file first."""
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a row was built before the grid was counted")
+
+    monkeypatch.setattr(experiment_module.RunConfig, "from_mapping", forbidden)
+
+
+def test_a_huge_grid_is_counted_and_refused_before_any_row(tmp_path, capsys, no_rows):
+    """A 2000 x 2000 grid ran 120 s silently building 4 million rows; 10^4 x 10^4 x 10^3 never returned."""
+    seeds = ",".join(map(str, range(2000)))
+    config = tmp_path / "big.toml"
+    config.write_text(f"[grid]\nseed = [{seeds}]\nalpha = [{','.join(str(i / 2000) for i in range(2000))}]\n")
+    line = error_line(capsys, "sweep", str(config), "--out", str(tmp_path / "out"))
+    assert line == ("pfxab sweep: error: big.toml: [grid] has 4,000,000 runs (2000 x 2000); allowed: at most "
+                    "10,000 runs per sweep (split it into several sweeps)")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("case", ["FIFO", "/dev/zero", "too large", "nested 5000 deep", "nested lists"])
+def test_a_config_that_cannot_be_an_experiment_is_one_line(tmp_path, capsys, case):
+    """A FIFO hung for ever, /dev/zero was a MemoryError, 5,000-deep nesting a 3,002-line RecursionError."""
+    path = tmp_path / "c.toml"
+    if case == "FIFO":
+        os.mkfifo(path)
+    elif case == "/dev/zero":
+        path = Path("/dev/zero")
+    elif case == "too large":
+        path.write_text("# padding\n" * 200_000)
+    elif case == "nested 5000 deep":
+        path.write_text("[grid]\nseed = " + "[" * 5000 + "]" * 5000 + "\n")
+    else:
+        path.write_text("[grid]\nseed = [[0, 1], [2]]\n")
+    fragment = {
+        "FIFO": "is invalid (not a regular file: a FIFO, socket or device)",
+        "/dev/zero": "config='/dev/zero' is invalid (not a regular file",
+        "too large": "bytes); allowed: a TOML file of at most 1,048,576 bytes",
+        "nested 5000 deep": "c.toml: not valid TOML (nested deeper than can be read)",
+        "nested lists": "c.toml: [grid] seed=[[0, 1], [2]] is invalid; allowed: a non-empty list of values",
+    }[case]
+    line = error_line(capsys, "sweep", str(path), "--out", str(tmp_path / "out"))
+    assert fragment in line and len(line) < 400
+    assert not (tmp_path / "out").exists()
+
+
+# --- 9. a result is never thrown away --------------------------------------------------------------------
+
+
+def _disk_full(monkeypatch) -> None:
+    def full(path: Path, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(outputs, "write_bytes_synced", full)
+
+
+def test_run_prints_its_result_when_its_files_cannot_be_written(tmp_path, capsys, monkeypatch):
+    """On a full disk ``pfxab run --json --out D`` printed nothing: an 85 s run was lost."""
+    _disk_full(monkeypatch)
+    assert main(["run", *SMALL_RUN, "--json", "--out", str(tmp_path / "r")]) == 2
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    assert summary["clients"] == 3 and summary["regret"] > 0
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"pfxab run: error: --out='{tmp_path / 'r'}' could not be written "
+                                                   "(No space left on device)")
+    assert lines[0].endswith(f"not written: {', '.join(RESULT_FILES)} (the result is printed on stdout)")
+    assert not (tmp_path / "r").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_compare_prints_its_table_when_its_files_cannot_be_written(tmp_path, capsys, monkeypatch):
+    _disk_full(monkeypatch)
+    assert main(["compare", *SMALL_RUN, "--seeds", "0", "--algorithms", "pf-xab", "--no-progress",
+                 "--out", str(tmp_path / "c")]) == 2
+    captured = capsys.readouterr()
+    assert "pf-xab" in captured.out and "regret" in captured.out  # the table
+    assert captured.err.count("\n") == 1 and "not written: comparison.json" in captured.err
+
+
+def test_simulates_server_logs_a_result_it_cannot_write_and_simulate_reads_it_back(tmp_path, caplog, monkeypatch):
+    """The ServerApp's side and ``pfxab simulate``'s side of an unwritable result (no Flower run needed)."""
+    result = run(tent_federation([0.2, 0.7]), horizon=2000, seed=1)
+    _disk_full(monkeypatch)
+    with caplog.at_level("ERROR", logger="pfxab_flower"):
+        assert write_or_log(result, tmp_path / "out") is None
+    line = next(r.getMessage() for r in caplog.records if UNSAVED_MARK in r.getMessage())
+    assert "\n" not in line
+    record = unsaved_result(f"pfxab: {line}\n")
+    assert record is not None and record["summary"]["regret"] == result.summary["regret"]
+    assert "No space left on device" in record["error"]
+    assert unsaved_result("pfxab: phase 3: 2 nodes\n") is None
+
+
+# --- 10. one line where a traceback was -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("confidence", CONFIDENCES)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_every_corner_of_the_smoothness_ranges_runs(algorithm, confidence):
+    """``nu1 = 1e308`` overflowed and ``nu1 = 1e-300`` / ``rho = 1e-300`` divided by zero in the schedule;
+    the declared ranges are what it can compute: every corner runs, at the smallest and largest horizons."""
+    federation = tent_federation([0.3, 0.6])
+    federation.value_range = (0.0, 1.0)  # a real range, as bernstein needs
+    for nu1 in NU1_RANGE:
+        for rho in (RHO_LOW, 1 - 1e-12):
+            for horizon in (1, 2, 50_000):
+                result = run(federation, algorithm=algorithm, horizon=horizon, nu1=nu1, rho=rho,
+                             confidence=confidence, seed=0)
+                assert np.isfinite(result.summary["regret"])
+            assert Schedule(10**10, 1000, nu1, rho).max_phases() >= 0
+
+
+@pytest.mark.parametrize("value", [1e308, 1e-300, 0.0, float("inf")])
+def test_the_strategy_refuses_what_the_schedule_cannot_compute(value):
+    from pfxab_flower.strategies import PFXAB
+
+    with pytest.raises(ConfigError, match=r"nu1=.* is invalid; allowed: a number in \[1e-12, 1e\+12\]"):
+        PFXAB(num_clients=2, horizon=1000, nu1=value)
+
+
+def test_run_config_of_none_is_one_line():
+    with pytest.raises(ConfigError, match=r"values=None is invalid; allowed: a mapping"):
+        RunConfig.from_mapping(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value_range", [None, (0,), ("a", "b"), (1, 0), (0, float("nan")), (0, 1e300)])
+def test_a_bad_value_range_is_one_line(value_range):
+    with pytest.raises(ConfigError, match=r"value_range=.* is invalid; allowed: \(low, high\), two numbers"):
+        Federation.from_callables([lambda x: x[:, 0]], {"x": (0, 1)}, value_range=value_range)
+
+
+def test_a_domain_whose_width_overflows_is_one_line():
+    """(-1e308, 1e308) was accepted: every point NaN, every client lost, regret reported 0.0."""
+    with pytest.raises(ConfigError, match=r"dimension 'x': bounds \(-1e\+308, 1e\+308\) are invalid; allowed: "
+                                          r"finite numbers with low < high and a finite width"):
+        Domain.from_mapping({"x": (-1e308, 1e308)})
+
+
+@pytest.mark.parametrize("name", ["personalised", "node"])
+def test_a_dimension_named_like_a_result_column_is_refused(name):
+    """A dimension ``personalised`` overwrote clients.csv's ``optimum_personalised`` column."""
+    with pytest.raises(ConfigError, match=rf"dimension name '{name}' is invalid"):
+        Federation.from_callables([lambda x: x[:, 0]], {name: (0, 1)})
+
+
+@pytest.mark.parametrize(("values", "kind"), [(lambda x: x[:, 0] * (1 + 1j), "complex128"),
+                                              (lambda x: np.array(["0.5"] * len(x)), "<U3"),
+                                              (lambda x: np.array([None] * len(x)), "object")])
+def test_an_objective_that_returns_no_real_numbers_is_one_line_on_first_evaluation(values, kind):
+    """Complex values were cut to their real part and text parsed as numbers."""
+    federation = Federation.from_callables([values], {"x": (0, 1)})
+    with pytest.raises(ObjectiveError, match=rf"objective of client 0 returned values of type {kind}; "
+                                             r"allowed: real numbers"):
+        federation.evaluate(0, np.array([[0.5]]))
+
+
+def test_an_app_dir_whose_pyproject_is_not_text_is_one_line(tmp_path):
+    (tmp_path / "pyproject.toml").write_bytes(b"\xff\xfe[tool.flwr.app]\n")
+    with pytest.raises(ConfigError, match=r"app_dir=.* is invalid; allowed: a directory whose pyproject.toml"):
+        check_app_dir(tmp_path)
+
+
+@pytest.mark.parametrize("noise", [{"noise": "x"}, {"noise_sigma": -1.0}, {"objective": 3}])
+def test_objective_client_app_checks_its_arguments_at_construction(noise):
+    from pfxab_flower.client_apps import objective_client_app
+
+    objective = noise.pop("objective", lambda points, partition_id: points[:, 0])
+    with pytest.raises(ConfigError, match=r"is invalid; allowed: "):
+        objective_client_app(objective, {"x": (0.0, 1.0)}, **noise)
+
+
+# --- 11. tables and caches that were changed are not used ---------------------------------------------------
+
+
+def test_a_truncated_reward_table_is_one_line_and_not_used(tmp_path, monkeypatch, capsys):
+    """``PFXAB_LANDMINE_TABLE`` at a truncated .npz was a BadZipFile traceback."""
+    truncated = tmp_path / "t.npz"
+    truncated.write_bytes(landmine_table.PACKAGE_TABLE.read_bytes()[:1000])
+    monkeypatch.setenv(landmine_table.ENV_VAR, str(truncated))
+    assert landmine_table.load_table("any namespace") is None
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unreadable (File is not a zip file); fitting the SVMs instead" in err[0]
+
+
+def test_a_reward_table_whose_values_changed_is_not_used(tmp_path, monkeypatch, capsys):
+    table = landmine_table.RewardTable.read(landmine_table.PACKAGE_TABLE)
+    edited = tmp_path / "edited.npz"
+    with np.load(landmine_table.PACKAGE_TABLE) as data, open(edited, "wb") as out:
+        arrays = {key: data[key] for key in data.files}
+        arrays["values"] = arrays["values"] * 0.5  # still inside [0, 1]
+        np.savez_compressed(out, **arrays)
+    monkeypatch.setenv(landmine_table.ENV_VAR, str(edited))
+    assert landmine_table.load_table(table.namespace) is None
+    assert "values do not match their recorded sha256" in capsys.readouterr().err
+    with zipfile.ZipFile(landmine_table.PACKAGE_TABLE) as shipped:
+        assert "values_sha256.npy" in shipped.namelist()  # the shipped table carries its checksum
+
+
+def test_cached_values_changed_on_disk_inside_the_range_are_dropped_and_recomputed(tmp_path, capsys):
+    """Tampered cache values inside [0, 1] were used (regret 255.4 -> 431.6)."""
+    store = EvaluationStore(tmp_path / "cache.sqlite")
+    points = [np.array([0.1 * i, 1.0]).tobytes() for i in range(4)]
+    store.save("ns", [(3, p, 0.8) for p in points])
+    assert store.load("ns", [3], (0.0, 1.0))[3] == dict.fromkeys(points, 0.8)
+    store.close()
+    with sqlite3.connect(tmp_path / "cache.sqlite") as db:
+        db.execute("UPDATE evaluations SET value = 0.4 WHERE point = ?", (points[0],))
+    store = EvaluationStore(tmp_path / "cache.sqlite")
+    loaded = store.load("ns", [3], (0.0, 1.0))[3]
+    assert loaded == dict.fromkeys(points[1:], 0.8)  # the changed row is not used ...
+    err = capsys.readouterr().err
+    assert "held 1 unusable value(s) (1 whose checksum does not match (changed on disk)" in err
+    assert store.load("ns", [3], (0.0, 1.0))[3] == loaded and capsys.readouterr().err == ""  # ... and is gone

@@ -1,0 +1,232 @@
+"""Outputs never clobber what is not pfxab's: devices, FIFOs, links, /proc, and a user's files of any name.
+
+Every writer (run, compare, sweep, plot, report, landmine-table, simulate) refuses such a target
+with one line before any work, and touches only the names its manifest lists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from pfxab_flower.compare import compare
+from pfxab_flower.config import RunConfig
+from pfxab_flower.errors import ConfigError
+from pfxab_flower.manifest import MANIFEST_NAME, read_manifest, verify
+from pfxab_flower.outputs import write_files_atomically
+from pfxab_flower.problems.landmine_table import PACKAGE_TABLE
+from pfxab_flower.simulations.cli import main
+from pfxab_flower.simulations.sweep import LOCK_FILE, sweep_lock
+from tests.conftest import cli_error_line
+from tests.test_sweep import TINY, write_config
+
+SMALL_RUN = ("--problem", "garland", "--clients", "3", "--horizon", "5000")
+LONG_NAME = "d" * 300
+
+
+def error_line(capsys, *args: str) -> str:
+    """``pfxab ARGS`` in this process (faster than :func:`cli_error_line`, same contract): its one error line."""
+    capsys.readouterr()
+    assert main(list(args)) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "Traceback" not in captured.err, captured
+    return captured.err.strip()
+
+
+def fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path
+
+
+def is_fifo(path: Path) -> bool:
+    return stat.S_ISFIFO(os.lstat(path).st_mode)
+
+
+# --- single files: landmine-table --output, plot --out ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", ["/dev/full", "/proc", "a FIFO", "a link out of the directory", "a user's file",
+                                  "a directory", "a name too long"])
+def test_landmine_table_refuses_what_is_not_its_table_before_fitting(tmp_path, capsys, case):
+    """``--output /dev/full`` printed "wrote /dev/full" and replaced the device; ``/proc/x.npz`` failed after
+    all the fitting. Now each is one line; the fitting never starts (no data file is even looked for)."""
+    victim = tmp_path / "thesis.npz"
+    victim.write_bytes(b"my own archive")
+    target = {
+        "/dev/full": lambda: "/dev/full",
+        "/proc": lambda: "/proc/x.npz",
+        "a FIFO": lambda: str(fifo(tmp_path / "pipe.npz")),
+        "a link out of the directory": lambda: (tmp_path / "out").mkdir() or (
+            (tmp_path / "out" / "t.npz").symlink_to(victim) or str(tmp_path / "out" / "t.npz")),
+        "a user's file": lambda: str(victim),
+        "a directory": lambda: (tmp_path / "d.npz").mkdir() or str(tmp_path / "d.npz"),
+        "a name too long": lambda: str(tmp_path / (LONG_NAME + ".npz")),
+    }[case]()
+    line = error_line(capsys, "landmine-table", "--output", target, "--landmine-data", str(tmp_path / "absent.mat"))
+    assert line.startswith(f"pfxab landmine-table: error: --output='{target[:60]}")
+    assert "allowed: a file name ending in .npz" in line
+    assert victim.read_bytes() == b"my own archive"
+    assert Path("/dev/full").is_char_device()
+    if case == "a FIFO":
+        assert is_fifo(tmp_path / "pipe.npz")
+
+
+def test_landmine_table_may_replace_its_own_table(tmp_path):
+    from pfxab_flower.outputs import check_output_file
+    from pfxab_flower.problems.landmine_table import is_reward_table
+
+    copy = tmp_path / "table.npz"
+    copy.write_bytes(PACKAGE_TABLE.read_bytes())
+    assert check_output_file(copy, (".npz",), name="output", ours=is_reward_table) == copy
+
+
+@pytest.fixture(scope="module")
+def comparison_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("cmp") / "cmp"
+    compare(RunConfig(clients=2, horizon=2000), ["pf-xab"], [0], progress=False).write(out)
+    return out
+
+
+@pytest.mark.parametrize("case", ["a FIFO", "a link to the user's file", "a user's figure", "/proc",
+                                  "a name too long"])
+def test_plot_refuses_what_is_not_its_figure(comparison_dir, tmp_path, capsys, case):
+    victim = tmp_path / "holiday.png"
+    victim.write_bytes(b"\x89PNG my photo")
+    target = {
+        "a FIFO": lambda: fifo(tmp_path / "f.png"),
+        "a link to the user's file": lambda: (tmp_path / "l.png").symlink_to(victim) or tmp_path / "l.png",
+        "a user's figure": lambda: victim,
+        "/proc": lambda: Path("/proc/f.png"),
+        "a name too long": lambda: tmp_path / (LONG_NAME + ".png"),
+    }[case]()
+    line = error_line(capsys, "plot", str(comparison_dir), "--out", str(target))
+    assert line.startswith(f"pfxab plot: error: --out='{str(target)[:60]}") and " is invalid" in line
+    assert victim.read_bytes() == b"\x89PNG my photo"
+
+
+def test_plot_replaces_its_own_figure(comparison_dir, tmp_path, capsys):
+    figure = tmp_path / "f.png"
+    assert main(["plot", str(comparison_dir), "--out", str(figure)]) == 0
+    first = figure.read_bytes()
+    assert b"pfxab plot" in first  # the mark that makes it recognisably ours
+    assert main(["plot", str(comparison_dir), "--out", str(figure)]) == 0
+
+
+# --- result directories replaced as a unit: run, compare, simulate ----------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["run", "compare", "simulate"])
+@pytest.mark.parametrize("name", [".draft.tmp", "summary.json", ".bashrc.old", MANIFEST_NAME])
+def test_a_users_file_of_any_name_in_a_result_directory_is_refused_and_kept(tmp_path, capsys, command, name):
+    """``pfxab run --out DIR`` deleted a user's ``.draft.tmp`` (hidden ``.*.tmp`` counted as an old writer's)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / name).write_text("the user's")
+    args = {"run": ["run", *SMALL_RUN], "compare": ["compare", *SMALL_RUN, "--seeds", "0"],
+            "simulate": ["simulate", *SMALL_RUN]}[command]
+    line = error_line(capsys, *args, "--out", str(out))
+    assert line.startswith(f"pfxab {command}: error: --out='{out}' is invalid ('{name}' there ")
+    assert "pfxab never replaces or removes it" in line
+    assert (out / name).read_text() == "the user's" and len(list(out.iterdir())) == 1
+
+
+def test_a_result_directory_of_ours_is_replaced_but_a_link_inside_it_is_refused(tmp_path, capsys):
+    out, victim = tmp_path / "out", tmp_path / "precious.txt"
+    victim.write_text("keep")
+    assert main(["run", *SMALL_RUN, "--out", str(out)]) == 0
+    assert verify(out, ["clients.csv", "curve.csv", "phases.csv", "communication.csv", "summary.json"]) is None
+    assert main(["run", *SMALL_RUN, "--seed", "1", "--out", str(out)]) == 0  # ours: replaced whole
+    (out / "curve.csv").unlink()
+    (out / "curve.csv").symlink_to(victim)  # a name we own, but now a link out of the directory
+    line = error_line(capsys, "run", *SMALL_RUN, "--out", str(out))
+    assert "'curve.csv' there is a link, FIFO, socket or device" in line
+    assert victim.read_text() == "keep" and (out / "curve.csv").is_symlink()
+
+
+def test_the_writer_refuses_too_and_a_squatted_manifest_is_not_ours(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / MANIFEST_NAME).write_text('{"written_by": "someone else"}')
+    with pytest.raises(ConfigError, match=rf"'{MANIFEST_NAME}' there is not one pfxab wrote"):
+        write_files_atomically(out, {"summary.json": "{}\n"})
+    fifo(out / "pipe")
+    (out / MANIFEST_NAME).unlink()
+    with pytest.raises(ConfigError, match=r"'pipe' there is a link, FIFO, socket or device"):
+        write_files_atomically(out, {"summary.json": "{}\n"})
+    assert is_fifo(out / "pipe") and read_manifest(out) is None
+
+
+@pytest.mark.parametrize("command", ["run", "compare", "sweep", "simulate"])
+def test_a_name_too_long_is_one_line_before_any_work(tmp_path, command):
+    """A 300-character ``--out`` name was ``OSError: [Errno 36] File name too long`` (a traceback)."""
+    config = write_config(tmp_path, TINY.format(seeds="[0]"))
+    args = {"run": ["run", *SMALL_RUN], "compare": ["compare", *SMALL_RUN, "--seeds", "0"],
+            "sweep": ["sweep", str(config)], "simulate": ["simulate", *SMALL_RUN]}[command]
+    line = cli_error_line(*args, "--out", str(tmp_path / LONG_NAME))
+    assert line.startswith(f"pfxab {command}: error: --out='{str(tmp_path)[:20]}")
+    assert "a name in it is longer than" in line
+
+
+# --- a sweep directory, written into: only its own names --------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["config.toml", "runs.parquet", "runs", "sweep.json", LOCK_FILE])
+def test_a_sweep_refuses_a_users_file_of_its_names_and_keeps_every_other(tmp_path, capsys, name):
+    """A sweep overwrote the user's own ``DIR/config.toml``; now it is one line and nothing is touched."""
+    out = tmp_path / "out"
+    out.mkdir()
+    mine = out / name
+    if name == "runs":
+        mine.mkdir()
+        (mine / "notes").write_text("the user's")
+    else:
+        mine.write_text("the user's")
+    line = error_line(capsys, "sweep", str(write_config(tmp_path, TINY.format(seeds="[0]"))), "--out", str(out))
+    assert line.startswith(f"pfxab sweep: error: --out='{out}' is invalid ('{name}' there is not one pfxab wrote")
+    assert sorted(p.name for p in out.iterdir()) == [name]  # no manifest, no lock, nothing written
+    assert (mine / "notes" if name == "runs" else mine).read_text() == "the user's"
+
+
+def test_a_lock_that_is_a_link_is_refused_and_its_target_kept(tmp_path, capsys):
+    """The lock file was opened through a symbolic link and its target truncated."""
+    out, victim = tmp_path / "out", tmp_path / "thesis.tex"
+    victim.write_text("years of work")
+    config = write_config(tmp_path, TINY.format(seeds="[0]"))
+    assert main(["sweep", str(config), "--out", str(out), "--workers", "1", "--no-progress"]) == 0
+    (out / LOCK_FILE).unlink()
+    (out / LOCK_FILE).symlink_to(victim)
+    capsys.readouterr()
+    assert main(["sweep", str(config), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"'{LOCK_FILE}' there is a link, FIFO, socket or device" in err[0]
+    assert victim.read_text() == "years of work"
+
+
+def test_a_deleted_lock_file_does_not_let_a_second_sweep_in(tmp_path, capsys):
+    """The lock was on the file: deleting it let a second sweep take a new one. Now it is on the directory."""
+    out = tmp_path / "out"
+    config = write_config(tmp_path, TINY.format(seeds="[0]"))
+    assert main(["sweep", str(config), "--out", str(out), "--workers", "1", "--no-progress"]) == 0
+    capsys.readouterr()
+    with sweep_lock(out):
+        (out / LOCK_FILE).unlink()
+        assert main(["sweep", str(config), "--out", str(out), "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "another pfxab sweep, pid unknown, is writing there" in err
+    assert main(["sweep", str(config), "--out", str(out), "--no-progress"]) == 0
+
+
+def test_a_sweep_directory_lists_what_it_claims(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert main(["sweep", str(write_config(tmp_path, TINY.format(seeds="[0]"))), "--out", str(out),
+                 "--workers", "1", "--no-progress"]) == 0
+    manifest = json.loads((out / MANIFEST_NAME).read_text())
+    assert sorted(manifest["owned"]) == sorted(["config.toml", "sweep.json", "runs", "runs.parquet",
+                                                "curves.parquet", LOCK_FILE])
+    assert "notes.txt" not in manifest["owned"] and (out / "notes.txt").read_text() == "mine"
