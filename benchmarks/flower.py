@@ -41,8 +41,8 @@ def flower_case(spec: dict) -> dict:
     """One ``run_flower_simulation`` with the phase hook and the memory sampler; checked against in-process."""
     started = time.perf_counter()
     from benchmarks.timeline import server_timeline
-    from pfxab_flower.config import AppOptions, RunConfig
     from pfxab_flower.engine import run_config
+    from pfxab_flower.run_parameters import AppOptions, RunConfig
     from pfxab_flower.simulations.run_flower import run_flower_simulation
 
     imports = time.perf_counter() - started

@@ -17,12 +17,12 @@ import numpy as np
 from flwr.app import Context
 
 from pfxab_flower.client_apps.store import FlowerStore
-from pfxab_flower.config import RunConfig
 from pfxab_flower.domain import Domain
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.faults import NO_FAULTS, FaultPlan
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
+from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.sampling import SimulatedEnvironment
 from pfxab_flower.session import ClientSession
 
@@ -94,7 +94,7 @@ def _own_federation(
 
 def problem_of(run_config: Mapping[str, Any]):
     """The problem and fault options of a run config, from their own keys only (others ignored)."""
-    from pfxab_flower.config import parse_run_config
+    from pfxab_flower.run_parameters import parse_run_config
 
     mine = {k: v for k, v in run_config.items() if k in PROBLEM_KEYS or k in FAULT_KEYS}
     return parse_run_config(mine)

@@ -36,8 +36,9 @@ from confidence_comparison import parse_arguments  # docs/, this script's direct
 from tqdm import tqdm
 
 from pfxab_flower.compare import compare
-from pfxab_flower.config import CONFIDENCES, RunConfig
+from pfxab_flower.config import CONFIDENCES
 from pfxab_flower.outputs import write_files_atomically
+from pfxab_flower.run_parameters import RunConfig
 
 SEEDS = list(range(5))
 PROBLEMS = ("garland", "doublesine")

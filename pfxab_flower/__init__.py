@@ -40,7 +40,7 @@ except PackageNotFoundError:  # a source tree that is not installed
 _EXPORTS = {
     "Domain": "pfxab_flower.domain",
     "Federation": "pfxab_flower.problems.federation",
-    "RunConfig": "pfxab_flower.config",
+    "RunConfig": "pfxab_flower.run_parameters",
     "ConfigError": "pfxab_flower.errors",
     "RunResult": "pfxab_flower.results",
     "run": "pfxab_flower.engine",

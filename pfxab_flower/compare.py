@@ -10,7 +10,7 @@ standard deviation (``ddof = 1``; undefined, NaN, for a single seed) over the se
 
 What is compared is either a :class:`~pfxab_flower.problems.federation.Federation`
 (your objectives; the keywords are :func:`pfxab_flower.engine.run`'s) or a
-:class:`~pfxab_flower.config.RunConfig` (a built-in problem; keywords replace its
+:class:`~pfxab_flower.run_parameters.RunConfig` (a built-in problem; keywords replace its
 fields). Every run is checked before the first starts, by the checks the runs
 themselves make, so a bad keyword is one :class:`ConfigError` line and no work.
 The algorithms default to every registered one (:mod:`pfxab_flower.algorithms.registry`).
@@ -44,7 +44,7 @@ import pyarrow
 from tqdm import tqdm
 
 from pfxab_flower.algorithms.registry import options_of
-from pfxab_flower.config import PARAMETERS, RunConfig, algorithm_names, check, parse_min_fraction, parse_workers
+from pfxab_flower.config import PARAMETERS, algorithm_names, check, parse, parse_workers
 from pfxab_flower.engine import describe_problem, run_checked, run_spec
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS
@@ -54,6 +54,7 @@ from pfxab_flower.parallel import local_runner, shared_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.remote import JobRunner
 from pfxab_flower.results import time_grid
+from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.spec import COMMON, AlgorithmSpec
 
 #: The columns of one run's row, in order.
@@ -243,7 +244,7 @@ def _plan_federation(federation: Federation, algorithms: tuple[str, ...], seeds:
     _refuse_unknown(parameters, [*common, *own, *_RUN_KEYWORDS])
     shared = {k: v for k, v in parameters.items() if k in common}
     extra = {"describe": parameters.get("describe"), "faults": parameters.get("faults", NO_FAULTS),
-             "min_fraction": parse_min_fraction(parameters.get("min_fraction", DEFAULT_MIN_FRACTION))}
+             "min_fraction": parse("min_fraction", parameters.get("min_fraction", DEFAULT_MIN_FRACTION))}
     specs = {a: run_spec(federation, a, **shared, **{k: v for k, v in parameters.items() if k in options_of(a)})
              for a in algorithms}  # the seed only seeds the noise: its own check is enough
     keywords = [{"spec": specs[a].replace(seed=s), **extra} for a in algorithms for s in seeds]

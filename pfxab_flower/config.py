@@ -19,33 +19,41 @@ Every check of a declared parameter runs the same code, by its snake_case name:
 * :func:`parse` for text (flags, run-config keys, CSV or TOML rows): ``"0.5"`` is
   converted to the declared type first, then :func:`check`-ed.
 
-Each entry point checks the values it takes (``RunConfig``, ``AppOptions``, ``engine.run``'s and
-a strategy's keywords), so a value that passes through several (a ``RunConfig`` given to
-``engine.run``) is checked by each, with the same result. A bad value raises :class:`ConfigError`
-with one line, ``"{name}={value!r} is invalid; allowed: {what}"``, before any work starts (and
-before Ray starts). The name is spelled the way the value was given
+A bad value raises :class:`ConfigError` with one line, ``"{name}={value!r} is invalid;
+allowed: {what}"``, before any work starts (and before Ray starts). The name is spelled the way the value was given
 (:func:`~pfxab_flower.errors.spelled_as`): ``noise_sigma`` from Python, ``--noise-sigma``
 from the command line, ``noise-sigma`` from a Flower run config or a sweep's TOML file.
 
-The limits (``MAX_*``) are there so that a value too large to finish, or to fit in
-memory, is refused instead of running for hours or dying with a traceback; each
-comes from a measurement on the 2-core development machine, given beside it.
+The limits (``MAX_*``) are :mod:`pfxab_flower.limits`', each from a measurement; the values of one
+run and of the Flower app are :class:`~pfxab_flower.run_parameters.RunConfig` and
+:class:`~pfxab_flower.run_parameters.AppOptions`, built from these declarations.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import numpy as np
 
-from pfxab_flower.errors import ConfigError, spelled, spelled_as
-from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT, FaultPlan
+from pfxab_flower.errors import ConfigError, spelled
+from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
+from pfxab_flower.limits import (
+    MAX_CLIENTS,
+    MAX_CURVE_POINTS,
+    MAX_DIMENSIONS,
+    MAX_HORIZON,
+    MAX_INT64,
+    MAX_SEEDS,
+    NU1_RANGE,
+    RHO_LOW,
+    index_list,
+    seed_ranges,
+)
 from pfxab_flower.problem_registry import problem_help
 
 #: Reward noise models (:class:`~pfxab_flower.noise.NoiseModel`, which checks its kind here).
@@ -62,48 +70,8 @@ APIS = ("message", "legacy")
 #: The landmine data set's fields (0-based) and the default clients: both terrain types.
 LANDMINE_FIELD_COUNT = 29
 DEFAULT_LANDMINE_FIELDS = tuple(range(0, LANDMINE_FIELD_COUNT, 3))
-
-#: The widest reward range a server accepts local means in, unless told a narrower one: far beyond any
-#: real objective (objective values are limited to half of it, the rest is room for noise), far below
-#: where a sum of pulls or an average of clients could overflow (a hostile 1e308 is refused, not averaged).
-REWARD_LIMIT = 2e9
-#: Pulls per client. Measured (`pfxab run --horizon T`, garland, M = 10, uniform noise): T = 1e8 takes
-#: 3.7 s, 1e9 21 s, 1e10 85 s; the time grows with T, so a larger horizon is refused rather than left to
-#: run for hours (1e30 never ended, 2**63 gave an int64 traceback).
-MAX_HORIZON = 10**10
-#: Clients. Measured (`pfxab run --clients M --horizon 1000`): M = 1000 takes 7.6 s and 316 MB, M = 10,000
-#: did not end in 300 s and held 1.8 GB (the exact optimum evaluates every client on 2**16 grid points).
-MAX_CLIENTS = 1000
-#: Pulls of one run, clients x horizon: each limit alone allowed 1000 clients x 1e10 pulls, which did not end in
-#: 400 s. Measured at this limit (`pfxab run`, garland, uniform noise, on the 2-core machine while shared, load 4-5):
-#: M = 10 x T = 1e10 107 s, M = 100 x T = 1e9 468 s, M = 1000 x T = 1e8 269 s; with M = 1000 the time grows with T
-#: (1e6: 45 s, 1e7: 66 s, 1e8: 167-269 s), so 1000 x 1e10 would take the better part of an hour.
-MAX_PULLS = 10**11
-#: Seeds of one `pfxab compare`: one default run per algorithm and seed takes seconds, so 10,000 seeds are
-#: already hours of work; `--seeds 0-100000000000` is refused before the list is built.
-MAX_SEEDS = 10_000
-#: Points of a sweep's regret curve: 1e5 points take 27 ms to sample (1e6: 0.3 s) and about 2 MB of
-#: curve.csv per run, which a sweep writes for every run.
-MAX_CURVE_POINTS = 100_000
-#: Dimensions of a search space. The exact-optimum grid stays at 2**16 points whatever the dimension
-#: (it grew as 2**d: 24 dimensions wanted 3 GiB); node ids are int64, so at most 62 halvings, which
-#: must split each of the d dimensions at least once; 32 leaves room for a second split of half of them.
-MAX_DIMENSIONS = 32
-#: Flower run-config integers are signed 64-bit.
-MAX_INT64 = 2**63 - 1
-#: Smoothness constants the phase schedule can compute with any other allowed value: ``f(p) = 2 log T /
-#: (M nu1^2 rho^(2p))`` needs ``nu1^2`` finite and non-zero (``nu1 = 1e308`` overflowed, ``1e-300`` divided by
-#: zero) and ``rho^(2p)`` non-zero at the first depth whose phase no longer fits the horizon (``rho = 1e-300``
-#: divided by zero); ``tests/test_config.py`` runs every corner. An objective's values lie in ``[-1e9, 1e9]``,
-#: so a larger ``nu1`` is never needed; a cell shrinking by less than 1e-12 per halving is no partition.
-NU1_RANGE = (1e-12, 1e12)
-RHO_LOW = 1e-12
-#: Runs of one sweep file: a run takes a second or more, so 10,000 runs are already hours (a 2000 x 2000 grid
-#: took 120 s just to build its 4 million rows, 36 us each, and never started); counted before any row is built.
-MAX_SWEEP_RUNS = 10_000
-#: Bytes of a sweep's TOML file: the bundled ones are under 1 kB; a larger file is no experiment (``/dev/zero`` read
-#: until memory ran out). Only a regular file is read, so a FIFO cannot hang the sweep.
-MAX_CONFIG_BYTES = 1 << 20
+#: RunConfig fields that are an algorithm's own parameter (declared by its policy, not in :data:`PARAMETERS`).
+OPTION_FIELDS = ("pf_pne_eps",)
 
 
 @dataclass(frozen=True)
@@ -155,41 +123,6 @@ def _choice(name: str, default: str, help: str, choices: Callable[[], Mapping[st
     """A choice parameter: one of ``choices`` (a fixed tuple, or a function giving names and descriptions)."""
     listed = partial(dict.fromkeys, choices, "") if isinstance(choices, tuple) else choices
     return Parameter(name, str, default, "", help, scope=scope, choices=listed)
-
-
-def index_list(text: str, bound: int) -> tuple[int, ...] | None:
-    """Distinct comma-separated integers in ``[0, bound)``, or ``None`` if ``text`` is not such a list."""
-    parts = [part.strip() for part in text.split(",")]
-    if not all(part.isascii() and part.isdecimal() for part in parts):
-        return None
-    values = tuple(int(part) for part in parts)
-    if len(set(values)) != len(values) or not all(v < bound for v in values):
-        return None
-    return values
-
-
-def seed_ranges(text: str) -> list[tuple[int, int]] | None:
-    """The inclusive ranges of a ``--seeds`` text, or ``None`` if it is invalid or over the limits.
-
-    Counted, never expanded: ``0-100000000000`` is refused without building its list.
-    """
-    ranges: list[tuple[int, int]] = []
-    for item in text.split(","):
-        lo, sep, hi = item.strip().partition("-")
-        if not (_is_uint(lo) and (_is_uint(hi) if sep else True)) or max(len(lo), len(hi)) > 19:
-            return None
-        first, last = int(lo), int(hi) if sep else int(lo)
-        if not first <= last <= MAX_INT64:
-            return None
-        ranges.append((first, last))
-    total = sum(last - first + 1 for first, last in ranges)
-    ordered = sorted(ranges)
-    overlap = any(a[1] >= b[0] for a, b in itertools.pairwise(ordered))
-    return None if total > MAX_SEEDS or overlap else ranges
-
-
-def _is_uint(text: str) -> bool:
-    return text.isascii() and text.isdecimal()
 
 
 def _algorithm_list(text: str) -> list[str] | None:
@@ -435,192 +368,6 @@ def scoped(scope: str) -> list[Parameter]:
     if scope != "run":
         return core
     return core + [declared(name) for name in OPTION_FIELDS]
-
-
-def check_reward_range(confidence: str, reward_range: Any, label: str = "reward_range") -> tuple[float, float]:
-    """The ``(low, high)`` rewards lie in, as floats; a one-line :class:`ConfigError` if it is not one.
-
-    ``confidence = "bernstein"`` needs a real range (its width has a term in the span
-    ``high - low``): the default, the widest a server accepts, is refused for it.
-    """
-    valid = (isinstance(reward_range, tuple | list) and len(reward_range) == 2
-             and all(isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
-                     for v in reward_range)
-             and -REWARD_LIMIT <= reward_range[0] < reward_range[1] <= REWARD_LIMIT)
-    if not valid:
-        raise ConfigError(f"{label}={reward_range!r} is invalid; allowed: (low, high) with "
-                          f"{-REWARD_LIMIT:g} <= low < high <= {REWARD_LIMIT:g}")
-    low, high = float(reward_range[0]), float(reward_range[1])
-    if confidence == "bernstein" and (low, high) == (-REWARD_LIMIT, REWARD_LIMIT):
-        raise ConfigError(f"{label}={reward_range!r} is invalid with confidence='bernstein'; allowed: the range "
-                          "(low, high) the rewards lie in (the Bernstein width grows with high - low)")
-    return low, high
-
-
-def _default(name: str) -> Any:
-    return PARAMETERS[name].default
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """Parameters of one run. Field names are the CLI flags (``--noise-sigma``) in snake case.
-
-    Defaults and checks are :data:`PARAMETERS`' (``tests/test_config.py`` checks the fields match it).
-    """
-
-    problem: str = _default("problem")
-    algorithm: str = _default("algorithm")
-    clients: int = _default("clients")
-    alpha: float = _default("alpha")
-    horizon: int = _default("horizon")
-    seed: int = _default("seed")
-    nu1: float = _default("nu1")
-    rho: float = _default("rho")
-    noise: str = _default("noise")
-    noise_sigma: float = _default("noise_sigma")
-    spread: float = _default("spread")
-    max_depth: int | None = _default("max_depth")
-    #: PF-PNE's own parameter, kept as a field (and ``--pf-pne-eps`` flag) for compatibility: declared, default
-    #: and checked by PF-PNE's policy (``None`` here: its declared default). Other algorithms ignore it.
-    pf_pne_eps: float = None  # type: ignore[assignment]
-    confidence: str = _default("confidence")
-    landmine_data: str | None = _default("landmine_data")
-    fields: str | None = _default("fields")
-
-    def __post_init__(self) -> None:
-        for f in fields(self):  # in declaration order: the first bad value is the one reported
-            value = getattr(self, f.name)
-            if f.name in OPTION_FIELDS and value is None:
-                value = declared(f.name).default
-            object.__setattr__(self, f.name, check(f.name, value))
-        if self.clients * self.horizon > MAX_PULLS:
-            allowed = (f"an integer in [1, {MAX_PULLS // self.clients:,}] with {spelled('clients')}={self.clients} "
-                       f"(clients x horizon at most {MAX_PULLS:,}, which takes minutes; see docs/scaling.md)")
-            _fail("horizon", self.horizon, allowed)
-        chosen = self._chosen_fields()
-        if self.problem == "landmine" and self.clients > len(chosen):
-            fields_ = spelled("fields")
-            allowed = (f"at most {len(chosen)}, the number of landmine fields in {fields_}={self.fields!r}"
-                       if self.fields is not None else
-                       f"at most {len(chosen)} with the default landmine fields ({PARAMETERS['fields'].unset}); "
-                       f"{fields_} can name up to {LANDMINE_FIELD_COUNT}")
-            _fail("clients", self.clients, allowed)
-
-    def _chosen_fields(self) -> tuple[int, ...]:
-        if self.fields is None:
-            return DEFAULT_LANDMINE_FIELDS
-        return index_list(self.fields, LANDMINE_FIELD_COUNT) or ()
-
-    @property
-    def landmine_fields(self) -> tuple[int, ...]:
-        """The landmine fields of the clients: the first ``clients`` of ``fields`` (default 0, 3, ..., 27)."""
-        return self._chosen_fields()[: self.clients]
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> RunConfig:
-        """Build from Flower-style (``noise-sigma``) or Python-style (``noise_sigma``) keys.
-
-        Strings are converted to the field's type (:func:`parse`), so a run config or
-        a CSV row can be passed as is; unknown keys are an error.
-        """
-        if not isinstance(values, Mapping):
-            raise ConfigError(f"values={values!r} is invalid; allowed: a mapping of parameter names to values")
-        known = {f.name for f in fields(cls)}
-        kwargs: dict[str, Any] = {}
-        for key, value in values.items():
-            name = key.replace("-", "_")
-            if name not in known:
-                allowed = ", ".join(sorted(k.replace("_", "-") for k in known))
-                raise ConfigError(f"unknown parameter {key!r}; allowed: {allowed}")
-            kwargs[name] = _from_text(declared(name), value)
-        return cls(**kwargs)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def replace(self, **changes: Any) -> RunConfig:
-        return RunConfig(**{**asdict(self), **changes})
-
-
-#: RunConfig fields that are an algorithm's own parameter (declared by its policy, not in :data:`PARAMETERS`).
-OPTION_FIELDS = ("pf_pne_eps",)
-
-
-@dataclass(frozen=True)
-class AppOptions:
-    """Options of the Flower app itself (where results go, how long a round may take, injected faults).
-
-    Defaults and checks are :data:`PARAMETERS`' (scope ``app``); see :mod:`pfxab_flower.faults`.
-    """
-
-    out_dir: str = _default("out_dir")
-    round_timeout: float = _default("round_timeout")
-    fail_rate: float = _default("fail_rate")
-    fail_clients: tuple[int, ...] | None = _default("fail_clients")  # clients that may fail (None: all)
-    straggle_seconds: float = _default("straggle_seconds")  # > 0: selected clients answer late instead
-    min_fraction: float = _default("min_fraction")  # share of clients an exchange needs
-    secure_aggregation: bool = _default("secure_aggregation")  # SecAgg+ sums of local means (legacy API)
-    api: str = _default("api")  # Flower API: "message" or "legacy" (see APIS)
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            object.__setattr__(self, f.name, check(f.name, getattr(self, f.name)))
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> AppOptions:
-        """From run-config keys (``fail-rate``) or field names; text is converted, then each value checked once."""
-        return cls(**{key.replace("-", "_"): _from_text(declared(key.replace("-", "_")), value)
-                      for key, value in values.items()})
-
-    def check_clients(self, num_clients: int) -> None:
-        """``fail_clients`` must name clients of the run: indices in ``[0, num_clients)``."""
-        if self.fail_clients is not None and max(self.fail_clients) >= num_clients:
-            _fail("fail_clients", run_config_value("fail_clients", self.fail_clients),
-                  f"distinct comma-separated client indices in [0, {num_clients}), or \"\" for every client")
-
-    def faults(self, seed: int) -> FaultPlan:
-        """The run's failure plan (drawn from ``(seed, client, phase)``; stragglers too)."""
-        return FaultPlan(seed=seed, rate=self.fail_rate, clients=self.fail_clients,
-                         straggle_seconds=self.straggle_seconds, round_timeout=self.round_timeout)
-
-
-#: Keys of a Flower run config that are not RunConfig fields, with their run-config defaults.
-APP_DEFAULTS: dict[str, Any] = {p.key: run_config_value(p.name, p.default) for p in scoped("app")}
-
-
-def parse_run_config(values: Mapping[str, Any]) -> tuple[RunConfig, AppOptions]:
-    """Split a Flower run config into the validated run and the app options.
-
-    Errors name its keys (``noise-sigma``), unless an outer entry point chose a spelling.
-    """
-    with spelled_as("key", unless_set=True):
-        return _parse_run_config(values)
-
-
-def _parse_run_config(values: Mapping[str, Any]) -> tuple[RunConfig, AppOptions]:
-    run = {k: v for k, v in values.items() if k not in APP_DEFAULTS}
-    options = AppOptions.from_mapping({k: v for k, v in values.items() if k in APP_DEFAULTS})
-    config = RunConfig.from_mapping(run)
-    options.check_clients(config.clients)
-    return config, options
-
-
-def to_run_config(config: RunConfig, options: AppOptions | None = None) -> dict[str, Any]:
-    """The Flower run config of a :class:`RunConfig` (unset optional fields left out)."""
-    values: dict[str, Any] = {k.replace("_", "-"): v for k, v in config.to_dict().items() if v is not None}
-    if options is not None:
-        values.update({p.key: run_config_value(p.name, getattr(options, p.name)) for p in scoped("app")})
-    return values
-
-
-def parse_api(value: object) -> str:
-    """The Flower API of a run (``api`` key, ``--api`` flag): one of :data:`APIS`."""
-    return parse("api", value)
-
-
-def parse_min_fraction(value: Any) -> float:
-    """The share of the clients whose replies an exchange needs."""
-    return parse("min_fraction", value)
 
 
 def parse_seeds(text: str) -> list[int]:

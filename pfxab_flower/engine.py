@@ -16,13 +16,14 @@ from typing import Any
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.messages import FinishInstruction, Message, payload_size
 from pfxab_flower.algorithms.phased import Policy, ServerMachine, Settings
-from pfxab_flower.config import RunConfig, parse_min_fraction
+from pfxab_flower.config import parse
 from pfxab_flower.driver import Exchange, Failure, ServerDriver
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS, FaultPlan, InjectedFailureError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
+from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.sampling import SimulatedEnvironment
 from pfxab_flower.session import ClientSession, LateReplyError, MemoryStore
 from pfxab_flower.spec import AlgorithmSpec
@@ -152,7 +153,7 @@ def run(
     ``min_fraction`` is the quorum (see :mod:`pfxab_flower.faults`).
     """
     spec = run_spec(federation, algorithm, **parameters)
-    min_fraction = parse_min_fraction(min_fraction)
+    min_fraction = parse("min_fraction", min_fraction)
     return run_checked(federation, spec, describe=describe, faults=faults, min_fraction=min_fraction)
 
 

@@ -23,8 +23,8 @@ exchange for the server to go on (``ServerMachine`` enforces it).
 
 The options are declared in :mod:`pfxab_flower.config` (``fail_rate``, ``fail_clients``,
 ``straggle_seconds``, ``round_timeout``, ``min_fraction``) and checked there when an entry
-point takes them (:class:`~pfxab_flower.config.AppOptions`, a run config, a strategy's keywords),
-before any work or process starts; :meth:`AppOptions.faults <pfxab_flower.config.AppOptions.faults>`
+point takes them (:class:`~pfxab_flower.run_parameters.AppOptions`, a run config, a strategy's keywords),
+before any work or process starts; :meth:`AppOptions.faults <pfxab_flower.run_parameters.AppOptions.faults>`
 builds the plan from checked options. A :class:`FaultPlan` made by hand is not checked. This
 module imports nothing of the package: ``config`` takes the two defaults below from here.
 """

@@ -19,10 +19,11 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from functools import lru_cache
 from typing import Any
 
-from pfxab_flower.config import OPTION_FIELDS, PARAMETERS, RunConfig
+from pfxab_flower.config import OPTION_FIELDS, PARAMETERS
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.remote import JobRunner
+from pfxab_flower.run_parameters import RunConfig
 
 #: The RunConfig fields of the algorithm (not of the federation); an option field reset is its declared default.
 ALGORITHM_FIELDS = ("algorithm", "alpha", "seed", "horizon", "nu1", "rho", "max_depth", *OPTION_FIELDS, "confidence")

@@ -1,7 +1,7 @@
 """The problems a run can name: one registry, from which every list of problem names is derived.
 
 A problem is a name, a *builder* and a one-line help. The builder turns a validated
-:class:`~pfxab_flower.config.RunConfig` and its :class:`~pfxab_flower.noise.NoiseModel` into a
+:class:`~pfxab_flower.run_parameters.RunConfig` and its :class:`~pfxab_flower.noise.NoiseModel` into a
 :class:`~pfxab_flower.problems.federation.Federation` of ``config.clients`` clients, on a domain
 of any dimension. Everything that lists problems reads it here: ``RunConfig``'s check of
 ``problem`` (and its one-line error), ``--problem``'s choices and help in every ``pfxab``
@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING
 from pfxab_flower.errors import ConfigError, spelled
 
 if TYPE_CHECKING:
-    from pfxab_flower.config import RunConfig
     from pfxab_flower.noise import NoiseModel
     from pfxab_flower.problems.federation import Federation
+    from pfxab_flower.run_parameters import RunConfig
 
 #: ``builder(config, noise) -> Federation`` (``config.clients`` clients, ``noise`` as their noise model).
 Builder = Callable[["RunConfig", "NoiseModel"], "Federation"]

@@ -3,7 +3,7 @@
 Every entry point builds the spec once and checks it there, with errors naming the value
 as that entry point spells it: :meth:`AlgorithmSpec.build` for Python keywords
 (:func:`pfxab_flower.engine.run`, :func:`pfxab_flower.compare.compare`, the Flower
-strategies), :meth:`AlgorithmSpec.from_config` for a :class:`~pfxab_flower.config.RunConfig`
+strategies), :meth:`AlgorithmSpec.from_config` for a :class:`~pfxab_flower.run_parameters.RunConfig`
 (checked when it was made: the CLI, a sweep's TOML, a Flower run config). From there it
 travels unchanged: engine -> :class:`~pfxab_flower.driver.ServerDriver` -> every message
 (:meth:`to_wire`) -> the clients, whose :meth:`from_wire` is their one check of what a
@@ -20,11 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from pfxab_flower.config import REWARD_LIMIT, Parameter, check, check_against, check_reward_range
+from pfxab_flower.config import Parameter, check, check_against
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.limits import REWARD_LIMIT
+from pfxab_flower.run_parameters import check_reward_range
 
 if TYPE_CHECKING:
-    from pfxab_flower.config import RunConfig
+    from pfxab_flower.run_parameters import RunConfig
 
 #: The keywords every algorithm takes, with the declared parameter that checks each (``num_clients``: ``clients``).
 COMMON: dict[str, str] = {"num_clients": "clients", "alpha": "alpha", "horizon": "horizon", "seed": "seed",

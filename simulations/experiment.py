@@ -16,7 +16,7 @@ A config file has three tables::
     alpha = [0.1, 0.5, 0.9]
     seed = [0, 1, 2]
 
-Every row of the grid becomes one validated :class:`~pfxab_flower.config.RunConfig`
+Every row of the grid becomes one validated :class:`~pfxab_flower.run_parameters.RunConfig`
 before any work starts, so a bad value anywhere in the grid is one line naming the
 file and the key, and nothing runs.
 """
@@ -37,8 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from pfxab_flower.algorithms.registry import algorithm_names, label
-from pfxab_flower.config import MAX_CONFIG_BYTES, MAX_SWEEP_RUNS, PARAMETERS, RunConfig, check, spelled_as
-from pfxab_flower.errors import ConfigError
+from pfxab_flower.config import PARAMETERS, check
+from pfxab_flower.errors import ConfigError, spelled_as
+from pfxab_flower.limits import MAX_CONFIG_BYTES, MAX_SWEEP_RUNS
+from pfxab_flower.run_parameters import RunConfig
 
 KINDS = ("regret", "rewards")
 _EXPERIMENT_KEYS = ("name", "kind", "title", "curve_points")

@@ -42,8 +42,8 @@ from typing import IO, Any
 
 import tomli_w  # flwr's own dependency (it writes pyproject.toml files with it)
 
-from pfxab_flower.config import AppOptions, RunConfig, to_run_config
 from pfxab_flower.errors import ConfigError, spelled
+from pfxab_flower.run_parameters import AppOptions, RunConfig, to_run_config
 from pfxab_flower.simulations.environment import QUIET_ENV, check_num_cpus, temporary_directory
 from pfxab_flower.simulations.log_lines import readable_lines
 from pfxab_flower.simulations.processes import die_with_parent, exit_on_signals, stop_processes, watchdog

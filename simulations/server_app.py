@@ -23,11 +23,11 @@ from typing import Any
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from pfxab_flower.config import parse_run_config
 from pfxab_flower.engine import describe_problem
 from pfxab_flower.outputs import OutputError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.results import RunResult
+from pfxab_flower.run_parameters import parse_run_config
 from pfxab_flower.simulations.apps import run_server
 
 LOGGER = logging.getLogger("pfxab_flower")

@@ -62,7 +62,7 @@ import numpy as np
 import pandas as pd
 import pyarrow
 
-from pfxab_flower.config import ENGINES, RunConfig
+from pfxab_flower.config import ENGINES
 from pfxab_flower.errors import ConfigError, IncompleteRunError
 from pfxab_flower.manifest import MANIFEST_NAME, entry_kind, verify
 from pfxab_flower.outputs import (
@@ -76,6 +76,7 @@ from pfxab_flower.outputs import (
 from pfxab_flower.parallel import federation_key, local_runner, shared_federation
 from pfxab_flower.remote import JobRunner
 from pfxab_flower.results import RESULT_FILES, RunResult, time_grid
+from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.simulations.experiment import RUN_ID_PATTERN, Experiment, load_experiment, run_id
 
 #: Columns of runs.parquet taken from each run's summary.json (besides the config fields).

@@ -51,7 +51,7 @@ def make_driver(
 
     ``parameters`` are the spec's keywords (``num_clients``, ``horizon``, ``alpha``, ... and
     ``algorithm``'s own, e.g. ``pf_pne_eps``); or ``spec`` is a checked spec (e.g. of a
-    :class:`~pfxab_flower.config.RunConfig`), taken as it is.
+    :class:`~pfxab_flower.run_parameters.RunConfig`), taken as it is.
     """
     min_fraction = check("min_fraction", min_fraction, label="min_fraction")
     check("round_timeout", round_timeout, label="round_timeout")

@@ -22,10 +22,11 @@ from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.bounds import Bernstein, bernstein
 from pfxab_flower.algorithms.messages import LocalReport
 from pfxab_flower.algorithms.phased import ClientView, ServerMachine
-from pfxab_flower.config import ALGORITHMS, RunConfig
+from pfxab_flower.config import ALGORITHMS
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.noise import NoiseModel
 from pfxab_flower.problems import build_federation
+from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.spec import AlgorithmSpec
 from pfxab_flower.strategies import PFXAB as MessagePFXAB  # noqa: N811 (Flower's naming)
 

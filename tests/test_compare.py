@@ -10,11 +10,12 @@ import pytest
 import pfxab_flower.compare as compare_module
 from pfxab_flower import Federation
 from pfxab_flower.compare import COMPARE_FILES, CURVE_COLUMNS, METRICS, RUN_COLUMNS, compare, load_comparison
-from pfxab_flower.config import ALGORITHMS, RunConfig, parse_seeds
+from pfxab_flower.config import ALGORITHMS, parse_seeds
 from pfxab_flower.engine import run, run_config
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.formatting import format_mean_sd, format_number
 from pfxab_flower.manifest import MANIFEST_NAME
+from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.simulations.cli import main
 from tests.conftest import cli_error_line, tent_federation
 

@@ -11,31 +11,16 @@ import numpy as np
 import pytest
 
 from pfxab_flower.algorithms import PFPNE
-from pfxab_flower.config import (
-    APP_DEFAULTS,
-    MAX_CLIENTS,
-    MAX_CURVE_POINTS,
-    MAX_DIMENSIONS,
-    MAX_HORIZON,
-    MAX_PULLS,
-    MAX_SEEDS,
-    PARAMETERS,
-    AppOptions,
-    RunConfig,
-    check,
-    declared,
-    parse,
-    parse_seeds,
-    run_config_value,
-    scoped,
-)
+from pfxab_flower.config import PARAMETERS, check, declared, parse, parse_seeds, run_config_value, scoped
 from pfxab_flower.domain import Domain
 from pfxab_flower.engine import run
 from pfxab_flower.errors import ConfigError, ObjectiveError
+from pfxab_flower.limits import MAX_CLIENTS, MAX_CURVE_POINTS, MAX_DIMENSIONS, MAX_HORIZON, MAX_PULLS, MAX_SEEDS
 from pfxab_flower.noise import NoiseModel
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.optimum import GRID_BITS, _grid_depth
 from pfxab_flower.problems.synthetic import synthetic_federation
+from pfxab_flower.run_parameters import APP_DEFAULTS, AppOptions, RunConfig
 from pfxab_flower.simulations.commands import simulate
 from pfxab_flower.simulations.commands.options import add_run_options
 from pfxab_flower.simulations.environment import check_num_cpus

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from pfxab_flower import Federation, RunConfig
-from pfxab_flower.config import parse_run_config
 from pfxab_flower.errors import ConfigError, spelled, spelled_as
+from pfxab_flower.run_parameters import parse_run_config
 from pfxab_flower.simulations.cli import build_parser
 from pfxab_flower.simulations.experiment import load_experiment
 from tests.conftest import cli_error_line

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from pfxab_flower.algorithms import make_policy
-from pfxab_flower.config import RunConfig
 from pfxab_flower.engine import make_settings, run, run_config, simulate
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.noise import NoiseModel
 from pfxab_flower.problems.federation import Federation
+from pfxab_flower.run_parameters import RunConfig
 
 CENTRES = (0.2, 0.5, 0.7)
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from pfxab_flower.client_apps import objective_sessions
-from pfxab_flower.config import AppOptions, RunConfig
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.problems.federation import Federation
+from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.strategies import PFXABStrategy
 from pfxab_flower.strategies.common import failure_reason
 from tests.flower_loopback import run_loopback

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from pfxab_flower.config import AppOptions, RunConfig
 from pfxab_flower.engine import run_config
 from pfxab_flower.faults import FaultPlan
 from pfxab_flower.problems import build_federation
+from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations import deployment as dep
 from pfxab_flower.simulations.flwr_run import run_config_argument
 from pfxab_flower.simulations.processes import processes_with_marker

@@ -20,9 +20,9 @@ from flwr.server import SimpleClientManager
 from pfxab_flower.algorithms.messages import ActiveSetReport, FinishInstruction, FinishReport, LocalReport
 from pfxab_flower.algorithms.phased import FIRST_ACTIVE_SET, pooled_means
 from pfxab_flower.client_apps import federation_sessions
-from pfxab_flower.config import AppOptions, RunConfig
 from pfxab_flower.partition import children
 from pfxab_flower.problems import build_federation
+from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import strategy_of
 from pfxab_flower.strategies import serde
 from pfxab_flower.strategies.legacy import ok_evaluate_res, ok_fit_res

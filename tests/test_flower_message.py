@@ -20,9 +20,10 @@ from pfxab_flower import engine
 from pfxab_flower.algorithms.phased import ClientState
 from pfxab_flower.client_apps import federation_sessions, message_client_app
 from pfxab_flower.client_apps.store import FlowerStore
-from pfxab_flower.config import ALGORITHMS, APIS, CONFIDENCES, AppOptions, RunConfig, parse_run_config, to_run_config
+from pfxab_flower.config import ALGORITHMS, APIS, CONFIDENCES
 from pfxab_flower.errors import ConfigError, RunStoppedError
 from pfxab_flower.problems import build_federation
+from pfxab_flower.run_parameters import AppOptions, RunConfig, parse_run_config, to_run_config
 from pfxab_flower.strategies import PFPNE, PFXAB, STRATEGIES, FedPNE, records, serde
 from tests.message_loopback import LoopbackGrid, run_loopback
 

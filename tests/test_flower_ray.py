@@ -11,8 +11,9 @@ import os
 
 import pytest
 
-from pfxab_flower.config import ALGORITHMS, AppOptions, RunConfig
+from pfxab_flower.config import ALGORITHMS
 from pfxab_flower.engine import run_config
+from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations.environment import ray_environment
 from pfxab_flower.simulations.processes import processes_with_marker
 from pfxab_flower.simulations.run_flower import run_flower_simulation

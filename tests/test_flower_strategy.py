@@ -21,9 +21,10 @@ from pfxab_flower import engine
 from pfxab_flower.algorithms.messages import LocalReport
 from pfxab_flower.algorithms.phased import pooled_means
 from pfxab_flower.client_apps import federation_sessions
-from pfxab_flower.config import ALGORITHMS, CONFIDENCES, AppOptions, RunConfig
+from pfxab_flower.config import ALGORITHMS, CONFIDENCES
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import build_federation
+from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import strategy_of
 from pfxab_flower.strategies import LEGACY_STRATEGIES, FedPNEStrategy, PFPNEStrategy, PFXABStrategy, serde
 from pfxab_flower.strategies.legacy import ok_evaluate_res, ok_fit_res

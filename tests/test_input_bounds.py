@@ -21,11 +21,13 @@ import pfxab_flower.simulations.experiment as experiment_module
 from pfxab_flower import Federation, run
 from pfxab_flower.algorithms.schedule import Schedule
 from pfxab_flower.cache import EvaluationStore
-from pfxab_flower.config import ALGORITHMS, CONFIDENCES, NU1_RANGE, RHO_LOW, RunConfig
+from pfxab_flower.config import ALGORITHMS, CONFIDENCES
 from pfxab_flower.domain import Domain
 from pfxab_flower.errors import ConfigError, ObjectiveError
+from pfxab_flower.limits import NU1_RANGE, RHO_LOW
 from pfxab_flower.problems import landmine_table
 from pfxab_flower.results import RESULT_FILES
+from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.flwr_run import check_app_dir, unsaved_result
 from pfxab_flower.simulations.server_app import UNSAVED_MARK, write_or_log

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from pfxab_flower.cache import EvaluationStore, cache_dir
-from pfxab_flower.config import RunConfig
 from pfxab_flower.engine import run_config
 from pfxab_flower.noise import NoiseModel
 from pfxab_flower.partition import nodes_at_depth
@@ -18,6 +17,7 @@ from pfxab_flower.problems import landmine
 from pfxab_flower.problems.landmine import DOMAIN, SvmEvaluator, cache_namespace, landmine_federation, svm_auc
 from pfxab_flower.problems.landmine_data import ENV_VAR, URL_ENV_VAR, load_splits
 from pfxab_flower.problems.landmine_table import ENV_VAR as TABLE_ENV_VAR
+from pfxab_flower.run_parameters import RunConfig
 from tests.landmine_files import NOWHERE, LandmineFile, accepting
 
 

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from sklearn.model_selection import train_test_split
 
-from pfxab_flower.config import RunConfig
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import landmine_data
 from pfxab_flower.problems.landmine_data import (
@@ -21,6 +20,7 @@ from pfxab_flower.problems.landmine_data import (
     load_splits,
     resolve_path,
 )
+from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.simulations import cli
 from tests.landmine_files import NOWHERE, LandmineFile, accepting, real_landmine_file
 

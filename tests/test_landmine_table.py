@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 import sklearn
 
-from pfxab_flower.config import RunConfig
 from pfxab_flower.engine import run_config
 from pfxab_flower.noise import NoiseModel
 from pfxab_flower.problems import landmine, landmine_data
@@ -33,6 +32,7 @@ from pfxab_flower.problems.landmine_data import (
 )
 from pfxab_flower.problems.landmine_table import ENV_VAR as TABLE_ENV_VAR
 from pfxab_flower.problems.landmine_table import NUM_FIELDS, PACKAGE_TABLE, RewardTable, table_points
+from pfxab_flower.run_parameters import RunConfig
 from tests.conftest import cli_error_line
 from tests.landmine_files import NOWHERE, LandmineFile, accepting, accepting_cli, real_landmine_file
 

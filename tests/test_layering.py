@@ -55,7 +55,8 @@ def test_the_check_sees_a_violation(tmp_path: Path) -> None:
 
 #: Imported by nearly every module, so on no cycle: each imports only modules that do not import it back
 #: (function-level imports count: one would only hide a cycle until that function runs).
-DECLARATIONS = ("pfxab_flower.errors", "pfxab_flower.faults", "pfxab_flower.config", "pfxab_flower.noise",
+DECLARATIONS = ("pfxab_flower.errors", "pfxab_flower.faults", "pfxab_flower.limits", "pfxab_flower.config",
+                "pfxab_flower.run_parameters", "pfxab_flower.noise",
                 "pfxab_flower.problem_registry")
 
 

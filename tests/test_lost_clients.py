@@ -21,8 +21,8 @@ from flwr.app import Error, Message
 
 from pfxab_flower import engine
 from pfxab_flower.client_apps import federation_sessions, message_client_app
-from pfxab_flower.config import AppOptions, RunConfig
 from pfxab_flower.problems import build_federation
+from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import strategy_of
 from pfxab_flower.strategies import PFXAB, serde
 from tests.flower_loopback import LoopbackProxy

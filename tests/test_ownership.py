@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from pfxab_flower.compare import compare
-from pfxab_flower.config import RunConfig
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.manifest import MANIFEST_NAME, read_manifest, verify
 from pfxab_flower.outputs import write_files_atomically
 from pfxab_flower.problems.landmine_table import PACKAGE_TABLE
+from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.sweep import LOCK_FILE, sweep_lock
 from tests.conftest import cli_error_line

@@ -17,7 +17,7 @@ import pytest
 
 from pfxab_flower import register_problem
 from pfxab_flower.compare import compare
-from pfxab_flower.config import PARAMETERS, RunConfig
+from pfxab_flower.config import PARAMETERS
 from pfxab_flower.domain import Domain
 from pfxab_flower.engine import run_config
 from pfxab_flower.errors import ConfigError
@@ -25,6 +25,7 @@ from pfxab_flower.noise import NoiseModel
 from pfxab_flower.partition import Partition
 from pfxab_flower.problem_registry import problem_names, unregister_problem
 from pfxab_flower.problems import Federation, build_federation
+from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.simulations.cli import build_parser, main
 
 

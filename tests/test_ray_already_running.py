@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pfxab_flower.config import AppOptions, RunConfig
 from pfxab_flower.driver import Exchange, Failure
+from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations.environment import QUIET_ENV, temporary_directory
 from pfxab_flower.simulations.flwr_run import free_port, run_config_argument, write_app_project
 from pfxab_flower.strategies import ray_diagnosis

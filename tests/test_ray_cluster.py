@@ -21,9 +21,9 @@ import pytest
 from benchmarks.local_cluster import Cluster, two_node_cluster
 from pfxab_flower import engine
 from pfxab_flower.cache import EvaluationStore
-from pfxab_flower.config import RunConfig
 from pfxab_flower.problems.landmine import SvmEvaluator, cache_namespace
 from pfxab_flower.problems.landmine_data import load_splits
+from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.cluster import fits_on
 from pfxab_flower.simulations.flwr_run import free_port

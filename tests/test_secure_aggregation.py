@@ -19,9 +19,10 @@ from pfxab_flower import engine
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.messages import FinishInstruction, LocalReport
 from pfxab_flower.algorithms.phased import ClientMachine, ServerMachine, pooled_means
-from pfxab_flower.config import ALGORITHMS, AppOptions, RunConfig, parse_run_config
+from pfxab_flower.config import ALGORITHMS
 from pfxab_flower.errors import ObjectiveError
 from pfxab_flower.problems import build_federation
+from pfxab_flower.run_parameters import AppOptions, RunConfig, parse_run_config
 from pfxab_flower.sampling import SimulatedEnvironment
 from pfxab_flower.strategies import secure
 

@@ -16,9 +16,10 @@ from pfxab_flower.algorithms import PFXAB, registry
 from pfxab_flower.algorithms.phased import ClientView, Settings
 from pfxab_flower.client_apps import federation_sessions, message_client_app
 from pfxab_flower.compare import compare
-from pfxab_flower.config import Parameter, RunConfig
+from pfxab_flower.config import Parameter
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import build_federation
+from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.spec import AlgorithmSpec
 from pfxab_flower.strategies import STRATEGIES, records, serde
 from pfxab_flower.strategies.message import PhasedEliminationStrategy

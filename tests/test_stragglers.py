@@ -23,10 +23,10 @@ from pfxab_flower import engine
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.phased import ServerMachine
 from pfxab_flower.client_apps.store import STATE_KEY, FlowerStore
-from pfxab_flower.config import AppOptions, RunConfig, parse_run_config, to_run_config
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.faults import FaultPlan, InjectedFailureError
 from pfxab_flower.problems import build_federation
+from pfxab_flower.run_parameters import AppOptions, RunConfig, parse_run_config, to_run_config
 from pfxab_flower.sampling import SimulatedEnvironment
 from pfxab_flower.session import ClientSession, LateReplyError
 from pfxab_flower.simulations.run_flower import run_flower_simulation

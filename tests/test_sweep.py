@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import pfxab_flower.simulations.sweep as sweep_module
-from pfxab_flower.config import RunConfig
+from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.experiment import load_experiment, run_id
 from pfxab_flower.simulations.sweep import CONFIG_COLUMNS, REFERENCE_COLUMNS, SUMMARY_COLUMNS, time_grid

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pfxab_flower.config import REWARD_LIMIT, check
+from pfxab_flower.config import check
 from pfxab_flower.domain import Domain
 from pfxab_flower.errors import ConfigError, ObjectiveError
+from pfxab_flower.limits import REWARD_LIMIT
 from pfxab_flower.noise import NoiseModel
 from pfxab_flower.partition import Partition
 from pfxab_flower.problems.optimum import Optimum, maximise_personalised

@@ -37,7 +37,6 @@ from functools import partial
 import numpy as np
 
 from pfxab_flower.cache import EvaluationStore
-from pfxab_flower.config import RunConfig
 from pfxab_flower.domain import Domain
 from pfxab_flower.noise import NoiseModel
 from pfxab_flower.partition import Partition
@@ -46,6 +45,7 @@ from pfxab_flower.problems.landmine_data import SPLIT_ID, FieldSplit, load_split
 from pfxab_flower.problems.landmine_table import RewardTable, load_table, table_points
 from pfxab_flower.problems.optimum import Optimum
 from pfxab_flower.remote import fit_mapper, in_ray_task
+from pfxab_flower.run_parameters import RunConfig
 
 DOMAIN = Domain.from_mapping({"C": (1e-4, 1e4, "log"), "gamma": (1e-2, 10, "log")})
 #: Bump when the meaning of a cached value changes (objective, model, scoring).

@@ -13,11 +13,12 @@ from functools import partial
 
 import numpy as np
 
-from pfxab_flower.config import RunConfig, check
+from pfxab_flower.config import check
 from pfxab_flower.domain import Domain
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.noise import NoiseModel
 from pfxab_flower.problems.federation import Federation
+from pfxab_flower.run_parameters import RunConfig
 
 # DoubleSine constants (rho1 = 0.3, rho2 = 0.8, tmax = 0.5).
 _E1 = -np.log2(0.3)

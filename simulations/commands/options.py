@@ -1,7 +1,7 @@
 """Command-line flags, derived from the one declaration of each parameter (:func:`pfxab_flower.config.declared`:
 :data:`~pfxab_flower.config.PARAMETERS`, or the algorithm that declares it, e.g. ``--pf-pne-eps``).
 
-Flags are read as strings and converted by :class:`~pfxab_flower.config.RunConfig`
+Flags are read as strings and converted by :class:`~pfxab_flower.run_parameters.RunConfig`
 (or :func:`~pfxab_flower.config.parse`), so a bad value gets the same one-line
 message from every entry point; their help text and defaults are the declaration's. A choice
 parameter's flag lists its choices (``--problem {garland,doublesine,landmine}``, read from the
@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from pfxab_flower.config import Parameter, RunConfig, declared, run_config_value
+from pfxab_flower.config import Parameter, declared, run_config_value
+from pfxab_flower.run_parameters import RunConfig
 
 
 def add_run_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:

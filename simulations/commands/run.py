@@ -29,15 +29,13 @@ def handle(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_output_dir(args.out, result_files=RESULT_FILES)  # before the run, not after it
     if args.api is not None:
-        from pfxab_flower.config import parse_api
-
-        parse_api(args.api)  # one-line error before anything runs
+        parse("api", args.api)  # one-line error before anything runs
     if args.ray_address is not None:
         from pfxab_flower.simulations.cluster import check_ray_address
 
         args.ray_address = check_ray_address(args.ray_address)  # before any work
     if args.engine == "flower":
-        from pfxab_flower.config import AppOptions
+        from pfxab_flower.run_parameters import AppOptions
         from pfxab_flower.simulations.run_flower import run_flower_simulation
 
         options = AppOptions() if args.api is None else AppOptions(api=args.api)

@@ -42,7 +42,7 @@ def handle(args: argparse.Namespace) -> int:
         from pfxab_flower.simulations.cluster import check_ray_address
 
         args.ray_address = check_ray_address(args.ray_address)  # before the SuperLink starts
-    from pfxab_flower.config import parse_run_config, to_run_config
+    from pfxab_flower.run_parameters import parse_run_config, to_run_config
     from pfxab_flower.simulations.flwr_run import simulate
 
     given = {"api": args.api, "fail-rate": args.fail_rate, "fail-clients": args.fail_clients,
