@@ -110,7 +110,7 @@ def test_a_problem_registered_by_reference_is_imported_only_when_built() -> None
 
     (``problems.synthetic`` is not in the list: checking ``algorithm`` reads the algorithm registry, whose
     policies import the sampling code, which imports the ``problems`` package.)"""
-    code = ("import sys; import pfxab_flower.config as c; c.RunConfig(problem='landmine', clients=2); "
+    code = ("import sys; import pfxab_flower.run_parameters as c; c.RunConfig(problem='landmine', clients=2); "
             "import pfxab_flower.simulations.cli; "
             "print(sorted(m for m in ('sklearn', 'pfxab_flower.problems.landmine') "
             "if m in sys.modules))")
