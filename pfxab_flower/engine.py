@@ -18,8 +18,9 @@ from pfxab_flower.algorithms.messages import FinishInstruction, Message, payload
 from pfxab_flower.algorithms.phased import Policy, ServerMachine, Settings
 from pfxab_flower.config import parse
 from pfxab_flower.driver import Exchange, Failure, ServerDriver
-from pfxab_flower.errors import RunStoppedError
+from pfxab_flower.errors import ConfigError, RunStoppedError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS, FaultPlan, InjectedFailureError
+from pfxab_flower.limits import MAX_PULLS
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
@@ -163,8 +164,16 @@ def run_spec(federation: Federation, algorithm: str = "pf-xab", **parameters: An
     One :class:`ConfigError` line naming the Python keyword, so a caller with many runs
     (:func:`pfxab_flower.compare.compare`) can check them all before the first starts.
     """
-    return AlgorithmSpec.build(algorithm, num_clients=federation.num_clients, reward_range=federation.reward_range,
+    if not isinstance(federation, Federation):  # run(None), run(config): one line, not an AttributeError
+        raise ConfigError(f"federation={federation!r} is invalid; allowed: a Federation (Federation.from_callables, "
+                          "build_federation(config)); run_config(config) runs a RunConfig")
+    spec = AlgorithmSpec.build(algorithm, num_clients=federation.num_clients, reward_range=federation.reward_range,
                                **parameters)
+    if federation.num_clients * spec.horizon > MAX_PULLS:  # each limit alone allowed hours of work
+        raise ConfigError(f"horizon={spec.horizon!r} is invalid; allowed: an integer in "
+                          f"[1, {MAX_PULLS // federation.num_clients:,}] with {federation.num_clients} clients "
+                          f"(clients x horizon at most {MAX_PULLS:,}; see docs/scaling.md)")
+    return spec
 
 
 def run_checked(

@@ -194,6 +194,19 @@ def test_run_config_of_none_is_one_line():
         RunConfig.from_mapping(None)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("federation", [None, "garland", RunConfig()])
+def test_run_of_something_that_is_not_a_federation_is_one_line(federation):
+    with pytest.raises(ConfigError, match=r"federation=.* is invalid; allowed: a Federation"):
+        run(federation)  # type: ignore[arg-type]
+
+
+def test_run_refuses_a_clients_horizon_pair_over_the_limit_before_any_work():
+    federation = Federation.from_callables([lambda x: x[:, 0]] * 20, {"x": (0, 1)})
+    with pytest.raises(ConfigError, match=r"horizon=10000000000 is invalid; allowed: an integer in "
+                                          r"\[1, 5,000,000,000\] with 20 clients"):
+        run(federation, horizon=10**10)
+
+
 @pytest.mark.parametrize("value_range", [None, (0,), ("a", "b"), (1, 0), (0, float("nan")), (0, 1e300)])
 def test_a_bad_value_range_is_one_line(value_range):
     with pytest.raises(ConfigError, match=r"value_range=.* is invalid; allowed: \(low, high\), two numbers"):
@@ -282,3 +295,58 @@ def test_cached_values_changed_on_disk_inside_the_range_are_dropped_and_recomput
     err = capsys.readouterr().err
     assert "held 1 unusable value(s) (1 whose checksum does not match (changed on disk)" in err
     assert store.load("ns", [3], (0.0, 1.0))[3] == loaded and capsys.readouterr().err == ""  # ... and is gone
+
+
+_HUNG_RUN = """
+import sys, threading
+from pfxab_flower import Federation, run
+from pfxab_flower.errors import ObjectiveError
+
+
+def never_returns(points):
+    while True:  # a hung objective: pure Python, so the timer can stop it
+        pass
+
+
+federation = Federation.from_callables([lambda x: x[:, 0], never_returns], {"x": (0, 1)}, objective_timeout=0.3)
+
+
+def attempt():
+    try:
+        run(federation, horizon=100)
+    except ObjectiveError as exc:
+        print(exc)
+
+
+if sys.argv[1] == "thread":
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(30)
+else:
+    attempt()
+"""
+
+
+@pytest.mark.parametrize("where", ["main", "thread"])
+def test_an_objective_that_never_returns_stops_the_run_with_one_line(where):
+    """In a process of its own: off the main thread the hung call is given up, not stopped, and keeps a CPU."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _HUNG_RUN, where], capture_output=True, text=True, timeout=60)
+    assert done.stdout == "objective of client 1 took longer than objective_timeout=0.3 s and was stopped\n", (
+        done.stdout + done.stderr)
+
+
+def test_a_timeout_leaves_a_quick_objective_and_its_numbers_alone():
+    objectives = [lambda x: 1 - np.abs(x[:, 0] - 0.3), lambda x: 1 - np.abs(x[:, 0] - 0.6)]
+    plain = run(Federation.from_callables(objectives, {"x": (0, 1)}), horizon=2000)
+    limited = run(Federation.from_callables(objectives, {"x": (0, 1)}, objective_timeout=30), horizon=2000)
+    assert limited.summary["regret"] == plain.summary["regret"]
+    assert limited.summary["final_points"] == plain.summary["final_points"]
+
+
+@pytest.mark.parametrize("value", [0, -1, float("inf"), float("nan"), "5", True])
+def test_a_bad_objective_timeout_is_one_line(value):
+    with pytest.raises(ConfigError, match=r"objective_timeout=.* is invalid; allowed: a number of seconds > 0"):
+        Federation.from_callables([lambda x: x[:, 0]], {"x": (0, 1)}, objective_timeout=value)

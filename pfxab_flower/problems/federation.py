@@ -8,12 +8,14 @@ see it: a client only draws noisy rewards of its own objective through a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from pfxab_flower.config import check
+from pfxab_flower.deadline import call_within
 from pfxab_flower.domain import Domain
 from pfxab_flower.errors import ConfigError, ObjectiveError
 from pfxab_flower.limits import REWARD_LIMIT
@@ -89,6 +91,8 @@ class Federation:
     #: Where the objectives' values lie (checked on every evaluation); the server rejects means outside
     #: :attr:`reward_range`. The default is the widest allowed: ``[-VALUE_LIMIT, VALUE_LIMIT]``.
     value_range: tuple[float, float] = (-VALUE_LIMIT, VALUE_LIMIT)
+    #: Longest one call of an objective may take, in seconds (``None``: no limit); see :mod:`pfxab_flower.deadline`.
+    objective_timeout: float | None = None
     _optima: dict[float, Optimum] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -97,6 +101,11 @@ class Federation:
             if not callable(fn):
                 raise ConfigError(f"objective of client {m} is {type(fn).__name__}; allowed: a callable")
         self.value_range = check_value_range(self.value_range)
+        if self.objective_timeout is not None and not (
+                isinstance(self.objective_timeout, int | float) and not isinstance(self.objective_timeout, bool)
+                and 0 < self.objective_timeout < math.inf):
+            raise ConfigError(f"objective_timeout={self.objective_timeout!r} is invalid; "
+                              "allowed: a number of seconds > 0, or None for no limit")
 
     @classmethod
     def from_callables(
@@ -107,6 +116,7 @@ class Federation:
         noise: str = "uniform",
         name: str = "custom",
         value_range: tuple[float, float] = (-VALUE_LIMIT, VALUE_LIMIT),
+        objective_timeout: float | None = None,
     ) -> Federation:
         """A user-defined federation; its optimum is estimated (see :mod:`.optimum`).
 
@@ -118,12 +128,15 @@ class Federation:
         the other). ``noise`` and ``noise_sigma`` are checked as the run parameters of the same
         names are; ``value_range`` is where the objectives' values lie (checked on every
         evaluation; a server rejects local means outside it, widened by the noise).
+        ``objective_timeout`` (seconds) stops the run with one line when one call of an objective
+        takes longer (an objective that never returns would otherwise hang the run).
         """
         if isinstance(objectives, str | bytes) or not isinstance(objectives, Sequence):
             raise ConfigError(f"objectives={objectives!r} is invalid; allowed: a sequence of callables")
         if not isinstance(domain, Domain):
             domain = Domain.from_mapping(domain)
-        return cls(list(objectives), domain, NoiseModel(noise, noise_sigma), name=name, value_range=value_range)
+        return cls(list(objectives), domain, NoiseModel(noise, noise_sigma), name=name, value_range=value_range,
+                   objective_timeout=objective_timeout)
 
     @property
     def num_clients(self) -> int:
@@ -143,7 +156,9 @@ class Federation:
         points = _read_only(points)
         fn = self.objectives[client]
         try:
-            raw = fn(points)
+            raw = call_within(self.objective_timeout, lambda: fn(points), f"objective of client {client}")
+        except ObjectiveError:
+            raise
         except Exception as exc:  # a user's objective may raise anything: name where it failed
             raise ObjectiveError(self._locate_failure(client, points, exc)) from exc
         values = _real_values(raw, client)
