@@ -266,3 +266,16 @@ def test_a_context_built_objective_on_flowers_ray_simulation_gives_the_inprocess
                 "mean_observed_reward_per_client"):
         assert flower[key] == inprocess[key], key
     assert flower["engine"] == "flower" and flower["evaluation"] == "deterministic"
+
+
+def test_a_strategy_scoring_an_unscored_federation_reports_what_was_observed() -> None:
+    federation = Federation.from_callables(recorders(noise=0.05), DOMAIN, evaluation="stochastic",
+                                           value_range=(0.0, 1.0))
+    strategy = STRATEGIES["pf-xab"](num_clients=len(CENTRES), federation=federation, horizon=2_000)
+    app = objective_client_app(lambda points, m: 1.0 - np.abs(points[:, 0] - CENTRES[m]), DOMAIN,
+                               evaluation="stochastic", value_range=(0.0, 1.0))
+    result = run_loopback(strategy, LoopbackGrid(len(CENTRES), app))
+    summary = strategy.run_result().summary
+    (metrics,) = result.evaluate_metrics_serverapp.values()
+    assert dict(metrics) == {"mean_observed_reward": summary["mean_observed_reward"], "evaluations": 6_000.0}
+    assert summary["regret"] is None
