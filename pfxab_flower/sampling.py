@@ -23,6 +23,7 @@ and in the real modes the sum of the rewards the client observed.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -210,10 +211,11 @@ def _bits(value: float) -> np.ndarray:
 
 
 def _float(saved: Mapping[str, np.ndarray], key: str) -> float:
-    """A float :func:`_bits` stored under ``key`` (0 if it is missing: state saved by an earlier version)."""
+    """A float :func:`_bits` stored under ``key`` (0 if missing: saved by an earlier version; NaN if malformed)."""
     if key not in saved:
         return 0.0
-    return float(np.ascontiguousarray(saved[key], dtype=np.int64).reshape(-1)[:1].view(np.float64)[0])
+    bits = np.ascontiguousarray(saved[key], dtype=np.int64).reshape(-1)
+    return float(bits.view(np.float64)[0]) if bits.size == 1 else math.nan
 
 
 def evaluation_counts(saved: Sequence[Mapping[str, np.ndarray] | None]) -> list[int] | None:
@@ -235,8 +237,10 @@ class SiteCosts:
 
 
 def site_costs(saved: Sequence[Mapping[str, np.ndarray] | None]) -> SiteCosts | None:
-    """:class:`SiteCosts` of every client (``None`` if any exported nothing: a client that never replied)."""
+    """:class:`SiteCosts` of every client (``None`` if any exported nothing, or something that is no finite number:
+    a client that never replied, or a harness reply that was tampered with; harness data is never judged)."""
     if any(data is None for data in saved):
         return None
-    return SiteCosts([_float(data, "objective-seconds") for data in saved],  # type: ignore[arg-type]
-                     [_float(data, "observed-sum") for data in saved])  # type: ignore[arg-type]
+    costs = SiteCosts([_float(data, "objective-seconds") for data in saved],  # type: ignore[arg-type]
+                      [_float(data, "observed-sum") for data in saved])  # type: ignore[arg-type]
+    return costs if np.isfinite(costs.seconds + costs.observed).all() else None

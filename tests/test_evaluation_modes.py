@@ -279,3 +279,16 @@ def test_a_strategy_scoring_an_unscored_federation_reports_what_was_observed() -
     (metrics,) = result.evaluate_metrics_serverapp.values()
     assert dict(metrics) == {"mean_observed_reward": summary["mean_observed_reward"], "evaluations": 6_000.0}
     assert summary["regret"] is None
+
+
+def test_tampered_cost_data_is_not_reported() -> None:
+    """Harness data is never judged: costs that are no finite number leave the summary's costs null."""
+    from pfxab_flower.sampling import SimulatedEnvironment, site_costs
+
+    federation = Federation.from_callables(recorders(), DOMAIN, evaluation="deterministic")
+    honest = [SimulatedEnvironment(federation, m, seconds=0.5, observed=2.0).export() for m in range(3)]
+    assert site_costs(honest).seconds == [0.5] * 3
+    for bad in (np.array([], dtype=np.int64), np.array([1, 2], dtype=np.int64),
+                np.array([np.inf]).view(np.int64)):
+        assert site_costs([*honest[:2], {**honest[2], "objective-seconds": bad}]) is None
+    assert site_costs([*honest[:2], None]) is None
