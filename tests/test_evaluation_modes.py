@@ -292,3 +292,12 @@ def test_tampered_cost_data_is_not_reported() -> None:
                 np.array([np.inf]).view(np.int64)):
         assert site_costs([*honest[:2], {**honest[2], "objective-seconds": bad}]) is None
     assert site_costs([*honest[:2], None]) is None
+
+
+def test_the_bundled_apps_clients_build_the_run_configs_evaluation() -> None:
+    from pfxab_flower.client_apps import federation_sessions
+
+    context = Context(run_id=1, node_id=1, node_config={"partition-id": 1}, state={},
+                      run_config={"evaluation": "stochastic", "clients": 3, "out-dir": "elsewhere"})
+    env = federation_sessions()(context).make_environment(None)
+    assert env.federation.evaluation == "stochastic" and env.federation.truth() is not None
