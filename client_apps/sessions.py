@@ -3,25 +3,30 @@
 A client needs only its objective: the algorithm's parameters arrive with every
 message from the server. So a session function reads just the node's
 ``partition-id`` (``context.node_config``) and, for the bundled simulation app, the
-problem's own run-config keys (``problem``, ``noise``, ...); every other key of the
-run config is the app's business and is ignored.
+problem's own run-config keys (``problem``, ``noise``, ``evaluation``, ...); every other
+key of the run config is the app's business and is ignored. A user's objective is
+either one function ``objective(points, partition_id)`` for every node, or built by
+each node from its ``Context`` (:func:`from_context`), which is how a site reaches its
+own data (``context.node_config``) and the run's settings (``context.run_config``).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from functools import lru_cache
+from functools import lru_cache, update_wrapper
 from typing import Any
 
 import numpy as np
 from flwr.app import Context
 
 from pfxab_flower.client_apps.store import FlowerStore
+from pfxab_flower.config import parse
 from pfxab_flower.domain import Domain
-from pfxab_flower.errors import ConfigError
+from pfxab_flower.errors import ConfigError, spelled_as
 from pfxab_flower.faults import NO_FAULTS, FaultPlan
 from pfxab_flower.problems import build_federation
-from pfxab_flower.problems.federation import Federation
+from pfxab_flower.problems.federation import VALUE_LIMIT, Federation, Objective
 from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.sampling import SimulatedEnvironment
 from pfxab_flower.session import ClientSession
@@ -30,9 +35,50 @@ from pfxab_flower.session import ClientSession
 SessionFn = Callable[[Context], ClientSession]
 #: ``objective(points, partition_id)``: values of an ``(n, d)`` array of points in the user's units.
 UserObjective = Callable[[np.ndarray, int], np.ndarray]
+#: Objectives built from a context kept per process, by (run, node): a node builds its objective once, not per message.
+_BUILT_LIMIT = 64
+
+
+class FromContext:
+    """``make_objective(context)`` marked as a builder: it returns the node's ``objective(points)``.
+
+    What tells the two forms of :func:`~pfxab_flower.client_apps.objective_client_app`'s objective
+    apart: a :class:`FromContext` is called with the node's ``Context`` (once per node and run,
+    in each process), any other callable with ``(points, partition_id)`` on every evaluation.
+    Calling it calls ``make_objective``.
+    """
+
+    def __init__(self, make_objective: Callable[[Context], Objective]) -> None:
+        if not callable(make_objective) or isinstance(make_objective, FromContext):
+            raise ConfigError(f"make_objective={make_objective!r} is invalid; allowed: a callable "
+                              "make_objective(context) returning objective(points)")
+        self.make_objective = make_objective
+        update_wrapper(self, make_objective)
+        self._built: OrderedDict[tuple[int, int], Objective] = OrderedDict()
+
+    def __call__(self, context: Context) -> Objective:
+        return self.make_objective(context)
+
+    def objective_of(self, context: Context) -> Objective:
+        """The node's objective, built by ``make_objective(context)`` on its first message of a run."""
+        key = (int(context.run_id), int(context.node_id))
+        if key not in self._built:
+            made = self.make_objective(context)
+            if not callable(made):
+                raise ConfigError(f"make_objective(context) returned {type(made).__name__}; allowed: a callable "
+                                  "objective(points) giving one value per row of an (n, d) array")
+            self._built[key] = made
+            if len(self._built) > _BUILT_LIMIT:
+                self._built.popitem(last=False)
+        return self._built[key]
+
+
+def from_context(make_objective: Callable[[Context], Objective]) -> FromContext:
+    """Mark ``make_objective(context) -> objective(points)`` for ``objective_client_app`` (also as a decorator)."""
+    return FromContext(make_objective)
 
 #: The run-config keys that define the bundled app's problem (everything else is ignored by clients).
-PROBLEM_KEYS = ("problem", "clients", "noise", "noise-sigma", "spread", "landmine-data", "fields")
+PROBLEM_KEYS = ("problem", "clients", "noise", "noise-sigma", "evaluation", "spread", "landmine-data", "fields")
 FAULT_KEYS = ("fail-rate", "fail-clients", "straggle-seconds", "round-timeout")
 
 
@@ -65,31 +111,37 @@ def federation_sessions(federation: Federation | None = None, faults: FaultPlan 
 
 
 def objective_sessions(
-    objective: UserObjective, domain: Domain | Mapping[str, tuple], *, noise_sigma: float = 0.1, noise: str = "uniform"
+    objective: UserObjective | FromContext, domain: Domain | Mapping[str, tuple], *, noise_sigma: float = 0.1,
+    noise: str = "uniform", evaluation: str | None = None,
+    value_range: tuple[float, float] = (-VALUE_LIMIT, VALUE_LIMIT),
 ) -> SessionFn:
-    """Nodes optimising ``objective(points, partition_id)`` on ``domain``, rewards plus simulated ``noise``."""
+    """Nodes optimising ``objective`` on ``domain`` as ``evaluation`` says (``None``: the run config's, else simulated).
+
+    ``objective`` is ``objective(points, partition_id)``, or a :class:`FromContext` builder of each
+    node's ``objective(points)``.
+    """
     domain = domain if isinstance(domain, Domain) else Domain.from_mapping(domain)
 
     def session_fn(context: Context) -> ClientSession:
         client = partition_id(context.node_config)
-        own = _own_federation(objective, domain, client, noise_sigma, noise)
-        make_env = lambda saved: SimulatedEnvironment.restored(own, client, saved)  # noqa: E731
+        if isinstance(objective, FromContext):
+            own = objective.objective_of(context)
+        else:
+            own = lambda points: objective(points, client)  # noqa: E731
+        mode = evaluation if evaluation is not None else run_config_evaluation(context.run_config)
+        # sitting at index ``client`` keeps the noise stream and an ObjectiveError's client number the node's
+        fed = Federation.from_callables([own] * (client + 1), domain, noise_sigma=noise_sigma, noise=noise,
+                                        name="custom", value_range=value_range, evaluation=mode)
+        make_env = lambda saved: SimulatedEnvironment.restored(fed, client, saved)  # noqa: E731
         return ClientSession(client, FlowerStore(context.state), make_env, NO_FAULTS)
 
     return session_fn
 
 
-def _own_federation(
-    objective: UserObjective, domain: Domain, client: int, noise_sigma: float, noise: str
-) -> Federation:
-    """A federation whose objective ``client`` is the user's (the others are never called).
-
-    Sitting at index ``client`` keeps the noise stream and an ``ObjectiveError``'s client
-    number those of the node's ``partition-id``.
-    """
-    own = lambda points: objective(points, client)  # noqa: E731
-    return Federation.from_callables([own] * (client + 1), domain, noise_sigma=noise_sigma, noise=noise,
-                                     name="custom")
+def run_config_evaluation(run_config: Mapping[str, Any]) -> str:
+    """The run config's ``evaluation`` key, checked (``simulated`` when it has none)."""
+    with spelled_as("key", unless_set=True):
+        return parse("evaluation", run_config.get("evaluation", "simulated"))
 
 
 def problem_of(run_config: Mapping[str, Any]):

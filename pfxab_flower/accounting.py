@@ -6,6 +6,10 @@ is exact at every segment end and linear in between. The total regret curve is
 the sum of the clients' piecewise-linear curves, kept exactly at the union of
 their segment ends and sampled at any time grid by linear interpolation (exact
 at every integer ``t``, as each client's curve is linear between its breakpoints).
+
+A federation of real evaluations with no reference (:meth:`Federation.truth` is
+``None``) is not scored: its objectives are called only for the pulls, so its
+ledger holds the pulls and NaN where regret and true mean rewards would be.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ class Ledger:
     clients: list[ClientLedger]
     optimum: np.ndarray
     horizon: int
+    scored: bool = True  # False: no ground truth (real evaluations, no reference); regret and rewards are NaN
 
     @property
     def regret(self) -> float:
@@ -50,8 +55,10 @@ class Ledger:
         return pd.DataFrame({"t": times, "regret": self.curve_at(times)})
 
     def curve_at(self, times: np.ndarray) -> np.ndarray:
-        """Total cumulative regret at arbitrary times ``0 <= t <= T``."""
+        """Total cumulative regret at arbitrary times ``0 <= t <= T`` (NaN for an unscored run)."""
         times = np.asarray(times, dtype=float)
+        if not self.scored:
+            return np.full(times.shape, np.nan)
         total = np.zeros(times.shape)
         for c in self.clients:
             total += np.interp(times, np.concatenate([[0], c.ends]), np.concatenate([[0.0], c.cumulative_regret]))
@@ -72,10 +79,15 @@ def score(
         if log.total != horizon and not (m in lost and log.total <= horizon):
             raise ValueError(f"client {m} pulled {log.total} times, expected the horizon {horizon}")
     nodes, inverse = np.unique(np.concatenate([log.node_ids for log in logs]), return_inverse=True)
-    local = federation.local_values(federation.partition.midpoints(nodes))  # (M, nodes)
+    truth = federation.truth()
+    if truth is None:  # nothing to score against: NaN values, never an extra call of the objectives
+        local = np.full((federation.num_clients, len(nodes)), np.nan)
+        optimum = np.full(federation.num_clients, np.nan)
+    else:
+        local = truth.local_values(truth.partition.midpoints(nodes))  # (M, nodes)
+        optimum = truth.optimum(alpha).values
     global_ = local.mean(axis=0)
     personalised = alpha * local + (1.0 - alpha) * global_
-    optimum = federation.optimum(alpha).values
     ledgers = []
     offset = 0
     for m, log in enumerate(logs):
@@ -95,7 +107,7 @@ def score(
                 reward_local=float(counts @ local[m, idx]),
             )
         )
-    return Ledger(ledgers, optimum, horizon)
+    return Ledger(ledgers, optimum, horizon, scored=truth is not None)
 
 
 @dataclass

@@ -58,6 +58,8 @@ from pfxab_flower.problem_registry import problem_help
 
 #: Reward noise models (:class:`~pfxab_flower.noise.NoiseModel`, which checks its kind here).
 NOISE_KINDS = ("uniform", "gaussian", "bernoulli", "none")
+#: What a pull is (docs/flower.md#evaluation-modes): objective + synthetic noise, an exact value, or one real call.
+EVALUATIONS = ("simulated", "deterministic", "stochastic")
 ENGINES = ("inprocess", "flower")
 #: Where the runs of a sweep or comparison execute: a local process pool, or tasks on a Ray cluster.
 EXECUTORS = ("processes", "ray")
@@ -111,9 +113,7 @@ class Parameter:
 
 def _between(low: float, high: float, low_open: bool = False, high_open: bool = False) -> Callable[[Any], bool]:
     def valid(value: float) -> bool:
-        above = value > low if low_open else value >= low
-        below = value < high if high_open else value <= high
-        return above and below
+        return (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
 
     return valid
 
@@ -155,6 +155,7 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               _between(RHO_LOW, 1, high_open=True)),
     _choice("noise", "uniform", "noise model", NOISE_KINDS),
     Parameter("noise_sigma", float, 0.1, "a number >= 0", "noise scale sigma >= 0", _between(0, math.inf)),
+    _choice("evaluation", "simulated", "what a pull is: simulated, deterministic or stochastic", EVALUATIONS),
     Parameter("spread", float, 0.3, "a number in [0, 1)", "spread of the synthetic clients' shifts, in [0, 1)",
               _between(0, 1, high_open=True)),
     Parameter("max_depth", int, None, "an integer >= 1 (or unset for no limit)", "deepest phase",

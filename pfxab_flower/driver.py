@@ -35,7 +35,7 @@ from pfxab_flower.algorithms.phased import ServerMachine, Settings
 from pfxab_flower.errors import IncompleteRunError, RunStoppedError
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult, build_result
-from pfxab_flower.sampling import PullLog, evaluation_counts
+from pfxab_flower.sampling import PullLog, evaluation_counts, site_costs
 
 LOGGER = logging.getLogger("pfxab_flower")
 
@@ -338,6 +338,7 @@ class ServerDriver:
             parameters=run_parameters(self.algorithm, self.federation.name, engine, settings, describe),
             wall_seconds=time.perf_counter() - self.started,
             evaluations=evaluation_counts([self.harness.get(m) for m in range(self.num_clients)]),
+            costs=site_costs([self.harness.get(m) for m in range(self.num_clients)]),
         )
 
 

@@ -21,6 +21,8 @@ from pfxab_flower.accounting import Ledger
 from pfxab_flower.algorithms.phased import ServerMachine
 from pfxab_flower.outputs import write_files_atomically
 from pfxab_flower.problems.federation import Federation
+from pfxab_flower.problems.optimum import Optimum
+from pfxab_flower.sampling import SiteCosts
 
 
 @dataclass
@@ -79,6 +81,18 @@ def time_grid(horizon: int, points: int = 200) -> np.ndarray:
 RESULT_FILES = ("clients.csv", "curve.csv", "phases.csv", "communication.csv", "summary.json")
 
 
+def _unknown_optimum(num_clients: int, ndim: int) -> Optimum:
+    """The optimum of an unscored run: NaN (its objectives are not evaluated beyond the pulls)."""
+    return Optimum(np.full(num_clients, np.nan), np.full((num_clients, ndim), np.nan), True, "not computed")
+
+
+def _observed_means(federation: Federation, ledger: Ledger, costs: SiteCosts | None) -> list[float] | None:
+    """Each client's mean observed reward per pull, in a real mode (a simulated exploitation draws no reward)."""
+    if costs is None or federation.evaluation == "simulated":
+        return None
+    return [total / max(c.pulls, 1) for total, c in zip(costs.observed, ledger.clients, strict=True)]
+
+
 def build_result(
     *,
     federation: Federation,
@@ -89,6 +103,7 @@ def build_result(
     wall_seconds: float,
     evaluations: list[int] | None = None,
     lost_clients: Sequence[Mapping[str, Any]] = (),
+    costs: SiteCosts | None = None,
 ) -> RunResult:
     """Assemble the result of a finished run (``parameters`` describe the run: algorithm, seed, ...).
 
@@ -97,7 +112,9 @@ def build_result(
     ``None`` when the engine did not count them (reported as null). ``lost_clients``
     describe the clients with no final report (``client``, ``flower_node``, ``phase``,
     ``reason``: :meth:`ServerDriver.lost_client_records`); their final point is NaN
-    (``null`` in the summary).
+    (``null`` in the summary). ``costs`` are each client's objective wall seconds and observed
+    rewards (:func:`pfxab_flower.sampling.site_costs`). An unscored ledger (real evaluations, no
+    reference) gives ``null`` regret, optimum and true mean rewards, and never evaluates the optimum.
     """
     settings = server.settings
     M = settings.num_clients
@@ -105,7 +122,8 @@ def build_result(
     final_nodes = np.array([server.final_nodes.get(m, 1) for m in range(M)], dtype=np.int64)
     final_points = federation.partition.midpoints(final_nodes)
     final_points[lost] = np.nan
-    optimum = federation.optimum(settings.alpha)
+    truth = federation.truth() if ledger.scored else None
+    optimum = truth.optimum(settings.alpha) if truth is not None else _unknown_optimum(M, federation.domain.ndim)
     names = federation.domain.names
 
     clients = pd.DataFrame({"client": np.arange(M)})
@@ -122,11 +140,20 @@ def build_result(
     clients["mean_reward_local"] = [c.reward_local / max(c.pulls, 1) for c in ledger.clients]
     if evaluations is not None:
         clients["evaluations"] = [int(e) for e in evaluations]
+    observed = _observed_means(federation, ledger, costs)
+    if costs is not None:
+        clients["objective_seconds"] = costs.seconds
+    if observed is not None:
+        clients["mean_observed_reward"] = observed
+
+    def known(value: Any) -> Any:
+        """A value that needs the ground truth: itself if the run is scored, else ``None`` (null)."""
+        return value if ledger.scored else None
 
     summary: dict[str, Any] = dict(parameters)
     summary.update(
-        regret=ledger.regret,
-        regret_per_client=clients["regret"].tolist(),
+        regret=known(ledger.regret),
+        regret_per_client=known(clients["regret"].tolist()),
         phases=server.completed,
         communication_rounds=server.communication_rounds,
         values_down=int(communication["values_down"].sum()),
@@ -140,15 +167,20 @@ def build_result(
         pulls_scored=[c.pulls for c in ledger.clients],
         final_points=[None if m in lost else row for m, row in enumerate(final_points.tolist())],
         dimensions=names,
-        mean_reward_personalised=float(clients["mean_reward_personalised"].mean()),
-        mean_reward_global=float(clients["mean_reward_global"].mean()),
-        mean_reward_local=float(clients["mean_reward_local"].mean()),
-        optimum_personalised=optimum.values.tolist(),
-        optimum_estimated=bool(optimum.estimated),
-        optimum_method=optimum.method,
+        mean_reward_personalised=known(float(clients["mean_reward_personalised"].mean())),
+        mean_reward_global=known(float(clients["mean_reward_global"].mean())),
+        mean_reward_local=known(float(clients["mean_reward_local"].mean())),
+        optimum_personalised=known(optimum.values.tolist()),
+        optimum_estimated=known(bool(optimum.estimated)),
+        optimum_method=known(optimum.method),
         evaluations=None if evaluations is None else int(sum(evaluations)),
         evaluations_per_client=None if evaluations is None else [int(e) for e in evaluations],
         wall_seconds=float(wall_seconds),
+        evaluation=federation.evaluation,
+        objective_seconds=None if costs is None else float(sum(costs.seconds)),
+        objective_seconds_per_client=None if costs is None else list(costs.seconds),
+        mean_observed_reward=None if observed is None else float(np.mean(observed)),
+        mean_observed_reward_per_client=observed,
     )
     phases = pd.DataFrame(
         server.history,

@@ -72,6 +72,7 @@ class RunConfig:
     rho: float = _default("rho")
     noise: str = _default("noise")
     noise_sigma: float = _default("noise_sigma")
+    evaluation: str = _default("evaluation")
     spread: float = _default("spread")
     max_depth: int | None = _default("max_depth")
     #: PF-PNE's own parameter, kept as a field (and ``--pf-pne-eps`` flag) for compatibility: declared, default

@@ -1,22 +1,30 @@
-"""Where a client's pulls go: its own objective plus noise.
+"""Where a client's pulls go: its own objective, as its federation's evaluation mode says.
 
 A client machine asks its environment for the *sum* of ``n`` rewards of a node
 (exploration) or just plays a node ``n`` times (exploitation, whose rewards the
-algorithm never uses). :class:`SimulatedEnvironment` is the simulation harness:
-it evaluates the client's objective at cell centres, draws the noise exactly,
-and keeps the client's *pull log* (segments of ``(node, count)``), from which
-:mod:`pfxab_flower.accounting` computes regret exactly. The log never enters
-a message of the algorithm.
+algorithm never uses). :class:`SimulatedEnvironment` is the client's side of the
+world. It keeps the client's *pull log* (segments of ``(node, count)``), from which
+:mod:`pfxab_flower.accounting` computes regret exactly; the log never enters a
+message of the algorithm. How a pull becomes a reward is the federation's
+``evaluation`` (docs/flower.md#evaluation-modes):
 
-It also counts the client's *evaluations*: the points it passed to its
-objective. A practitioner pays per training run, not per pull, so that is the
-cost of a tuning run. With a deterministic reward (noise ``none``) a value
-never changes, so the environment keeps each evaluated node's value and calls
-the objective once per distinct point.
+* ``simulated``: the objective is the mean reward at the cell centres, the noise
+  is drawn exactly (exploitation draws nothing);
+* ``deterministic``: the objective's value is the reward; each node is evaluated
+  once and its value kept (so is ``simulated`` with noise ``none``);
+* ``stochastic``: every pull, exploitation included, is one row of the batch the
+  objective is given (the node's centre repeated ``count`` times), at most
+  :data:`MAX_BATCH` rows per call; the rewards are what it returned.
+
+It also counts the client's *evaluations* (the rows it passed to its objective:
+a practitioner pays per training run, not per pull), the objective's wall time,
+and in the real modes the sum of the rewards the client observed.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, Self
@@ -24,6 +32,9 @@ from typing import Protocol, Self
 import numpy as np
 
 from pfxab_flower.problems.federation import Federation
+
+#: Most rows one call of a stochastic objective is given (a phase's pulls beyond it come in several batches).
+MAX_BATCH = 1 << 22
 
 
 class Environment(Protocol):
@@ -69,7 +80,7 @@ class PullLog:
 
 
 class SimulatedEnvironment:
-    """Client ``client`` of a :class:`Federation`: objective at cell centres + exact noise + a pull log."""
+    """Client ``client`` of a :class:`Federation`: its objective at cell centres, its rewards, a pull log."""
 
     def __init__(
         self,
@@ -78,48 +89,90 @@ class SimulatedEnvironment:
         log: PullLog | None = None,
         evaluations: int = 0,
         memo: dict[int, float] | None = None,
+        seconds: float = 0.0,
+        observed: float = 0.0,
     ) -> None:
         self.federation = federation
         self.client = client
         self.partition = federation.partition
         self.log = log if log is not None else PullLog.empty()
-        #: Points passed to the objective so far (distinct points when the reward is deterministic).
+        #: Rows passed to the objective so far (distinct points when a value never changes).
         self.evaluations = evaluations
-        #: Node id -> value of the nodes already evaluated (kept only for a deterministic reward).
+        #: Node id -> value of the nodes already evaluated (kept only when a value never changes).
         self.memo = memo if memo is not None else {}
+        #: Wall seconds spent in the objective.
+        self.seconds = seconds
+        #: Sum of every reward observed, exploitation included (real modes; exploration only when simulated).
+        self.observed = observed
+
+    def _evaluate(self, points: np.ndarray) -> np.ndarray:
+        """The objective at ``points``, counted and timed."""
+        started = time.perf_counter()
+        try:
+            return self.federation.evaluate(self.client, points)
+        finally:
+            self.seconds += time.perf_counter() - started
+            self.evaluations += len(points)
 
     def means(self, node_ids: np.ndarray) -> np.ndarray:
-        """The objective at the nodes' centres: evaluated (and counted), or remembered if deterministic."""
-        if not self.federation.noise.deterministic:
-            self.evaluations += len(node_ids)
-            return self.federation.evaluate(self.client, self.partition.midpoints(node_ids))
+        """The objective at the nodes' centres: evaluated, or remembered if a value never changes."""
+        if not self.federation.cached:
+            return self._evaluate(self.partition.midpoints(node_ids))
         new = np.array(sorted(set(node_ids.tolist()) - self.memo.keys()), dtype=np.int64)
         if new.size:
-            values = self.federation.evaluate(self.client, self.partition.midpoints(new))
+            values = self._evaluate(self.partition.midpoints(new))
             self.memo.update(zip(new.tolist(), values.tolist(), strict=True))
-            self.evaluations += int(new.size)
         return np.array([self.memo[k] for k in node_ids.tolist()], dtype=np.float64)
 
-    def pull(self, node_ids: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def trials(self, node_ids: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Stochastic: one real call per pull, rows grouped by node; each node's reward sum and sum of squares."""
+        which = np.repeat(np.arange(len(node_ids)), counts)
+        centres = self.partition.midpoints(node_ids)
+        sums, squares = np.zeros(len(node_ids)), np.zeros(len(node_ids))
+        for start in range(0, len(which), MAX_BATCH):
+            block = which[start : start + MAX_BATCH]
+            values = self._evaluate(centres[block])
+            sums += np.bincount(block, weights=values, minlength=len(node_ids))
+            squares += np.bincount(block, weights=values * values, minlength=len(node_ids))
+        return sums, squares
+
+    def rewards(
+        self, node_ids: np.ndarray, counts: np.ndarray, rng: np.random.Generator, deviations: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Each node's reward sum (and sum of squared deviations from its own mean if asked), logged."""
         node_ids = np.asarray(node_ids, dtype=np.int64)
         counts = np.asarray(counts, dtype=np.int64)
-        means = self.means(node_ids)
-        sums = self.federation.noise.sample_sums(means, counts, rng)
+        spread = None
+        if self.federation.evaluation == "stochastic":
+            sums, squares = self.trials(node_ids, counts)
+            if deviations:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    spread = np.maximum(np.where(counts > 0, squares - sums * sums / np.maximum(counts, 1), 0.0), 0.0)
+        elif deviations:
+            sums, spread = self.federation.noise.sample_sums_and_deviations(self.means(node_ids), counts, rng)
+        else:
+            sums = self.federation.noise.sample_sums(self.means(node_ids), counts, rng)
         self.log.extend(node_ids, counts)
-        return sums
+        self.observed += float(sums.sum())
+        return sums, spread
+
+    def pull(self, node_ids: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return self.rewards(node_ids, counts, rng, deviations=False)[0]
 
     def pull_with_deviations(
         self, node_ids: np.ndarray, counts: np.ndarray, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray]:
-        node_ids = np.asarray(node_ids, dtype=np.int64)
-        counts = np.asarray(counts, dtype=np.int64)
-        means = self.means(node_ids)
-        sums, deviations = self.federation.noise.sample_sums_and_deviations(means, counts, rng)
-        self.log.extend(node_ids, counts)
-        return sums, deviations
+        sums, spread = self.rewards(node_ids, counts, rng, deviations=True)
+        return sums, spread  # type: ignore[return-value]
 
     def play(self, node_id: int, count: int) -> None:
-        self.log.extend(np.array([node_id]), np.array([count]))
+        """Exploit: simulated draws nothing; a real mode's rewards are observed (stochastic: ``count`` calls)."""
+        nodes, counts = np.array([node_id], dtype=np.int64), np.array([count], dtype=np.int64)
+        if self.federation.evaluation == "stochastic":
+            self.observed += float(self.trials(nodes, counts)[0].sum())
+        elif self.federation.evaluation == "deterministic":
+            self.observed += count * float(self.means(nodes)[0])
+        self.log.extend(nodes, counts)
 
     def point(self, node_id: int) -> np.ndarray:
         return self.partition.midpoints(np.array([node_id], dtype=np.int64))[0]
@@ -134,6 +187,8 @@ class SimulatedEnvironment:
             "evaluations": np.array([self.evaluations], dtype=np.int64),
             "memo-nodes": nodes,
             "memo-values": values,
+            "objective-seconds": _bits(self.seconds),
+            "observed-sum": _bits(self.observed),
         }
 
     @classmethod
@@ -146,7 +201,21 @@ class SimulatedEnvironment:
         nodes, values = saved.get("memo-nodes", ()), saved.get("memo-values", ())
         values = np.ascontiguousarray(values, dtype=np.int64).view(np.float64)  # see export
         memo = dict(zip(np.asarray(nodes, dtype=np.int64).tolist(), values.tolist(), strict=True))
-        return cls(federation, client, log, evaluations, memo)
+        return cls(federation, client, log, evaluations, memo, _float(saved, "objective-seconds"),
+                   _float(saved, "observed-sum"))
+
+
+def _bits(value: float) -> np.ndarray:
+    """One float as its int64 bit pattern (see :meth:`SimulatedEnvironment.export`)."""
+    return np.array([value], dtype=np.float64).view(np.int64)
+
+
+def _float(saved: Mapping[str, np.ndarray], key: str) -> float:
+    """A float :func:`_bits` stored under ``key`` (0 if missing: saved by an earlier version; NaN if malformed)."""
+    if key not in saved:
+        return 0.0
+    bits = np.ascontiguousarray(saved[key], dtype=np.int64).reshape(-1)
+    return float(bits.view(np.float64)[0]) if bits.size == 1 else math.nan
 
 
 def evaluation_counts(saved: Sequence[Mapping[str, np.ndarray] | None]) -> list[int] | None:
@@ -157,3 +226,21 @@ def evaluation_counts(saved: Sequence[Mapping[str, np.ndarray] | None]) -> list[
             return None
         counts.append(int(np.asarray(data["evaluations"]).reshape(-1)[0]))
     return counts
+
+
+@dataclass(frozen=True)
+class SiteCosts:
+    """Each client's objective wall seconds and sum of observed rewards, from what its environment exported."""
+
+    seconds: list[float]
+    observed: list[float]
+
+
+def site_costs(saved: Sequence[Mapping[str, np.ndarray] | None]) -> SiteCosts | None:
+    """:class:`SiteCosts` of every client (``None`` if any exported nothing, or something that is no finite number:
+    a client that never replied, or a harness reply that was tampered with; harness data is never judged)."""
+    if any(data is None for data in saved):
+        return None
+    costs = SiteCosts([_float(data, "objective-seconds") for data in saved],  # type: ignore[arg-type]
+                      [_float(data, "observed-sum") for data in saved])  # type: ignore[arg-type]
+    return costs if np.isfinite(costs.seconds + costs.observed).all() else None

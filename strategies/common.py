@@ -35,6 +35,14 @@ LEGACY_ERROR = ("Message contains an Error (reason: ", "). It originated during 
 #: The ServerApp-side metrics of a finished run whose federation is known (simulation): Message API
 #: ``Result.evaluate_metrics_serverapp``, legacy ``History.metrics_centralized``.
 SCORE_KEYS = ("regret", "mean_reward_personalised", "mean_reward_global", "mean_reward_local")
+#: What an unscored run (real evaluations, no reference: ``regret`` null) reports there instead.
+OBSERVED_KEYS = ("mean_observed_reward", "evaluations")
+
+
+def score_metrics(summary: Mapping[str, Any]) -> dict[str, float]:
+    """A finished run's ServerApp-side metrics: its scores, or what was observed when it has none."""
+    keys = SCORE_KEYS if summary["regret"] is not None else OBSERVED_KEYS
+    return {key: float(summary[key]) for key in keys if summary[key] is not None}
 
 
 def make_driver(

@@ -55,7 +55,6 @@ from pfxab_flower.results import RunResult
 from pfxab_flower.spec import AlgorithmSpec
 from pfxab_flower.strategies import secure, serde
 from pfxab_flower.strategies.common import (
-    SCORE_KEYS,
     Reply,
     StrategyClasses,
     decode_replies,
@@ -63,6 +62,7 @@ from pfxab_flower.strategies.common import (
     failure_reason,
     log_summary,
     make_driver,
+    score_metrics,
     stop_on_foreign_ray,
     too_few_nodes,
 )
@@ -210,7 +210,8 @@ class LegacyPhasedEliminationStrategy(Strategy):
             return None
         if self._score is None:  # Flower's own Server loop asks again in every round it has left
             summary = self.run_result().summary
-            self._score = float(summary["regret"]), {key: float(summary[key]) for key in SCORE_KEYS}
+            regret = summary["regret"]  # None: an unscored run (real evaluations, no reference), loss NaN
+            self._score = float("nan" if regret is None else regret), score_metrics(summary)
         return self._score
 
     # -- helpers ----------------------------------------------------------------------------------

@@ -41,13 +41,13 @@ from pfxab_flower.spec import AlgorithmSpec
 from pfxab_flower.strategies import records, serde
 from pfxab_flower.strategies.common import (
     NO_REPLY,
-    SCORE_KEYS,
     Reply,
     StrategyClasses,
     decode_replies,
     explain_silence,
     log_summary,
     make_driver,
+    score_metrics,
     stop_on_foreign_ray,
     too_few_nodes,
 )
@@ -186,7 +186,7 @@ class PhasedEliminationStrategy(Strategy):
             result.train_metrics_clientapp[int(row["phase"])] = MetricRecord(_metric_values(row))
         if self.driver.finished and self.driver.federation is not None:
             summary = self.run_result().summary
-            scores = {key: float(summary[key]) for key in SCORE_KEYS}
+            scores = score_metrics(summary)
             earlier = result.evaluate_metrics_serverapp.get(last_round)
             result.evaluate_metrics_serverapp[last_round] = MetricRecord({**(earlier or {}), **scores})
 

@@ -15,7 +15,10 @@ from pfxab_flower.run_parameters import RunConfig
 
 
 def build_federation(config: RunConfig) -> Federation:
-    """The federation of the registered problem a run configuration names, with the run's noise model.
+    """The federation of the registered problem a run configuration names, with the run's noise and evaluation.
+
+    A real ``evaluation`` (``deterministic``, ``stochastic``) is scored against the problem's own objectives,
+    which are its true means.
 
     A builder must return a :class:`Federation` of ``config.clients`` clients: anything else is
     refused in one line (the run, the Flower simulation's node count and the scoring all rely on it).
@@ -25,7 +28,7 @@ def build_federation(config: RunConfig) -> Federation:
         got = f"{made.num_clients} clients" if isinstance(made, Federation) else type(made).__name__
         raise ConfigError(f"{spelled('problem')}={config.problem!r} built {got} for {spelled('clients')}="
                           f"{config.clients}; allowed: a builder that returns a Federation of config.clients clients")
-    return made
+    return made.with_evaluation(config.evaluation)
 
 
 __all__ = ["Federation", "build_federation", "problem", "problem_names", "register_problem", "synthetic_federation",

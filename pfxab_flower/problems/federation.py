@@ -1,16 +1,24 @@
-"""A federation: ``M`` local objectives on one domain, with a noise model.
+"""A federation: ``M`` local objectives on one domain, with a noise model and an evaluation mode.
 
 The :class:`Federation` is the *ground truth* of a simulation. Algorithms never
-see it: a client only draws noisy rewards of its own objective through a
-:class:`~pfxab_flower.sampling.ClientSampler`, and the regret oracle in
+see it: a client only draws rewards of its own objective through its environment
+(:class:`~pfxab_flower.sampling.SimulatedEnvironment`), and the regret oracle in
 :mod:`pfxab_flower.accounting` uses it to score what the clients did.
+
+Its ``evaluation`` says what the objectives are, so what a pull costs
+(docs/flower.md#evaluation-modes): ``simulated`` (the mean reward; the client adds
+the declared noise), ``deterministic`` (an exact value: each point evaluated once)
+or ``stochastic`` (each call one real noisy trial: one row per pull, no added
+noise). In the two real modes the objectives are called only for the clients'
+pulls: regret is scored against ``reference`` (the mean functions) when one is
+given, and not at all otherwise (:meth:`Federation.truth`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -58,6 +66,16 @@ def check_value_range(value_range: object) -> tuple[float, float]:
     return float(value_range[0]), float(value_range[1])  # type: ignore[index]
 
 
+def _check_reference(reference: object, num_clients: int) -> list[Objective]:
+    """``reference`` as a list of ``num_clients`` callables; a one-line :class:`ConfigError` for anything else."""
+    valid = (not isinstance(reference, str | bytes) and isinstance(reference, Sequence)
+             and len(reference) == num_clients and all(callable(fn) for fn in reference))
+    if not valid:
+        raise ConfigError(f"reference={reference!r} is invalid; allowed: None or {num_clients} callables, "
+                          "each client's mean reward f(x)")
+    return reference if isinstance(reference, list) else list(reference)  # type: ignore[arg-type]
+
+
 def _real_values(raw: object, client: int) -> np.ndarray:
     """An objective's values as float64, if they are real numbers (complex ones and text are refused, not cast)."""
     values = np.asarray(raw)
@@ -93,7 +111,13 @@ class Federation:
     value_range: tuple[float, float] = (-VALUE_LIMIT, VALUE_LIMIT)
     #: Longest one call of an objective may take, in seconds (``None``: no limit); see :mod:`pfxab_flower.deadline`.
     objective_timeout: float | None = None
+    #: What the objectives are (:data:`~pfxab_flower.config.EVALUATIONS`); the real modes add no noise.
+    evaluation: str = "simulated"
+    #: The real modes' scoring: each client's mean reward (the objectives' own, for a cheap deterministic
+    #: one), or ``None``: no regret, the objectives are called only for the pulls.
+    reference: Sequence[Objective] | None = None
     _optima: dict[float, Optimum] = field(default_factory=dict, init=False, repr=False)
+    _truth: Federation | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         check("clients", len(self.objectives))  # at least one, at most the declared limit
@@ -106,6 +130,11 @@ class Federation:
                 and 0 < self.objective_timeout < math.inf):
             raise ConfigError(f"objective_timeout={self.objective_timeout!r} is invalid; "
                               "allowed: a number of seconds > 0, or None for no limit")
+        self.evaluation = check("evaluation", self.evaluation)
+        if self.reference is not None:
+            self.reference = _check_reference(self.reference, len(self.objectives))
+        if self.evaluation != "simulated":
+            self.noise = NoiseModel("none", 0.0)  # a real value is the reward: nothing synthetic is added
 
     @classmethod
     def from_callables(
@@ -117,6 +146,8 @@ class Federation:
         name: str = "custom",
         value_range: tuple[float, float] = (-VALUE_LIMIT, VALUE_LIMIT),
         objective_timeout: float | None = None,
+        evaluation: str = "simulated",
+        reference: Sequence[Objective] | None = None,
     ) -> Federation:
         """A user-defined federation; its optimum is estimated (see :mod:`.optimum`).
 
@@ -130,13 +161,47 @@ class Federation:
         evaluation; a server rejects local means outside it, widened by the noise).
         ``objective_timeout`` (seconds) stops the run with one line when one call of an objective
         takes longer (an objective that never returns would otherwise hang the run).
+
+        ``evaluation`` says what an objective is: ``"simulated"`` (its mean reward, ``noise`` added),
+        ``"deterministic"`` (exact: each point evaluated once) or ``"stochastic"`` (one real trial per
+        call: every pull is one row of a batch). The real modes ignore ``noise`` and ``noise_sigma``,
+        and score regret only against ``reference`` (one mean function per client) if given.
         """
         if isinstance(objectives, str | bytes) or not isinstance(objectives, Sequence):
             raise ConfigError(f"objectives={objectives!r} is invalid; allowed: a sequence of callables")
         if not isinstance(domain, Domain):
             domain = Domain.from_mapping(domain)
         return cls(list(objectives), domain, NoiseModel(noise, noise_sigma), name=name, value_range=value_range,
-                   objective_timeout=objective_timeout)
+                   objective_timeout=objective_timeout, evaluation=evaluation, reference=reference)
+
+    def with_evaluation(self, evaluation: str) -> Federation:
+        """This federation with another evaluation mode; a real mode is scored against its own objectives.
+
+        For the built-in problems (``RunConfig.evaluation``), whose objectives are the true means and cheap.
+        """
+        if check("evaluation", evaluation) == self.evaluation:
+            return self
+        return replace(self, evaluation=evaluation, reference=self.reference or self.objectives)
+
+    @property
+    def cached(self) -> bool:
+        """Whether a point's value never changes, so a client evaluates each point once and keeps its value."""
+        return self.evaluation == "deterministic" or (self.evaluation == "simulated" and self.noise.deterministic)
+
+    def truth(self) -> Federation | None:
+        """The federation regret is scored against: this one when simulated, else its ``reference`` (or ``None``).
+
+        Built once: its optimum (a grid of up to ``2**16`` points per client) is cached with it.
+        """
+        if self.evaluation == "simulated":
+            return self
+        if self.reference is None:
+            return None
+        if self._truth is None:
+            own = self.reference is self.objectives
+            self._truth = replace(self, objectives=list(self.reference), evaluation="simulated", reference=None,
+                                  noise=NoiseModel("none", 0.0), batch=self.batch if own else None)
+        return self._truth
 
     @property
     def num_clients(self) -> int:
