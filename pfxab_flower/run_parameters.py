@@ -78,6 +78,8 @@ class RunConfig:
     #: PF-PNE's own parameter, kept as a field (and ``--pf-pne-eps`` flag) for compatibility: declared, default
     #: and checked by PF-PNE's policy (``None`` here: its declared default). Other algorithms ignore it.
     pf_pne_eps: float = None  # type: ignore[assignment]
+    #: Random search's own parameter, a field (``--random-fraction``) the same way (``None``: its declared default).
+    random_fraction: float = None  # type: ignore[assignment]
     confidence: str = _default("confidence")
     landmine_data: str | None = _default("landmine_data")
     fields: str | None = _default("fields")

@@ -8,18 +8,28 @@ node is worked out by hand below. Which algorithm wins is never asserted.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 
 from pfxab_flower.algorithms import make_policy
-from pfxab_flower.algorithms.messages import ActiveSetReport, GlobalUpdate, LocalReport, PhaseInstruction
+from pfxab_flower.algorithms.messages import (
+    ActiveSetReport,
+    FinishInstruction,
+    FinishReport,
+    GlobalUpdate,
+    LocalReport,
+    PhaseInstruction,
+)
 from pfxab_flower.algorithms.phased import ClientMachine, ServerMachine
 from pfxab_flower.engine import make_settings, simulate
+from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.synthetic import synthetic_federation
 from pfxab_flower.sampling import SimulatedEnvironment
+from tests.test_flower_ray import shared_ray  # noqa: F401  (the module's Ray, shared by the Flower tests)
 
 SQRT2 = math.sqrt(2.0)
 
@@ -323,3 +333,152 @@ def test_pfpne_pooled_mean_averages_only_the_clients_holding_a_node():
     np.testing.assert_array_equal(update.eliminated, [False, False, True, True])
     # client 1 loses both nodes to the global rule and keeps its best local node (a tie: the first, 6)
     assert sets == [{8, 9, 10, 11}, {12, 13}]
+
+
+# -- the two baselines whose clients work alone: local-only and random-search --------------
+
+DOMAIN = {"x": (0.0, 1.0), "y": (-2.0, 2.0)}
+SOLO_T = 20_000
+
+
+def _bump(centre: float, spread: float):
+    """A smooth objective in [0, 1] with its peak at ``(centre, 0)`` (one client's own)."""
+    def objective(points: np.ndarray) -> np.ndarray:
+        return np.exp(-((points[:, 0] - centre) ** 2 + (points[:, 1] / 4) ** 2) / spread)
+    return objective
+
+
+OBJECTIVES = [_bump(0.2, 0.05), _bump(0.5, 0.1), _bump(0.8, 0.02)]
+
+
+def _fed(objectives=OBJECTIVES, noise: str = "uniform") -> Federation:
+    return Federation.from_callables(objectives, DOMAIN, noise=noise, noise_sigma=0.1, value_range=(0.0, 1.0))
+
+
+def _logs(fed: Federation, algorithm: str, **parameters) -> tuple[list, object]:
+    """Each client's pull log (segments ``(node, count)``) and the simulation of one in-process run."""
+    sim, _ = _simulate(fed, algorithm, parameters.pop("alpha", 0.5), parameters.pop("horizon", SOLO_T), **parameters)
+    return [(env.log.node_ids, env.log.counts) for env in sim.envs], sim
+
+
+def test_local_only_sends_no_means_and_each_client_is_the_client_alone() -> None:
+    from pfxab_flower.algorithms.solo import solo_seed
+
+    fed = _fed()
+    logs, sim = _logs(fed, "local-only", alpha=0.5, seed=3)
+    # one exchange, the final one: nothing went up but each client's final node and point
+    assert len(sim.messages) == 1
+    (instruction, replies), = sim.messages
+    assert isinstance(instruction, FinishInstruction) and instruction.phases == 0
+    assert [type(r) for r in replies] == [FinishReport] * 3
+    result = sim.driver.result("inprocess")
+    assert result.summary["phases"] == 0 and result.summary["communication_rounds"] == 1
+    assert result.summary["pulls_scored"] == [SOLO_T] * 3 and result.summary["rejected_replies"] == 0
+    # client m does exactly what a one-client PF-XAB (alpha 1) on its own objective does with its own seed
+    for m, (nodes, counts) in enumerate(logs):
+        alone_logs, alone = _logs(_fed([OBJECTIVES[m]]), "pf-xab", alpha=1.0, seed=solo_seed(3, m))
+        np.testing.assert_array_equal(nodes, alone_logs[0][0])
+        np.testing.assert_array_equal(counts, alone_logs[0][1])
+        assert result.summary["final_nodes"][m] == alone.driver.final_reports[0].node_id
+        assert alone.server.completed >= 3  # the client alone did eliminate, phase after phase
+    # what it optimises does not depend on alpha (only its score does), nor on the other clients
+    assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+               for a, b in zip(_logs(fed, "local-only", alpha=0.9, seed=3)[0], logs, strict=True))
+
+
+def test_random_search_pulls_its_share_at_distinct_random_points_then_exploits_the_best() -> None:
+    from pfxab_flower.algorithms.random_search import RANDOM_DEPTH, random_points
+    from pfxab_flower.partition import depth_of
+
+    fed = _fed(noise="none")  # rewards are the objective itself, so the best observed point is known
+    n = random_points(0.05, SOLO_T, RANDOM_DEPTH)
+    assert n == 1000
+    logs, sim = _logs(fed, "random-search", random_fraction=0.05, seed=1)
+    summary = sim.driver.result("inprocess").summary
+    assert summary["random_fraction"] == 0.05 and summary["phases"] == 0 and summary["communication_rounds"] == 1
+    drawn = []
+    for m, (nodes, counts) in enumerate(logs):
+        explored, exploited = nodes[:n], nodes[n:]
+        assert counts[:n].tolist() == [1] * n and np.unique(explored).size == n  # n distinct points, once each
+        assert np.all(depth_of(explored) == RANDOM_DEPTH)
+        best = explored[np.argmax(fed.evaluate(m, fed.partition.midpoints(explored)))]
+        assert exploited.tolist() == [best] and counts[n:].tolist() == [SOLO_T - n]
+        assert summary["final_nodes"][m] == best and summary["pulls_scored"][m] == SOLO_T
+        np.testing.assert_array_equal(summary["final_points"][m], fed.partition.midpoints(np.array([best]))[0])
+        drawn.append(fed.partition.unit_midpoints(explored))
+    # uniform over the domain: each tenth of each axis holds about a tenth of the points; each client its own
+    for points in drawn:
+        for axis in range(2):
+            share = np.histogram(points[:, axis], bins=10, range=(0.0, 1.0))[0] / n
+            assert np.all(np.abs(share - 0.1) < 0.04), share
+    assert not np.array_equal(drawn[0], drawn[1])
+    again, _ = _logs(fed, "random-search", random_fraction=0.05, seed=1)
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(again, logs, strict=True))  # the seed fixes the points
+    assert not np.array_equal(_logs(fed, "random-search", random_fraction=0.05, seed=2)[0][0][0], logs[0][0])
+
+
+def test_random_search_share_is_as_written_and_checked_once() -> None:
+    from pfxab_flower.algorithms.random_search import random_points
+    from pfxab_flower.engine import run
+
+    assert random_points(0.07, 100, 48) == 7 and random_points(0.01, 2_000_000, 48) == 20_000
+    assert random_points(1.0, 100, 48) == 100 and random_points(0.5, 100, 3) == 8  # at most every cell once
+    fed = _fed()
+    for bad in (0.0, 1.5, float("nan")):
+        with pytest.raises(ConfigError, match=r"^random_fraction=.* is invalid; allowed: a number in \(0, 1\]$"):
+            run(fed, "random-search", random_fraction=bad, horizon=100)
+    with pytest.raises(ConfigError, match="unknown keyword 'random_fraction' for algorithm 'pf-xab'"):
+        run(fed, "pf-xab", random_fraction=0.1, horizon=100)
+    everything = run(fed, "random-search", random_fraction=1.0, horizon=300).summary  # no exploitation left
+    assert everything["pulls_scored"] == [300] * 3
+
+
+def test_baselines_through_run_and_compare() -> None:
+    import pfxab_flower
+
+    fed = _fed()
+    single = {a: {s: pfxab_flower.run(fed, a, alpha=0.3, horizon=SOLO_T, seed=s).summary for s in (0, 1)}
+              for a in ("pf-xab", "local-only", "random-search")}
+    for algorithm in ("local-only", "random-search"):
+        summary = single[algorithm][0]
+        assert summary["algorithm"] == algorithm and summary["pulls_scored"] == [SOLO_T] * 3
+        assert summary["phases"] == 0 and summary["communication_rounds"] == 1 and summary["regret"] > 0
+        assert len(summary["final_nodes"]) == 3 and summary["evaluations"] > 0
+    runs = pfxab_flower.compare(fed, algorithms=["pf-xab", "local-only", "random-search"], alpha=0.3,
+                                horizon=SOLO_T, seeds=[0, 1], progress=False).runs
+    assert {"algorithm", "seed", "regret"} <= set(runs.columns) and len(runs) == 6
+    for row in runs.to_dict("records"):
+        assert row["regret"] == single[row["algorithm"]][row["seed"]]["regret"]
+
+
+def test_baselines_on_the_command_line(capsys) -> None:
+    from pfxab_flower.simulations.cli import main
+
+    assert main(["run", "--algorithm", "random-search", "--random-fraction", "0.02", "--clients", "3",
+                 "--horizon", "5000", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["algorithm"] == "random-search" and summary["random_fraction"] == 0.02
+    assert summary["pulls_scored"] == [5000] * 3
+    assert main(["compare", "--algorithms", "pf-xab,local-only,random-search", "--clients", "3", "--horizon",
+                 "20000", "--seeds", "0-1", "--no-progress"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split()[0] for line in lines[2:]] == ["pf-xab", "local-only", "random-search"]
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(240)
+@pytest.mark.usefixtures("shared_ray")
+@pytest.mark.parametrize("api", ["message", "legacy"])
+def test_baselines_on_flower_give_the_in_process_numbers(api: str) -> None:
+    from pfxab_flower.engine import run_config
+    from pfxab_flower.run_parameters import AppOptions, RunConfig
+    from pfxab_flower.simulations.run_flower import run_flower_simulation
+
+    for algorithm in ("local-only", "random-search"):
+        config = RunConfig(problem="garland", algorithm=algorithm, clients=3, alpha=0.5, horizon=10_000, seed=1)
+        flower = run_flower_simulation(config, options=AppOptions(round_timeout=60.0, api=api)).summary
+        inprocess = run_config(config).summary
+        for key in ("regret", "regret_per_client", "final_nodes", "final_points", "pulls_scored", "phases",
+                    "communication_rounds", "values_up", "rejected_replies"):
+            assert flower[key] == inprocess[key], (algorithm, key)
+        assert flower["engine"] == "flower"

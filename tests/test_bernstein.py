@@ -22,7 +22,7 @@ from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.bounds import Bernstein, bernstein
 from pfxab_flower.algorithms.messages import LocalReport
 from pfxab_flower.algorithms.phased import ClientView, ServerMachine
-from pfxab_flower.config import ALGORITHMS
+from pfxab_flower.algorithms.registry import federated_names
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.noise import NoiseModel
 from pfxab_flower.problems import build_federation
@@ -178,7 +178,7 @@ def run(algorithm: str, confidence: str, keep_messages: bool = False, noise: str
     return engine.simulate(federation, make_policy(algorithm), settings, keep_messages=keep_messages)
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("algorithm", federated_names())  # the baselines run no phase
 def test_bernstein_sends_variances_up_and_widths_down_and_pulls_less_once_it_has_seen_the_noise(algorithm) -> None:
     quiet, plain = run(algorithm, "bernstein", keep_messages=True), run(algorithm, "hoeffding", keep_messages=True)
     for sim, bernstein_run in ((quiet, True), (plain, False)):

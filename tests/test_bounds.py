@@ -22,8 +22,9 @@ from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.bounds import BOUNDS, ConfidenceBound, Design, Samples
 from pfxab_flower.algorithms.messages import FinishInstruction, GlobalUpdate, LocalReport
 from pfxab_flower.algorithms.phased import ClientMachine, ClientView, ServerMachine, Settings
+from pfxab_flower.algorithms.registry import federated_names
 from pfxab_flower.algorithms.schedule import C
-from pfxab_flower.config import ALGORITHMS, CONFIDENCES
+from pfxab_flower.config import CONFIDENCES
 from pfxab_flower.problems import build_federation
 from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.sampling import SimulatedEnvironment
@@ -71,7 +72,7 @@ def through_the_wire(message, names):
     return serde.read_broadcast(*serde.broadcast_payload(message))
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("algorithm", federated_names())  # the baselines run no phase
 def test_a_new_bound_runs_through_the_machines_and_codecs_unchanged(algorithm, monkeypatch) -> None:
     monkeypatch.setitem(BOUNDS, "counted", Counted())
     federation = build_federation(RunConfig(problem="garland", clients=4, horizon=100_000, seed=3))

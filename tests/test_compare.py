@@ -20,7 +20,7 @@ from pfxab_flower.simulations.cli import main
 from tests.conftest import cli_error_line, tent_federation
 
 SMALL = RunConfig(problem="garland", clients=3, alpha=0.5, horizon=20_000)
-ALL = ["pf-xab", "fed-pne", "pf-pne"]
+ALL = list(ALGORITHMS)
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,7 @@ def test_compare_runs_every_algorithm_on_every_seed_as_a_single_run_would():
         for key in ("regret", "phases", "communication_rounds", "bytes_up", "bytes_down", "mean_reward_global"):
             assert row[key] == single[key], (row["algorithm"], row["seed"], key)
     summary = comparison.summary
-    assert list(summary["algorithm"]) == ALL and list(summary["runs"]) == [2, 2, 2]
+    assert list(summary["algorithm"]) == ALL and list(summary["runs"]) == [2] * len(ALL)
     for metric in METRICS:
         grouped = runs.groupby("algorithm", sort=False)[metric]
         np.testing.assert_allclose(summary[f"{metric}_mean"], grouped.mean().loc[ALL])
@@ -84,7 +84,7 @@ def test_compare_command_prints_the_table_and_writes_csv_and_parquet(tmp_path, c
     assert sorted(p.name for p in out.iterdir()) == sorted([*COMPARE_FILES, MANIFEST_NAME])
     runs_csv, runs_pq = pd.read_csv(out / "runs.csv"), pd.read_parquet(out / "runs.parquet")
     assert list(runs_csv.columns) == list(runs_pq.columns) == list(RUN_COLUMNS)
-    assert len(runs_csv) == 9 and set(runs_csv["seed"]) == {0, 1, 2}
+    assert len(runs_csv) == 3 * len(ALL) and set(runs_csv["seed"]) == {0, 1, 2}
     pd.testing.assert_frame_equal(runs_csv, runs_pq, check_dtype=False)
     summary_csv, summary_pq = pd.read_csv(out / "summary.csv"), pd.read_parquet(out / "summary.parquet")
     expected = ["algorithm", "runs", *(f"{m}_{k}" for m in METRICS for k in ("mean", "std"))]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pfxab_flower.algorithms import algorithm_names
 from pfxab_flower.problem_registry import problem_names
 from pfxab_flower.simulations.cli import build_parser
 
@@ -42,3 +43,16 @@ def test_the_flower_pages_problem_row_is_the_registry() -> None:
     page = (ROOT / "docs" / "flower.md").read_text(encoding="utf-8")
     row = next(line for line in page.splitlines() if line.startswith("| `problem` |"))
     assert re.findall(r"`([a-z-]+)`", row.split("|")[3]) == list(problem_names())
+
+
+def test_the_docs_list_every_algorithm() -> None:
+    """The README's flag, the Flower page's run-config row and the algorithms' index: the registry, each with a page."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "`--algorithm {" + ",".join(algorithm_names()) + "}`" in readme
+    page = (ROOT / "docs" / "flower.md").read_text(encoding="utf-8")
+    row = next(line for line in page.splitlines() if line.startswith("| `algorithm` |"))
+    assert re.findall(r"`([a-z-]+)`", row.split("|")[3]) == list(algorithm_names())
+    index = (ROOT / "docs" / "algorithms" / "index.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^\| `([a-z-]+)` \| \[([a-z-]+\.md)\]", index, flags=re.MULTILINE)
+    assert [name for name, _ in listed] == list(algorithm_names())
+    assert all((ROOT / "docs" / "algorithms" / file).is_file() for _, file in listed)

@@ -13,8 +13,8 @@ import pytest
 from pfxab_flower import engine
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.phased import FIRST_ACTIVE_SET, ClientMachine, ServerMachine
+from pfxab_flower.algorithms.registry import federated_names
 from pfxab_flower.client_apps import federation_sessions
-from pfxab_flower.config import ALGORITHMS
 from pfxab_flower.errors import ConfigError, RunStoppedError
 from pfxab_flower.faults import FaultPlan, InjectedFailureError, required_replies
 from pfxab_flower.partition import children
@@ -68,7 +68,7 @@ def test_dropout_keys_parse() -> None:
     assert [required_replies(f, 10) for f in (0.0, 0.5, 0.51, 1.0)] == [0, 5, 6, 10]
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("algorithm", federated_names())  # the baselines run no phase
 def test_injected_failures_are_counted_and_every_client_still_pulls_the_horizon(algorithm: str) -> None:
     config = RunConfig(problem="doublesine", algorithm=algorithm, clients=6, alpha=0.6, horizon=60_000, seed=2)
     federation = build_federation(config)
@@ -86,7 +86,7 @@ def test_injected_failures_are_counted_and_every_client_still_pulls_the_horizon(
     assert [c.state.pulls for c in sim.clients] == [60_000] * 6
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("algorithm", federated_names())  # the baselines run no phase
 def test_flower_and_inprocess_inject_the_same_failures(algorithm: str) -> None:
     config = RunConfig(problem="garland", algorithm=algorithm, clients=5, alpha=0.5, horizon=40_000, seed=3)
     federation = build_federation(config)

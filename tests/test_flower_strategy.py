@@ -20,6 +20,7 @@ from flwr.server import SimpleClientManager
 from pfxab_flower import engine
 from pfxab_flower.algorithms.messages import LocalReport
 from pfxab_flower.algorithms.phased import pooled_means
+from pfxab_flower.algorithms.registry import federated_names
 from pfxab_flower.client_apps import federation_sessions
 from pfxab_flower.config import ALGORITHMS, CONFIDENCES
 from pfxab_flower.errors import ConfigError
@@ -39,7 +40,7 @@ LEGACY = AppOptions(api="legacy")
 
 
 @pytest.mark.parametrize("confidence", CONFIDENCES)
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("algorithm", federated_names())  # phase by phase (the baselines: tests/test_baselines.py)
 def test_legacy_adapters_match_the_inprocess_engine(algorithm: str, confidence: str) -> None:
     config = RunConfig(problem="doublesine", algorithm=algorithm, clients=M, alpha=0.7, horizon=30_000, seed=3,
                        confidence=confidence)
@@ -65,7 +66,7 @@ def test_legacy_adapters_match_the_inprocess_engine(algorithm: str, confidence: 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_strategy_classes_fix_their_algorithm_and_check_their_arguments(algorithm: str) -> None:
-    assert {cls.algorithm for cls in (PFXABStrategy, FedPNEStrategy, PFPNEStrategy)} == set(ALGORITHMS)
+    assert {cls.algorithm for cls in (PFXABStrategy, FedPNEStrategy, PFPNEStrategy)} == set(federated_names())
     assert set(LEGACY_STRATEGIES) == set(ALGORITHMS)
     for name, value in (("alpha", 2.0), ("horizon", 0), ("min_fraction", -1), ("num_clients", 0),
                         ("round_timeout", 0), ("nu1", 0.0), ("max_depth", 0), ("pf_pne_eps", -1.0)):

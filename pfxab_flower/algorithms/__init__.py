@@ -1,16 +1,21 @@
 """The algorithms: one :class:`~pfxab_flower.algorithms.phased.Policy` per file over a shared skeleton.
 
+The three federated algorithms, then two baselines whose clients work alone (:mod:`.solo`).
+
 Each is registered once (:mod:`.registry`); every list of algorithms is derived from there.
 """
 
 from pfxab_flower.algorithms.fedpne import FedPNE
+from pfxab_flower.algorithms.local_only import LocalOnly
 from pfxab_flower.algorithms.pfpne import PFPNE
 from pfxab_flower.algorithms.pfxab import PFXAB
 from pfxab_flower.algorithms.phased import Policy
+from pfxab_flower.algorithms.random_search import RandomSearch
 from pfxab_flower.algorithms.registry import algorithm_names, make_policy, policy_class, register_algorithm
+from pfxab_flower.algorithms.solo import SoloPolicy
 
-for _policy in (PFXAB, FedPNE, PFPNE):
+for _policy in (PFXAB, FedPNE, PFPNE, LocalOnly, RandomSearch):
     register_algorithm(_policy)
 
-__all__ = ["PFPNE", "PFXAB", "FedPNE", "Policy", "algorithm_names", "make_policy", "policy_class",
-           "register_algorithm"]
+__all__ = ["PFPNE", "PFXAB", "FedPNE", "LocalOnly", "Policy", "RandomSearch", "SoloPolicy", "algorithm_names",
+           "make_policy", "policy_class", "register_algorithm"]

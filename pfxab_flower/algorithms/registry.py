@@ -58,8 +58,13 @@ def register_algorithm(policy: type[Policy]) -> type[Policy]:
 
 
 def algorithm_names() -> tuple[str, ...]:
-    """The registered algorithms, in registration order (the built-in three first)."""
+    """The registered algorithms, in registration order (the built-in three, then the two baselines, first)."""
     return tuple(_ALGORITHMS)
+
+
+def federated_names() -> tuple[str, ...]:
+    """The registered algorithms whose clients share estimates phase by phase: all but the solo baselines."""
+    return tuple(name for name, policy in _ALGORITHMS.items() if not policy.solo)
 
 
 def policy_class(name: str) -> type[Policy]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from pfxab_flower.algorithms.messages import ActiveSetReport, FinishReport, LocalReport
+from pfxab_flower.algorithms.phased.policy import Policy
 from pfxab_flower.algorithms.phased.settings import Settings
 from pfxab_flower.algorithms.phased.state import PhasePlan
 from pfxab_flower.partition import MAX_DEPTH, children, depth_of
@@ -22,6 +23,7 @@ class ReplyChecks:
 
     # the server state the checks read (set by ServerMachine)
     settings: Settings
+    policy: Policy
     plan: PhasePlan | None  # the phase under way
     client_sets: list[np.ndarray]  # each client's active set as the server knows it
     reported_phase: list[int]  # the last phase whose active set each client sent
@@ -110,7 +112,8 @@ class ReplyChecks:
 
         A client exploits the best survivor of the last phase it completed, so its final
         node is an ancestor of its current active set, no shallower than the last phase
-        whose active set it sent (the root only if it never sent one).
+        whose active set it sent (the root only if it never sent one). A solo policy's client
+        searched alone: the server has seen none of its sets, so any node of the partition may be its choice.
         """
         client = report.client
         if (reason := self.check_client_id(client)) is not None:
@@ -121,7 +124,7 @@ class ReplyChecks:
         own = self.client_sets[int(client)]
         depth, own_depth = int(depth_of(np.array([node]))[0]), depth_of(own)
         held = np.any((own_depth > depth) & (np.right_shift(own, np.maximum(own_depth - depth, 0)) == node))
-        if not held or depth < self.reported_phase[int(client)]:
+        if not self.policy.solo and (not held or depth < self.reported_phase[int(client)]):
             return f"final node {node} is not one client {client} can hold (its active set descends elsewhere)"
         point = np.asarray(report.point)
         if point.ndim != 1 or point.size == 0 or not np.issubdtype(point.dtype, np.floating) or \

@@ -149,6 +149,9 @@ class ClientMachine:
         """Exploit the chosen node until the horizon (making up any pulls missed while away)."""
         s = self.state
         self.catch_up(instruction.phases + 1)
+        if self.policy.solo and not s.finished:  # a baseline's client searches alone, now (no phase was run)
+            s.choice, pulls = self.policy.alone(self.settings, self.client, env)
+            s.pulls += pulls
         remaining = self.settings.horizon - s.pulls
         if remaining > 0:
             env.play(s.choice, remaining)

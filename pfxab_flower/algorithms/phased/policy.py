@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from pfxab_flower.algorithms.bounds import Widths
 from pfxab_flower.algorithms.phased.settings import Settings
 from pfxab_flower.config import Parameter
+
+if TYPE_CHECKING:
+    from pfxab_flower.sampling import Environment
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,9 @@ class Policy:
     #: The algorithm's own keywords (``config.Parameter``: default, check, help), beside the common ones.
     #: Their values reach the policy as ``settings.options[name]``.
     parameters: tuple[Parameter, ...] = ()
+    #: A baseline whose clients work alone (:class:`~pfxab_flower.algorithms.solo.SoloPolicy`): the server
+    #: runs no phase, only the final exchange, in which each client plays its horizon (:meth:`alone`).
+    solo: ClassVar[bool] = False
 
     def pulls(self, settings: Settings, f: float) -> tuple[int, int]:
         """``(global pulls per node of A(p), local pulls per node of A^m(p))`` for the phase's ``f(p)``."""
@@ -70,3 +77,10 @@ class Policy:
     def keep(self, settings: Settings, view: ClientView) -> np.ndarray:
         """Which nodes of ``A^m(p)`` survive the client's elimination."""
         raise NotImplementedError
+
+    def alone(self, settings: Settings, client: int, env: Environment) -> tuple[int, int]:
+        """A solo client's own search (``solo`` policies only): ``(node to exploit, pulls made)``.
+
+        The skeleton exploits that node for the rest of the horizon.
+        """
+        raise NotImplementedError(f"{self.name} is not a solo policy")

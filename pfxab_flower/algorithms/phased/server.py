@@ -57,6 +57,8 @@ class ServerMachine(ReplyChecks):
     def max_phases(self) -> int:
         """An upper bound on the phases of the run (Flower's number of rounds is one more)."""
         settings = self.settings
+        if self.policy.solo:  # its clients work alone: the final exchange is the only one
+            return 0
         return settings.schedule.max_phases(lambda phase: settings.bound.fewest_samples(settings, phase))
 
     # -- phase start ----------------------------------------------------------------
@@ -64,8 +66,11 @@ class ServerMachine(ReplyChecks):
         return np.unique(np.concatenate(self.client_sets))
 
     def next_instruction(self) -> PhaseInstruction | FinishInstruction:
-        """The next phase if its whole length fits in the budget, else the end of the run."""
+        """The next phase if its whole length fits in the budget, else the end of the run (at once if solo)."""
         phase = self.completed + 1
+        if self.policy.solo:
+            self.done = True
+            return FinishInstruction(self.completed, self.parameters)
         union = self.union()
         n_global, n_local = self.policy.pulls(self.settings, self.base_samples(phase))
         length = len(union) * n_global + max(len(a) for a in self.client_sets) * n_local

@@ -1,0 +1,64 @@
+"""Random search: uniformly random points, then the best one observed (what the model of smoothness buys).
+
+Each client spends ``n = ceil(random_fraction * T)`` pulls (default 1% of the horizon) on
+``n`` distinct uniformly random points of the domain, one pull each, then exploits the
+point with the best observed reward for the other ``T - n`` pulls. Nothing is shared.
+
+The points are the centres of uniformly random cells of the partition at depth
+:data:`RANDOM_DEPTH` (or ``max_depth`` if smaller): cells of one depth all have the same
+volume, so this is uniform sampling on a grid of ``2**48`` cells, fine enough for every
+domain, and each point is a node id like every other algorithm's, so pull logs, regret and
+the final report need nothing new. ``final_nodes`` holds those deep cells (the centre is
+the point exploited). If the grid has fewer than ``n`` cells, each is pulled once. The
+points and the noise come from the run's seed and the client's index
+(:func:`~pfxab_flower.algorithms.solo.solo_seed`). ``nu1``, ``rho`` and ``confidence`` are
+accepted, as by every algorithm, and unused.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pfxab_flower.algorithms.phased import Settings
+from pfxab_flower.algorithms.solo import SoloPolicy, solo_seed
+from pfxab_flower.config import Parameter
+
+if TYPE_CHECKING:
+    from pfxab_flower.sampling import Environment
+
+#: The depth of the cells whose centres are the random points (unit-cube resolution ``2**-48`` at d = 1).
+RANDOM_DEPTH = 48
+
+
+def random_points(fraction: float, horizon: int, depth: int) -> int:
+    """How many random points a client pulls: ``ceil(fraction * T)``, at most the ``2**depth`` cells.
+
+    The share is taken as written (``0.07`` is 7/100, not its binary float), so 0.07 of 100 pulls is 7.
+    """
+    return min(math.ceil(Fraction(repr(float(fraction))) * horizon), 1 << depth)
+
+
+class RandomSearch(SoloPolicy):
+    name = "random-search"
+    label = "Random-Search"
+    description = ("baseline: each client pulls random_fraction of its horizon at uniformly random points "
+                   "(once each), then exploits the best observed")
+    parameters = (
+        Parameter("random_fraction", float, 0.01, "a number in (0, 1]",
+                  "random-search: share of the horizon spent on uniformly random points, in (0, 1]",
+                  lambda value: 0.0 < value <= 1.0),
+    )
+
+    def alone(self, settings: Settings, client: int, env: Environment) -> tuple[int, int]:
+        """Pull ``n`` distinct random cells once each: ``(the best observed, n)``."""
+        limit = settings.spec.max_depth
+        depth = RANDOM_DEPTH if limit is None else min(limit, RANDOM_DEPTH)
+        count = random_points(settings.options["random_fraction"], settings.horizon, depth)
+        rng = np.random.default_rng(solo_seed(settings.seed, client))
+        nodes = (1 << depth) + rng.choice(1 << depth, size=count, replace=False)
+        rewards = env.pull(nodes, np.ones(count, dtype=np.int64), rng)
+        return int(nodes[np.argmax(rewards)]), count

@@ -1,0 +1,54 @@
+"""Baselines whose clients work alone: what a federated algorithm is measured against.
+
+A :class:`SoloPolicy` shares nothing. Its server runs no phase: the run is the final
+exchange only, in which each client makes its whole horizon of pulls by itself
+(:meth:`SoloPolicy.alone`, then the skeleton exploits its choice until ``T``) and reports
+the node it exploits, as every algorithm's clients do. So the baselines go through the
+same :class:`~pfxab_flower.driver.ServerDriver`, client sessions and transports as the
+phased algorithms, with no branch anywhere for them, and every engine gives the same
+numbers; the summary's ``phases`` (federated phases) is 0 and ``communication_rounds`` 1.
+
+A solo client draws its randomness from the run's seed and its own index
+(:func:`solo_seed`), so its search is a function of its own objective and that seed only.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+from pfxab_flower.algorithms.phased import Policy, Settings
+
+if TYPE_CHECKING:
+    from pfxab_flower.algorithms.phased import ClientView
+    from pfxab_flower.sampling import Environment
+
+
+def solo_seed(seed: int, client: int) -> int:
+    """The seed client ``client`` of a run with ``seed`` searches with: its own stream, in ``[0, 2**63)``.
+
+    A one-client run of the same search with this seed makes exactly the same pulls
+    (``tests/test_baselines.py``), which is what "the client alone" means.
+    """
+    state = np.random.SeedSequence([seed, client]).generate_state(1, dtype=np.uint64)[0]
+    return int(state >> np.uint64(1))
+
+
+class SoloPolicy(Policy):
+    """A baseline's policy: no phases, no messages but the final one; :meth:`alone` is the client's search."""
+
+    solo: ClassVar[bool] = True
+
+    def pulls(self, settings: Settings, f: float) -> tuple[int, int]:
+        """No federated phase (the server never asks: :attr:`solo`)."""
+        return 0, 0
+
+    def score(self, settings: Settings, view: ClientView) -> np.ndarray:
+        raise NotImplementedError(f"{self.name} runs no federated phase")
+
+    def keep(self, settings: Settings, view: ClientView) -> np.ndarray:
+        raise NotImplementedError(f"{self.name} runs no federated phase")
+
+    def alone(self, settings: Settings, client: int, env: Environment) -> tuple[int, int]:
+        raise NotImplementedError
