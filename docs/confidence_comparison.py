@@ -24,7 +24,7 @@ if not Path(sys.path[0], "pfxab_flower", "__init__.py").is_file():
 
 import pandas as pd
 
-from pfxab_flower.compare import compare
+from pfxab_flower.comparison import compare
 from pfxab_flower.config import ALGORITHMS, CONFIDENCES
 from pfxab_flower.outputs import write_files_atomically
 from pfxab_flower.run_parameters import RunConfig

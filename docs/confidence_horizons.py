@@ -35,7 +35,7 @@ import pandas as pd
 from confidence_comparison import parse_arguments  # docs/, this script's directory
 from tqdm import tqdm
 
-from pfxab_flower.compare import compare
+from pfxab_flower.comparison import compare
 from pfxab_flower.config import CONFIDENCES
 from pfxab_flower.outputs import write_files_atomically
 from pfxab_flower.run_parameters import RunConfig

@@ -45,7 +45,7 @@ _EXPORTS = {
     "RunResult": "pfxab_flower.results",
     "run": "pfxab_flower.engine",
     "run_config": "pfxab_flower.engine",
-    "compare": "pfxab_flower.compare",
+    "compare": "pfxab_flower.comparison",
     "register_problem": "pfxab_flower.problem_registry",
 }
 

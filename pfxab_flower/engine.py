@@ -162,7 +162,7 @@ def run_spec(federation: Federation, algorithm: str = "pf-xab", **parameters: An
     """The checked spec of :func:`run`'s keywords on ``federation``; nothing runs.
 
     One :class:`ConfigError` line naming the Python keyword, so a caller with many runs
-    (:func:`pfxab_flower.compare.compare`) can check them all before the first starts.
+    (:func:`pfxab_flower.comparison.compare`) can check them all before the first starts.
     """
     if not isinstance(federation, Federation):  # run(None), run(config): one line, not an AttributeError
         raise ConfigError(f"federation={federation!r} is invalid; allowed: a Federation (Federation.from_callables, "

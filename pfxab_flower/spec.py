@@ -2,7 +2,7 @@
 
 Every entry point builds the spec once and checks it there, with errors naming the value
 as that entry point spells it: :meth:`AlgorithmSpec.build` for Python keywords
-(:func:`pfxab_flower.engine.run`, :func:`pfxab_flower.compare.compare`, the Flower
+(:func:`pfxab_flower.engine.run`, :func:`pfxab_flower.comparison.compare`, the Flower
 strategies), :meth:`AlgorithmSpec.from_config` for a :class:`~pfxab_flower.run_parameters.RunConfig`
 (checked when it was made: the CLI, a sweep's TOML, a Flower run config). From there it
 travels unchanged: engine -> :class:`~pfxab_flower.driver.ServerDriver` -> every message

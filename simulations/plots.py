@@ -32,7 +32,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from pfxab_flower.compare import Comparison, load_comparison
+from pfxab_flower.comparison import Comparison, load_comparison
 from pfxab_flower.config import algorithm_names
 from pfxab_flower.outputs import OutputError, atomic_file, check_output_file
 from pfxab_flower.simulations.experiment import ALGORITHM_LABELS, Experiment, series_keys, series_label

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pfxab_flower.compare import Comparison, load_comparison
+from pfxab_flower.comparison import Comparison, load_comparison
 from pfxab_flower.formatting import format_mean_sd, format_number
 from pfxab_flower.simulations.experiment import ALGORITHM_LABELS, Experiment, series_keys, series_label
 from pfxab_flower.simulations.result_dirs import result_kind

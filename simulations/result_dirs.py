@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pfxab_flower.compare import MANIFEST
+from pfxab_flower.comparison import MANIFEST
 from pfxab_flower.errors import ConfigError
 
 #: The file that describes a sweep directory (a copy of the experiment's configuration).

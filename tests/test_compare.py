@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import pfxab_flower.compare as compare_module
+import pfxab_flower.comparison as compare_module
 from pfxab_flower import Federation
-from pfxab_flower.compare import COMPARE_FILES, CURVE_COLUMNS, METRICS, RUN_COLUMNS, compare, load_comparison
+from pfxab_flower.comparison import COMPARE_FILES, CURVE_COLUMNS, METRICS, RUN_COLUMNS, compare, load_comparison
 from pfxab_flower.config import ALGORITHMS, parse_seeds
 from pfxab_flower.engine import run, run_config
 from pfxab_flower.errors import ConfigError

@@ -125,3 +125,20 @@ def test_the_cycle_check_sees_a_function_level_cycle(tmp_path: Path) -> None:
     known = {"pfxab_flower.a", "pfxab_flower.b", "pfxab_flower.c"}
     assert runtime_imports(tmp_path / "a.py", "pfxab_flower.a", known) == {"pfxab_flower.b"}
     assert runtime_imports(tmp_path / "b.py", "pfxab_flower.b", known) == {"pfxab_flower.a"}
+
+
+def test_no_flat_api_name_is_a_submodule_of_the_package() -> None:
+    """``pfxab_flower.compare`` must stay the function once the module defining it is imported.
+
+    Importing ``pfxab_flower.X`` sets the package's attribute ``X`` to that module, so a
+    public name that is also a submodule's name would turn into the module (``compare``
+    did, after the command line imported ``pfxab_flower.compare``).
+    """
+    import pfxab_flower
+
+    submodules = {path.stem for path in (ROOT / "pfxab_flower").glob("*.py")}
+    submodules |= {path.parent.name for path in (ROOT / "pfxab_flower").glob("*/__init__.py")}
+    assert not set(pfxab_flower._EXPORTS) & submodules
+    for name, module in pfxab_flower._EXPORTS.items():
+        __import__(module)
+        assert not isinstance(getattr(pfxab_flower, name), type(pytest)), name

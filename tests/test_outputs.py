@@ -44,7 +44,7 @@ def no_work(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("work started before the output path was checked")
 
-    import pfxab_flower.compare as compare_module
+    import pfxab_flower.comparison as compare_module
     import pfxab_flower.engine as engine
     import pfxab_flower.simulations.flwr_run as flwr_run
     import pfxab_flower.simulations.sweep as sweep_module

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pfxab_flower.compare import compare
+from pfxab_flower.comparison import compare
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.manifest import MANIFEST_NAME, read_manifest, verify
 from pfxab_flower.outputs import write_files_atomically

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pfxab_flower.compare import MANIFEST, load_comparison
+from pfxab_flower.comparison import MANIFEST, load_comparison
 from pfxab_flower.formatting import format_mean_sd
 from pfxab_flower.simulations.cli import main
 from tests.conftest import cli_error_line

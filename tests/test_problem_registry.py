@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from pfxab_flower import register_problem
-from pfxab_flower.compare import compare
+from pfxab_flower.comparison import compare
 from pfxab_flower.config import PARAMETERS
 from pfxab_flower.domain import Domain
 from pfxab_flower.engine import run_config

@@ -15,7 +15,7 @@ from pfxab_flower import spec as spec_module
 from pfxab_flower.algorithms import PFXAB, registry
 from pfxab_flower.algorithms.phased import ClientView, Settings
 from pfxab_flower.client_apps import federation_sessions, message_client_app
-from pfxab_flower.compare import compare
+from pfxab_flower.comparison import compare
 from pfxab_flower.config import Parameter
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import build_federation

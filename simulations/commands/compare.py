@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from pfxab_flower.compare import COMPARE_FILES, DEFAULT_SEEDS, compare
+    from pfxab_flower.comparison import COMPARE_FILES, DEFAULT_SEEDS, compare
 
     seeds = parse_seeds(args.seeds) if args.seeds is not None else list(DEFAULT_SEEDS)
     algorithms = parse_algorithms(args.algorithms)
