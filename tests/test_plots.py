@@ -133,6 +133,7 @@ def test_the_figure_draws_what_the_tables_hold(comparison_dir):
     """The bars are the mean regrets, the dots every seed's, the curves end at the mean final regret."""
     from matplotlib.collections import PathCollection
 
+    from pfxab_flower.algorithms.registry import label as algorithm_label
     from pfxab_flower.simulations.plots import plot_comparison
 
     comparison = load_comparison(comparison_dir)
@@ -146,10 +147,10 @@ def test_the_figure_draws_what_the_tables_hold(comparison_dir):
         assert dots == pytest.approx(sorted(comparison.runs["regret"]))
         assert curves_ax.get_xscale() == "log"
         lines = {line.get_label(): line for line in curves_ax.get_lines()}
-        assert set(lines) == {"PF-XAB", "Fed-PNE", "PF-PNE"}
+        labels = {name: algorithm_label(name) for name in comparison.summary["algorithm"]}
+        assert set(lines) == set(labels.values()) and {"PF-XAB", "Fed-PNE", "PF-PNE"} <= set(lines)
         for record in comparison.summary.to_dict("records"):
-            label = {"pf-xab": "PF-XAB", "fed-pne": "Fed-PNE", "pf-pne": "PF-PNE"}[record["algorithm"]]
-            assert lines[label].get_ydata()[-1] == pytest.approx(record["regret_mean"])
+            assert lines[labels[record["algorithm"]]].get_ydata()[-1] == pytest.approx(record["regret_mean"])
     finally:
         import matplotlib.pyplot as plt
 
