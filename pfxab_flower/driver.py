@@ -295,8 +295,8 @@ class ServerDriver:
         refusals = self.binding.screen([(_claimed(report), node) for report, node, _ in sources])
         kept, pending = [], []
         for (report, node, harness), refusal in zip(sources, refusals, strict=True):
-            if refusal is None and harness is not None and self.federation is not None:
-                refusal = pull_log_problem(harness, self.settings.horizon, final=stage == "finish")
+            if refusal is None and self.federation is not None:  # simulation: every reply carries its pull log
+                refusal = pull_log_problem(harness or {}, self.settings.horizon, final=stage == "finish")
             if refusal is not None:
                 self.machine.reject(_claimed(report), phase, stage, refusal)
                 if node is not None and node in self.binding.held:  # the node's own client missed the exchange

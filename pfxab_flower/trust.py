@@ -93,14 +93,14 @@ class NodeBinding:
 
 
 def pull_log_problem(harness: Mapping[str, np.ndarray], horizon: int, final: bool) -> str | None:
-    """Why a reply's pull log cannot be a client's history (``None`` if it can, or if it carries none).
+    """Why a reply's pull log cannot be a client's history (``None`` if it can, or if a phase's reply carries none).
 
     A log is its segments' node ids (each a node of the partition) and counts (each
     positive), of at most ``horizon`` pulls in all; the final exchange's log holds exactly
     ``horizon`` pulls, since every client pulls until the horizon.
     """
     if "pull-nodes" not in harness and "pull-counts" not in harness:
-        return None
+        return "the final reply carries no pull log" if final else None  # the last one is what is scored
     nodes = np.asarray(harness.get("pull-nodes", np.zeros(0)))
     counts = np.asarray(harness.get("pull-counts", np.zeros(0)))
     if nodes.ndim != 1 or counts.shape != nodes.shape or not all(

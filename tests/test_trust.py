@@ -102,7 +102,8 @@ def log(nodes, counts) -> dict:
 @pytest.mark.parametrize("harness, final, reason", [
     (log([2, 3], [5, 5]), True, None),
     (log([2, 3], [5, 4]), False, None),
-    ({}, True, None),  # no pull log at all: nothing to judge
+    ({}, False, None),  # a phase's reply without a pull log: the client's last one stays
+    ({}, True, "the final reply carries no pull log"),
     (log([2, 3], [5, 6]), True, "pull log holds 11 pulls, expected the horizon 10"),
     (log([2, 3], [5, 4]), True, "pull log holds 9 pulls, expected the horizon 10"),
     (log([2, 3], [5, 6]), False, "pull log holds 11 pulls, expected at most the horizon 10"),
