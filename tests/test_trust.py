@@ -48,11 +48,15 @@ CONFIG = RunConfig(problem="garland", clients=4, horizon=20_000, seed=1)
 T = CONFIG.horizon
 
 
-def run_message(tamper=None) -> tuple[dict, PFXAB]:
-    """A Message-API run of ``CONFIG`` over the loopback grid (nodes 100..103 hold partitions 0..3)."""
+def run_message(tamper=None, order: int = 0) -> tuple[dict, PFXAB]:
+    """A Message-API run of ``CONFIG`` over the loopback grid (nodes 100..103 hold partitions 0..3).
+
+    ``order`` seeds the order the replies come back in.
+    """
     federation = build_federation(CONFIG)
     strategy = PFXAB(num_clients=4, horizon=T, seed=CONFIG.seed, federation=federation)
-    run_loopback(strategy, LoopbackGrid(4, message_client_app(federation_sessions(federation)), tamper=tamper))
+    app = message_client_app(federation_sessions(federation))
+    run_loopback(strategy, LoopbackGrid(4, app, seed=order, tamper=tamper))
     return strategy.run_result().summary, strategy
 
 
@@ -176,9 +180,10 @@ def error_from_phase_2(node: int):
     return tamper
 
 
-def test_a_node_answering_for_another_client_is_refused_and_the_honest_client_scored() -> None:
-    summary, strategy = run_message(from_node(100, claim(1), first_phase=2))
-    quiet, _ = run_message(error_from_phase_2(100))  # the same run, had node 100 only fallen silent
+@pytest.mark.parametrize("order", range(6))
+def test_a_node_answering_for_another_client_is_refused_and_the_honest_client_scored(order: int) -> None:
+    summary, strategy = run_message(from_node(100, claim(1), first_phase=2), order)
+    quiet, _ = run_message(error_from_phase_2(100), order)  # the same run, had node 100 only fallen silent
     rejected = strategy.driver.machine.rejected
     phases = strategy.driver.machine.completed
     assert len(rejected) == 2 * (phases - 1) + 1  # each of its replies from phase 2 on, the final one too
@@ -193,8 +198,9 @@ def test_a_node_answering_for_another_client_is_refused_and_the_honest_client_sc
         assert summary[key] == quiet[key], key
 
 
-def test_two_nodes_claiming_one_client_from_the_start_are_both_refused(honest) -> None:
-    summary, strategy = run_message(from_node(100, claim(1)))
+@pytest.mark.parametrize("order", range(6))
+def test_two_nodes_claiming_one_client_from_the_start_are_both_refused(order: int) -> None:
+    summary, strategy = run_message(from_node(100, claim(1)), order)
     assert [lost["client"] for lost in summary["lost_clients"]] == [0, 1]
     disputed = "client 1 was claimed by Flower nodes 100, 101 in one exchange"
     assert summary["lost_clients"][1]["reason"].startswith(disputed)
