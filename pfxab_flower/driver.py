@@ -36,6 +36,7 @@ from pfxab_flower.errors import IncompleteRunError, RunStoppedError
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult, build_result
 from pfxab_flower.sampling import PullLog, evaluation_counts, site_costs
+from pfxab_flower.trust import NodeBinding, pull_log_problem
 
 LOGGER = logging.getLogger("pfxab_flower")
 
@@ -62,13 +63,29 @@ class Failure:
 
 @dataclass
 class Exchange:
-    """The replies of one exchange, decoded by a transport."""
+    """The replies of one exchange, decoded by a transport.
+
+    ``senders`` and ``harnesses`` run beside ``reports`` (see :meth:`add`): the Flower node
+    each report came from, where the transport knows it, and the harness data it carried.
+    """
 
     reports: list[Any] = field(default_factory=list)
     unreadable: list[Unreadable] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)  # clients that sent an error or nothing
-    harness: dict[int, Mapping[str, np.ndarray]] = field(default_factory=dict)
-    nodes: dict[int, int] = field(default_factory=dict)  # client -> the Flower node its readable reply came from
+    senders: list[int | None] = field(default_factory=list)
+    harnesses: list[Mapping[str, np.ndarray] | None] = field(default_factory=list)
+
+    def add(self, report: Any, node: int | None = None, harness: Mapping[str, np.ndarray] | None = None) -> None:
+        """One readable report, the node it came from and the harness data it carried."""
+        self.reports.append(report)
+        self.senders.append(node)
+        self.harnesses.append(harness or None)
+
+    def sources(self) -> list[tuple[Any, int | None, Mapping[str, np.ndarray] | None]]:
+        """Each report with its sender and harness data (``None`` where the transport gave none)."""
+        senders = self.senders + [None] * (len(self.reports) - len(self.senders))
+        harnesses = self.harnesses + [None] * (len(self.reports) - len(self.harnesses))
+        return list(zip(self.reports, senders, harnesses, strict=True))
 
 
 class ServerDriver:
@@ -82,10 +99,15 @@ class ServerDriver:
         self.stop_reason: str | None = None
         self.finished = False
         self.final_reports: dict[int, FinishReport] = {}
-        self.harness: dict[int, Mapping[str, np.ndarray]] = {}
-        self.nodes: dict[int, int] = {}  # client -> its Flower node, as its replies claimed (Flower transports)
+        self.harness: dict[int, Mapping[str, np.ndarray]] = {}  # client -> the harness data of its last used reply
+        self.binding = NodeBinding(settings.num_clients)  # which Flower node speaks for which client
         self.problems: dict[int, tuple[int, str]] = {}  # client -> (phase, why) of its latest failed exchange
         self.started = time.perf_counter()
+
+    @property
+    def nodes(self) -> Mapping[int, int]:
+        """Client -> the Flower node that holds it (Flower transports; empty in-process)."""
+        return self.binding.holder
 
     @property
     def settings(self) -> Settings:
@@ -119,37 +141,49 @@ class ServerDriver:
 
     def local_means(self, instruction: PhaseInstruction, exchange: Exchange) -> GlobalUpdate | None:
         """Average the exploration reports; ``None`` if the run stopped (below quorum)."""
-        self._take(instruction.phase, "local-means", exchange)
+        pending = self._take(instruction.phase, "local-means", exchange)
         try:
             return self.machine.aggregate(exchange.reports)
         except RunStoppedError as exc:
             self.stop(str(exc), exchange)
             return None
+        finally:
+            self._keep_harness(pending)
 
     def secure_sums(
         self, instruction: PhaseInstruction, sums: np.ndarray, holders: np.ndarray, exchange: Exchange,
         statistic_sums: Mapping[str, np.ndarray] | None = None,
     ) -> GlobalUpdate | None:
-        """Average from SecAgg+ sums over ``len(exchange.reports)`` clients; ``None`` if the run stopped."""
-        self._take(instruction.phase, "local-means", exchange)
+        """Average from SecAgg+ sums over ``len(exchange.reports)`` clients; ``None`` if the run stopped.
+
+        The sums hold one contribution per node that replied, whichever client it named: a
+        refused claim is counted and logged, but cannot be taken out of the sum.
+        """
+        reporters = len(exchange.reports)
+        pending = self._take(instruction.phase, "local-means", exchange)
+        self.machine.used = list(exchange.reports)
         try:
-            return self.machine.aggregate_sums(sums, holders, len(exchange.reports), statistic_sums)
+            return self.machine.aggregate_sums(sums, holders, reporters, statistic_sums)
         except RunStoppedError as exc:
             self.stop(str(exc), exchange)
             return None
+        finally:
+            self._keep_harness(pending)
 
     def active_sets(self, update: GlobalUpdate, exchange: Exchange) -> None:
         """Close the phase with the clients' next active sets (or stop below quorum)."""
-        self._take(update.phase, "active-set", exchange)
+        pending = self._take(update.phase, "active-set", exchange)
         try:
             self.machine.collect(exchange.reports)
         except RunStoppedError as exc:
             self.stop(str(exc), exchange)
+        finally:
+            self._keep_harness(pending)
 
     def final_nodes(self, instruction: FinishInstruction, exchange: Exchange) -> None:
         """Keep each client's final recommendation; the run is finished (lost clients are named once)."""
         phase = instruction.phases + 1
-        self._take(phase, "finish", exchange)
+        pending = self._take(phase, "finish", exchange)
         valid: list[FinishReport] = []
         for report in sorted(exchange.reports, key=lambda r: repr(r.client)):
             reason = self.check_final(report)
@@ -159,6 +193,7 @@ class ServerDriver:
             else:
                 self.machine.reject(report.client, phase, "finish", reason)
         self.machine.finish(valid)
+        self._keep_harness(pending)
         self.finished = True
         LOGGER.info("final exchange: %d of %d clients sent their final point; %d phases, %d exchanges in all",
                     len(self.final_reports), self.num_clients, self.machine.completed,
@@ -238,11 +273,14 @@ class ServerDriver:
             return failure.client
         return next((m for m, node in self.nodes.items() if node == failure.node), None)
 
-    def _take(self, phase: int, stage: str, exchange: Exchange) -> None:
-        """Log the failures and unreadable replies of an exchange, and keep the node ids and harness data."""
-        for client, node in exchange.nodes.items():
-            if isinstance(client, int) and 0 <= client < self.num_clients:
-                self.nodes[client] = node
+    def _take(self, phase: int, stage: str, exchange: Exchange) -> list[tuple[Any, Mapping[str, np.ndarray]]]:
+        """Log the failures and unreadable replies of an exchange; keep only the reports the server can trust.
+
+        A report is refused (logged, counted) when its node may not speak for the client it
+        names (:class:`~pfxab_flower.trust.NodeBinding`) or its pull log is not a possible
+        history of that client (:func:`~pfxab_flower.trust.pull_log_problem`). The harness
+        data of the others waits for the machine's verdict (:meth:`_keep_harness`).
+        """
         for failure in exchange.failures:
             client = self._client_of(failure)
             LOGGER.warning("phase %d: %s sent no usable %s reply: %s", phase, self.who(client, failure.node), stage,
@@ -253,9 +291,29 @@ class ServerDriver:
             reason = bad.reason if bad.client is not None or bad.node is None else \
                 f"{bad.reason} (from Flower node {bad.node})"
             self.machine.reject(bad.client, phase, stage, reason)
-        for client, data in exchange.harness.items():
-            if isinstance(client, int) and 0 <= client < self.num_clients:
-                self.harness[client] = data
+        sources = exchange.sources()
+        refusals = self.binding.screen([(_claimed(report), node) for report, node, _ in sources])
+        kept, pending = [], []
+        for (report, node, harness), refusal in zip(sources, refusals, strict=True):
+            if refusal is None and self.federation is not None:  # simulation: every reply carries its pull log
+                refusal = pull_log_problem(harness or {}, self.settings.horizon, final=stage == "finish")
+            if refusal is not None:
+                self.machine.reject(_claimed(report), phase, stage, refusal)
+                if node is not None and node in self.binding.held:  # the node's own client missed the exchange
+                    self.problems[self.binding.held[node]] = (phase, refusal)
+                continue
+            kept.append(report)
+            if harness is not None:
+                pending.append((report, harness))
+        exchange.reports = kept
+        return pending
+
+    def _keep_harness(self, pending: list[tuple[Any, Mapping[str, np.ndarray]]]) -> None:
+        """Keep the harness data of the reports the machine used (a refused reply's pull log is never scored)."""
+        used = {id(report) for report in self.machine.used}
+        for report, harness in pending:
+            if id(report) in used:
+                self.harness[_index(_claimed(report))] = harness
 
     # -- the outcome -----------------------------------------------------------------------
     def phase_metrics(self) -> list[dict[str, int | float]]:
@@ -340,6 +398,16 @@ class ServerDriver:
             evaluations=evaluation_counts([self.harness.get(m) for m in range(self.num_clients)]),
             costs=site_costs([self.harness.get(m) for m in range(self.num_clients)]),
         )
+
+
+def _claimed(report: Any) -> object:
+    """The client a report names (a secure-aggregation exchange's reports are the client indices themselves)."""
+    return getattr(report, "client", report)
+
+
+def _index(claimed: object) -> int:
+    """``claimed`` as an int when it is one, else -1 (never a client's index)."""
+    return int(claimed) if isinstance(claimed, int | np.integer) and not isinstance(claimed, bool) else -1
 
 
 def run_parameters(

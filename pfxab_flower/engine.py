@@ -114,9 +114,7 @@ def simulate(
             except (InjectedFailureError, LateReplyError) as exc:
                 result.failures.append(Failure(str(exc), client=session.client))
                 continue
-            result.reports.append(reply.report)
-            if reply.harness is not None:
-                result.harness[session.client] = reply.harness
+            result.add(reply.report, None, reply.harness)
         record_exchange(driver, phase, kind, broadcast, result.reports, recipients=M)
         if keep_messages:
             sim.messages.append((broadcast, result.reports))

@@ -171,12 +171,7 @@ def decode_replies(
         except serde.WireError as exc:
             exchange.unreadable.append(Unreadable(claimed, str(exc), node))
             continue
-        exchange.reports.append(report)
-        if node is not None:
-            exchange.nodes[report.client] = node
-        harness = serde.read_harness(config)
-        if harness:
-            exchange.harness[report.client] = harness
+        exchange.add(report, node, serde.read_harness(config))
     return exchange
 
 

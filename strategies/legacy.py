@@ -268,9 +268,7 @@ class LegacyPhasedEliminationStrategy(Strategy):
                 exchange.unreadable.append(Unreadable(client, f"client id {client} is repeated or out of range"))
                 continue
             clients[client] = res
-            if (node := _node(proxy)) is not None:
-                exchange.nodes[client] = node
-        exchange.reports = list(clients)  # the driver counts the reporters
+            exchange.add(client, _node(proxy))  # the driver counts the reporters
         arrays, config = serde.broadcast_payload(instruction)
         down_values, down_bytes = serde.wire_size(list(ndarrays_to_parameters(arrays).tensors), config)
         up = [serde.wire_size(list(res.parameters.tensors), res.metrics) for res in clients.values()]

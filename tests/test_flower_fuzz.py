@@ -114,10 +114,14 @@ def test_random_malformed_local_reports_are_never_averaged(seed: int) -> None:
     strategy.aggregate_fit(1, [replies[i] for i in order], failures)
     update = strategy._pending
     assert update is not None
-    expected = pooled_means(update.node_ids, [report_of(r) for r in valid_res])
+    # a copy of a valid reply sent by another node disputes that client: no node holds it yet, so neither is used
+    disputed = {res.metrics[serde.PARTITION_ID] for proxy, res in replies
+                if res in valid_res and proxy.node_id != 100 + res.metrics[serde.PARTITION_ID]}
+    used = [r for r in valid_res if r.metrics[serde.PARTITION_ID] not in disputed]
+    expected = pooled_means(update.node_ids, [report_of(r) for r in used])
     np.testing.assert_array_equal(update.global_means, expected)
-    assert len(strategy.driver.machine.rejected) == len(replies) - len(valid_res)
-    assert strategy.driver.machine.plan.failed_local_means == len(broken)
+    assert len(strategy.driver.machine.rejected) == len(replies) - len(used)
+    assert strategy.driver.machine.plan.failed_local_means == len(broken) + len(disputed)
 
 
 def broken_set(kind: str, res, rng: np.random.Generator, pid: int):
@@ -179,8 +183,12 @@ def test_every_kind_of_broken_local_report_is_rejected(kind: str) -> None:
     replies = [(p, broken_fit(kind, res, rng, valid_res) if res.metrics[serde.PARTITION_ID] == 0 else res)
                for p, res in results]
     strategy.aggregate_fit(1, replies, [])
-    assert len(strategy.driver.machine.rejected) == 1, kind
-    expected = pooled_means(strategy._pending.node_ids, [report_of(r) for r in valid_res])
+    # a copy of another client's reply from node 0 disputes that client (neither node holds it yet): both refused
+    disputed = {res.metrics[serde.PARTITION_ID] for p, res in replies
+                if res in valid_res and p.node_id != 100 + res.metrics[serde.PARTITION_ID]}
+    assert len(strategy.driver.machine.rejected) == 1 + len(disputed), kind
+    used = [r for r in valid_res if r.metrics[serde.PARTITION_ID] not in disputed]
+    expected = pooled_means(strategy._pending.node_ids, [report_of(r) for r in used])
     np.testing.assert_array_equal(strategy._pending.global_means, expected)
 
 

@@ -76,8 +76,7 @@ def replies(sessions: list[ClientSession], message) -> Exchange:
     exchange = Exchange()
     for s in sessions:
         reply = s.handle(message)
-        exchange.reports.append(reply.report)
-        exchange.harness[s.client] = reply.harness
+        exchange.add(reply.report, None, reply.harness)
     return exchange
 
 

@@ -45,6 +45,7 @@ class ServerMachine(ReplyChecks):
         self.done = False
         self.history: list[dict] = []
         self.rejected: list[dict] = []
+        self.used: list[object] = []  # the reports the last exchange used (the driver keeps only their pull logs)
         self.final_nodes: dict[int, int] = {}
         self.reported_phase = [0] * settings.num_clients  # last phase whose active set each client sent
         #: what the bound designs the next phase's length from (e.g. the largest pooled variance seen last)
@@ -114,6 +115,7 @@ class ServerMachine(ReplyChecks):
                 valid.append(report)
             else:
                 self.reject(report.client, plan.phase, "local-means", reason)
+        self.used = list(valid)
         self.require_quorum(plan.phase, "local-means", len(valid))
         statistics = pooled_statistics(plan.union, valid, self.settings.bound.statistics)
         return self._close_exploration(pooled_means(plan.union, valid), len(valid), observed_mean(valid),
@@ -191,10 +193,12 @@ class ServerMachine(ReplyChecks):
             raise ProtocolError("collect called before aggregate")
         seen: set[int] = set()
         new_sets: list[np.ndarray | None] = [None] * self.settings.num_clients
+        self.used = []
         for report in sorted(reports, key=lambda r: (str(type(r.client)), r.client)):
             reason = self.check_active_set(report, seen)
             if reason is None:
                 seen.add(int(report.client))
+                self.used.append(report)
                 new_sets[int(report.client)] = np.sort(np.asarray(report.node_ids, dtype=np.int64))
                 self.reported_phase[int(report.client)] = plan.phase
             else:
@@ -233,6 +237,7 @@ class ServerMachine(ReplyChecks):
 
     # -- final exchange ----------------------------------------------------------------
     def finish(self, reports: list[FinishReport]) -> None:
+        self.used = list(reports)
         for report in reports:
             self.final_nodes[int(report.client)] = int(report.node_id)
 
