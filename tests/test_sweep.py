@@ -262,9 +262,32 @@ def test_a_flower_sweep_runs_serially_and_gives_the_inprocess_numbers(tmp_path, 
 
 
 def test_a_field_added_later_keeps_older_run_ids_at_its_default() -> None:
-    """Results written before ``confidence`` existed resume: a hoeffding run's id is the one it always had."""
+    """Results written before ``confidence`` (or ``evaluation``, ``random_fraction``) existed resume: a run at
+    their defaults has the id it always had."""
     config = RunConfig(problem="garland", alpha=0.5, seed=3)
-    before = {k: v for k, v in config.to_dict().items() if k != "confidence"}
+    before = {k: v for k, v in config.to_dict().items() if k in FIRST_RUN_ID_FIELDS}
     digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:12]
     assert run_id(config) == f"garland-pf-xab-a0.5-s3-{digest}"
     assert run_id(config.replace(confidence="bernstein")) != run_id(config)
+
+
+#: RunConfig's fields when run ids were first written: every later field must be left out of the id at its
+#: default (``LATER_FIELDS``), or every existing results directory would redo all its runs on resume.
+FIRST_RUN_ID_FIELDS = {"problem", "algorithm", "clients", "alpha", "horizon", "seed", "nu1", "rho", "noise",
+                       "noise_sigma", "spread", "max_depth", "pf_pne_eps", "landmine_data", "fields"}
+
+
+def test_a_field_added_to_run_configs_leaves_older_run_ids_unchanged() -> None:
+    from dataclasses import fields
+
+    from pfxab_flower.run_parameters import RunConfig
+    from pfxab_flower.simulations.experiment import LATER_FIELDS
+
+    assert {f.name for f in fields(RunConfig)} - set(LATER_FIELDS) == FIRST_RUN_ID_FIELDS
+    config = RunConfig(problem="doublesine", clients=3, horizon=20_000, seed=4)
+    for name in LATER_FIELDS:  # a later field changes the id only away from its default
+        assert run_id(config) != run_id(RunConfig(**{**config.to_dict(), name: _other_value(name)})), name
+
+
+def _other_value(name: str) -> object:
+    return {"confidence": "bernstein", "evaluation": "deterministic", "random_fraction": 0.5}[name]
