@@ -1,11 +1,13 @@
 """The server side of a run, whatever carries its messages: machine, ledger of the wire, end, result.
 
 Every engine drives one :class:`ServerDriver`: the in-process loop, the legacy Flower
-``Strategy`` and the Message-API strategy. A transport only encodes the driver's
-instructions, decodes the replies into core messages (or a reason they cannot be
-read), and hands them back; the driver judges, averages, counts failures, stops the
-run below quorum, keeps what crossed the wire and builds the final result. So no
-transport takes a decision, and every engine gives the same numbers for a seed.
+``Strategy`` and the Message-API strategy. The driver owns the order of exchanges: a
+transport asks it what to send next (:meth:`ServerDriver.next_exchange`), encodes and
+sends that, decodes the replies into core messages (or a reason they cannot be read)
+and hands them back (:meth:`ServerDriver.deliver`); the driver judges, averages, counts
+failures, stops the run below quorum, keeps what crossed the wire and builds the final
+result (:mod:`pfxab_flower.outcome`). So no transport takes a decision or keeps state of
+the protocol, and every engine gives the same numbers for a seed.
 
 In simulation the driver also holds the ground truth (a :class:`Federation`): it asks
 the clients to attach their pull logs (``report_pulls``) and scores the exact regret
@@ -16,14 +18,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from pfxab_flower.accounting import CommunicationLog, score
+from pfxab_flower.accounting import CommunicationLog
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.messages import (
     FinishInstruction,
@@ -32,63 +32,17 @@ from pfxab_flower.algorithms.messages import (
     PhaseInstruction,
 )
 from pfxab_flower.algorithms.phased import ServerMachine, Settings
-from pfxab_flower.errors import IncompleteRunError, RunStoppedError
+from pfxab_flower.algorithms.phased.state import ProtocolError
+from pfxab_flower.errors import RunStoppedError
+from pfxab_flower.exchanges import Exchange, Failure, Outgoing
+from pfxab_flower.outcome import RunOutcome
 from pfxab_flower.problems.federation import Federation
-from pfxab_flower.results import RunResult, build_result
-from pfxab_flower.sampling import PullLog, evaluation_counts, site_costs
 from pfxab_flower.trust import NodeBinding, pull_log_problem
 
 LOGGER = logging.getLogger("pfxab_flower")
 
-STAGE_KINDS = {"local-means": "explore", "active-set": "eliminate", "finish": "finish"}
 
-
-@dataclass
-class Unreadable:
-    """A reply no core message could be read from: who claimed to send it (if known) and why."""
-
-    client: object
-    reason: str
-    node: int | None = None  # the Flower node it came from, where the transport knows it
-
-
-@dataclass
-class Failure:
-    """A client that sent an error, or nothing, in an exchange: why, and who where the transport knows it."""
-
-    reason: str
-    node: int | None = None  # the Flower node the message went to
-    client: int | None = None  # the client index, if the transport knows it without the node
-
-
-@dataclass
-class Exchange:
-    """The replies of one exchange, decoded by a transport.
-
-    ``senders`` and ``harnesses`` run beside ``reports`` (see :meth:`add`): the Flower node
-    each report came from, where the transport knows it, and the harness data it carried.
-    """
-
-    reports: list[Any] = field(default_factory=list)
-    unreadable: list[Unreadable] = field(default_factory=list)
-    failures: list[Failure] = field(default_factory=list)  # clients that sent an error or nothing
-    senders: list[int | None] = field(default_factory=list)
-    harnesses: list[Mapping[str, np.ndarray] | None] = field(default_factory=list)
-
-    def add(self, report: Any, node: int | None = None, harness: Mapping[str, np.ndarray] | None = None) -> None:
-        """One readable report, the node it came from and the harness data it carried."""
-        self.reports.append(report)
-        self.senders.append(node)
-        self.harnesses.append(harness or None)
-
-    def sources(self) -> list[tuple[Any, int | None, Mapping[str, np.ndarray] | None]]:
-        """Each report with its sender and harness data (``None`` where the transport gave none)."""
-        senders = self.senders + [None] * (len(self.reports) - len(self.senders))
-        harnesses = self.harnesses + [None] * (len(self.reports) - len(self.harnesses))
-        return list(zip(self.reports, senders, harnesses, strict=True))
-
-
-class ServerDriver:
+class ServerDriver(RunOutcome):
     """The server of one run of ``algorithm`` with ``settings``; ``federation`` only in simulation."""
 
     def __init__(self, algorithm: str, settings: Settings, federation: Federation | None = None) -> None:
@@ -102,6 +56,8 @@ class ServerDriver:
         self.harness: dict[int, Mapping[str, np.ndarray]] = {}  # client -> the harness data of its last used reply
         self.binding = NodeBinding(settings.num_clients)  # which Flower node speaks for which client
         self.problems: dict[int, tuple[int, str]] = {}  # client -> (phase, why) of its latest failed exchange
+        self.outgoing: Outgoing | None = None  # the exchange whose replies are awaited
+        self.global_update: GlobalUpdate | None = None  # a phase's update, between its two exchanges
         self.started = time.perf_counter()
 
     @property
@@ -131,6 +87,64 @@ class ServerDriver:
     @property
     def running(self) -> bool:
         return not (self.finished or self.stop_reason is not None)
+
+    # -- the order of exchanges --------------------------------------------------------------
+    def next_exchange(self) -> Outgoing | None:
+        """The next exchange to run (``None`` once the run is over); its replies go to :meth:`deliver`.
+
+        A phase is two exchanges: the instruction (local means come back), then the global
+        update (next active sets come back); the final exchange ends the run.
+        """
+        if self.outgoing is not None:
+            raise ProtocolError(f"the replies of the {self.outgoing.kind} exchange of phase {self.outgoing.phase} "
+                                "were not delivered")
+        if self.global_update is not None and self.running:
+            self.outgoing = Outgoing(self.global_update, self.global_update.phase, "eliminate")
+            return self.outgoing
+        instruction = self.next_instruction()
+        if isinstance(instruction, FinishInstruction):
+            self.outgoing = Outgoing(instruction, instruction.phases + 1, "finish")
+        elif instruction is not None:
+            self.outgoing = Outgoing(instruction, instruction.phase, "explore")
+        return self.outgoing
+
+    @property
+    def second_exchange_due(self) -> bool:
+        """Whether the phase under way still has its elimination exchange (a Flower round's second half)."""
+        return self.global_update is not None and self.running
+
+    def deliver(self, exchange: Exchange) -> None:
+        """The decoded replies of the exchange :meth:`next_exchange` asked for."""
+        outgoing, self.outgoing = self._awaited(), None
+        if outgoing.kind == "explore":
+            self.global_update = self.local_means(outgoing.message, exchange)  # type: ignore[arg-type]
+        elif outgoing.kind == "eliminate":
+            self.global_update = None
+            self.active_sets(outgoing.message, exchange)  # type: ignore[arg-type]
+        else:
+            self.final_nodes(outgoing.message, exchange)  # type: ignore[arg-type]
+
+    def deliver_sums(self, sums: np.ndarray, holders: np.ndarray, exchange: Exchange,
+                     statistic_sums: Mapping[str, np.ndarray] | None = None) -> None:
+        """The exploration's replies as SecAgg+ sums (see :meth:`secure_sums`) instead of one report each."""
+        outgoing, self.outgoing = self._awaited(), None
+        if outgoing.kind != "explore":
+            raise ProtocolError(f"secure sums delivered for a {outgoing.kind} exchange")
+        self.global_update = self.secure_sums(outgoing.message, sums, holders, exchange,  # type: ignore[arg-type]
+                                              statistic_sums)
+
+    def _awaited(self) -> Outgoing:
+        if self.outgoing is None:
+            raise ProtocolError("replies delivered, but no exchange is under way")
+        return self.outgoing
+
+    def round_metrics(self) -> dict[str, int] | None:
+        """The phase whose exploration just closed, as a Flower round's metrics (``None`` if the run stopped)."""
+        plan = self.machine.plan
+        if self.global_update is None or plan is None:
+            return None
+        return {"phase": plan.phase, "active_nodes": int(plan.union.size), "pulls_per_client": plan.length,
+                "failed_local_means": plan.failed_local_means}
 
     # -- the exchanges ---------------------------------------------------------------------
     def next_instruction(self) -> PhaseInstruction | FinishInstruction | None:
@@ -315,90 +329,6 @@ class ServerDriver:
             if id(report) in used:
                 self.harness[_index(_claimed(report))] = harness
 
-    # -- the outcome -----------------------------------------------------------------------
-    def phase_metrics(self) -> list[dict[str, int | float]]:
-        """One row per completed phase: active and eliminated nodes, pulls per client, failures, ..."""
-        return [dict(row) for row in self.machine.history]
-
-    def final_points(self) -> np.ndarray:
-        """Every client's final recommendation in the user's units, ``(M, d)`` in client order (NaN if none)."""
-        points = [np.asarray(self.final_reports[m].point, dtype=float) if m in self.final_reports else None
-                  for m in range(self.num_clients)]
-        # the length most clients sent (a point of another length must not erase the others', nor crash the server)
-        sizes = Counter(p.size for p in points if p is not None)
-        d = sizes.most_common(1)[0][0] if sizes else 0
-        return np.array([p if p is not None and p.size == d else np.full(d, np.nan) for p in points]).reshape(
-            len(points), d)
-
-    def lost_clients(self) -> list[int]:
-        """Clients with no usable final report: their node died (or kept failing) before the end."""
-        return [m for m in range(self.num_clients) if m not in self.final_reports]
-
-    def lost_client_records(self) -> list[dict[str, Any]]:
-        """Each lost client: ``client`` index, ``flower_node`` (``None`` if it never sent a readable reply),
-        ``phase`` where it was lost and ``reason``.
-
-        It was lost in the first phase whose active set it did not send (after the last one
-        it did); ``phases + 1`` is the final exchange. The reason is the latest failure,
-        rejection or departure seen from that phase on.
-        """
-        records = []
-        for m in self.lost_clients():
-            phase = self.machine.reported_phase[m] + 1
-            seen = [(r["phase"], r["reason"]) for r in self.machine.rejected if r["client"] == m]
-            if m in self.problems:
-                seen.append(self.problems[m])
-            since = [(p, why) for p, why in seen if p >= phase]
-            if since:
-                reason = max(since, key=lambda item: item[0])[1]
-            elif phase > self.machine.completed:
-                reason = "no usable final reply"
-            else:
-                reason = f"no usable reply from phase {phase} on"
-            records.append({"client": m, "flower_node": self.nodes.get(m), "phase": phase, "reason": reason})
-        return records
-
-    def _phase_name(self, phase: int) -> str:
-        return "the final exchange" if self.machine.done and phase > self.machine.completed else f"phase {phase}"
-
-    def pull_logs(self) -> list[PullLog]:
-        """Each client's pull log from the last harness data it sent (simulation only).
-
-        Every reply carries the client's log so far, so a client lost mid-run is scored
-        up to its last reply (one that never replied: no pulls).
-        """
-        logs = []
-        for m in range(self.num_clients):
-            data = self.harness.get(m)
-            if data is None or "pull-nodes" not in data or "pull-counts" not in data:
-                logs.append(PullLog.empty())
-                continue
-            logs.append(PullLog(np.asarray(data["pull-nodes"], dtype=np.int64),
-                                np.asarray(data["pull-counts"], dtype=np.int64)))
-        return logs
-
-    def result(self, engine: str, describe: Mapping[str, Any] | None = None) -> RunResult:
-        """The scored result of a finished simulated run (the same for every engine but ``engine`` and bytes)."""
-        if self.federation is None:
-            raise IncompleteRunError("the run has no ground truth to score (no federation was given)")
-        if self.stop_reason is not None:
-            raise RunStoppedError(self.stop_reason)
-        if not self.finished:
-            raise IncompleteRunError(f"the run stopped after {self.machine.completed} phases, before the final round")
-        settings = self.settings
-        lost = frozenset(self.lost_clients())
-        return build_result(
-            federation=self.federation,
-            server=self.machine,
-            ledger=score(self.federation, settings.alpha, settings.horizon, self.pull_logs(), lost),
-            lost_clients=self.lost_client_records(),
-            communication=self.communication.frame(),
-            parameters=run_parameters(self.algorithm, self.federation.name, engine, settings, describe),
-            wall_seconds=time.perf_counter() - self.started,
-            evaluations=evaluation_counts([self.harness.get(m) for m in range(self.num_clients)]),
-            costs=site_costs([self.harness.get(m) for m in range(self.num_clients)]),
-        )
-
 
 def _claimed(report: Any) -> object:
     """The client a report names (a secure-aggregation exchange's reports are the client indices themselves)."""
@@ -408,10 +338,3 @@ def _claimed(report: Any) -> object:
 def _index(claimed: object) -> int:
     """``claimed`` as an int when it is one, else -1 (never a client's index)."""
     return int(claimed) if isinstance(claimed, int | np.integer) and not isinstance(claimed, bool) else -1
-
-
-def run_parameters(
-    algorithm: str, problem: str, engine: str, settings: Settings, describe: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """The leading entries of a run's summary: what ran, where, with which parameters."""
-    return {"algorithm": algorithm, "problem": problem, "engine": engine, **settings.spec.summary(), **(describe or {})}

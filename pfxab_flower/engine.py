@@ -14,11 +14,12 @@ from functools import partial
 from typing import Any
 
 from pfxab_flower.algorithms import make_policy
-from pfxab_flower.algorithms.messages import FinishInstruction, Message, payload_size
+from pfxab_flower.algorithms.messages import Message, payload_size
 from pfxab_flower.algorithms.phased import Policy, ServerMachine, Settings
 from pfxab_flower.config import parse
-from pfxab_flower.driver import Exchange, Failure, ServerDriver
+from pfxab_flower.driver import ServerDriver
 from pfxab_flower.errors import ConfigError, RunStoppedError
+from pfxab_flower.exchanges import Exchange, Failure, Outgoing
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS, FaultPlan, InjectedFailureError
 from pfxab_flower.limits import MAX_PULLS
 from pfxab_flower.problems import build_federation
@@ -106,28 +107,22 @@ def simulate(
     ]
     sim = Simulation(driver, sessions, stores, federation)
 
-    def exchange(phase: int, kind: str, broadcast: Message) -> Exchange:
+    def exchange(outgoing: Outgoing) -> Exchange:
         result = Exchange()
         for session in sessions:
             try:
-                reply = session.handle(broadcast)  # type: ignore[arg-type]
+                reply = session.handle(outgoing.message)
             except (InjectedFailureError, LateReplyError) as exc:
                 result.failures.append(Failure(str(exc), client=session.client))
                 continue
             result.add(reply.report, None, reply.harness)
-        record_exchange(driver, phase, kind, broadcast, result.reports, recipients=M)
+        record_exchange(driver, outgoing.phase, outgoing.kind, outgoing.message, result.reports, recipients=M)
         if keep_messages:
-            sim.messages.append((broadcast, result.reports))
+            sim.messages.append((outgoing.message, result.reports))
         return result
 
-    while (instruction := driver.next_instruction()) is not None:
-        if isinstance(instruction, FinishInstruction):
-            driver.final_nodes(instruction, exchange(instruction.phases + 1, "finish", instruction))
-            break
-        update = driver.local_means(instruction, exchange(instruction.phase, "explore", instruction))
-        if update is None:
-            break
-        driver.active_sets(update, exchange(instruction.phase, "eliminate", update))
+    while (outgoing := driver.next_exchange()) is not None:
+        driver.deliver(exchange(outgoing))
     if driver.stop_reason is not None:
         raise RunStoppedError(driver.stop_reason)
     return sim

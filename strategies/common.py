@@ -19,8 +19,9 @@ import numpy as np
 from pfxab_flower.algorithms import registry
 from pfxab_flower.algorithms.phased import Settings
 from pfxab_flower.config import PARAMETERS, check
-from pfxab_flower.driver import Exchange, Failure, ServerDriver, Unreadable
+from pfxab_flower.driver import ServerDriver
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.exchanges import Exchange, Failure, Unreadable
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT, required_replies
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.spec import AlgorithmSpec

@@ -41,14 +41,11 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
 from pfxab_flower.algorithms.messages import (
-    ActiveSetReport,
-    FinishInstruction,
     FinishReport,
-    GlobalUpdate,
-    LocalReport,
     PhaseInstruction,
 )
-from pfxab_flower.driver import Exchange, Failure, ServerDriver, Unreadable
+from pfxab_flower.driver import ServerDriver
+from pfxab_flower.exchanges import Exchange, Failure, Outgoing, Unreadable
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
@@ -96,7 +93,6 @@ class LegacyPhasedEliminationStrategy(Strategy):
         self.secure_aggregation = bool(secure_aggregation)
         self._sent: list[ClientProxy] = []
         self._standby: set[int] = set()
-        self._pending: Any = None
         self._score: tuple[float, dict[str, Scalar]] | None = None
 
     def __repr__(self) -> str:
@@ -141,11 +137,10 @@ class LegacyPhasedEliminationStrategy(Strategy):
         if not self._sent:
             self._sent = self._clients(client_manager)
             stop_on_foreign_ray(self.driver, getattr(self._sent[0], "grid", None) if self._sent else None)
-        instruction = self.driver.next_instruction()
-        if instruction is None:
+        outgoing = self.driver.next_exchange()
+        if outgoing is None:
             return []
-        self._pending = instruction
-        arrays, config = serde.broadcast_payload(instruction)
+        arrays, config = serde.broadcast_payload(outgoing.message)
         fit_ins = FitIns(ndarrays_to_parameters(arrays), config)
         return [(client, fit_ins) for client in self._sent]
 
@@ -155,34 +150,27 @@ class LegacyPhasedEliminationStrategy(Strategy):
         results: list[tuple[ClientProxy, FitRes]],
         failures: list[tuple[ClientProxy, FitRes] | BaseException],
     ) -> tuple[Parameters | None, dict[str, Scalar]]:
-        instruction, self._pending = self._pending, None
-        if instruction is None:
+        outgoing = self.driver.outgoing
+        if outgoing is None:
             return None, {}
-        if isinstance(instruction, FinishInstruction):
-            exchange = self._exchange(instruction, instruction.phases + 1, "finish", results, failures, FinishReport)
-            self.driver.final_nodes(instruction, exchange)
-            return ndarrays_to_parameters([self.driver.final_points()]), {
-                "final-reports": len(exchange.reports), "lost-clients": json.dumps(self.lost_clients)}
-        assert isinstance(instruction, PhaseInstruction)
-        if self.secure_aggregation:
-            update = self._aggregate_secure(instruction, results, failures)
+        if self.secure_aggregation and outgoing.kind == "explore":  # one sum for all, not a report each
+            self._aggregate_secure(outgoing, results, failures)
         else:
-            exchange = self._exchange(instruction, instruction.phase, "explore", results, failures, LocalReport)
-            explain_silence(self.driver, instruction.phase, exchange)
-            update = self.driver.local_means(instruction, exchange)
-        self._pending = update
-        plan = self.driver.machine.plan
-        if update is None or plan is None:
-            return None, {}
-        return None, {"phase": instruction.phase, "active_nodes": int(instruction.node_ids.size),
-                      "pulls_per_client": plan.length, "failed_local_means": plan.failed_local_means}
+            exchange = self._exchange(outgoing, results, failures)
+            if outgoing.first:
+                explain_silence(self.driver, outgoing.phase, exchange)
+            self.driver.deliver(exchange)
+        if self.driver.finished:
+            return ndarrays_to_parameters([self.driver.final_points()]), {
+                "final-reports": len(self.driver.final_reports), "lost-clients": json.dumps(self.lost_clients)}
+        return None, self.driver.round_metrics() or {}
 
     def configure_evaluate(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, EvaluateIns]]:
-        if not isinstance(self._pending, GlobalUpdate):
+        if not self.driver.second_exchange_due or (outgoing := self.driver.next_exchange()) is None:
             return []
-        arrays, config = serde.broadcast_payload(self._pending)
+        arrays, config = serde.broadcast_payload(outgoing.message)
         evaluate_ins = EvaluateIns(ndarrays_to_parameters(arrays), config)
         return [(client, evaluate_ins) for client in self._sent]
 
@@ -192,13 +180,12 @@ class LegacyPhasedEliminationStrategy(Strategy):
         results: list[tuple[ClientProxy, EvaluateRes]],
         failures: list[tuple[ClientProxy, EvaluateRes] | BaseException],
     ) -> tuple[float | None, dict[str, Scalar]]:
-        update, self._pending = self._pending, None
-        if not isinstance(update, GlobalUpdate):
+        outgoing = self.driver.outgoing
+        if outgoing is None or outgoing.kind != "eliminate":
             return None, {}
-        self.driver.active_sets(update, self._exchange(update, update.phase, "eliminate", results, failures,
-                                                       ActiveSetReport))
+        self.driver.deliver(self._exchange(outgoing, results, failures))
         rows = self.driver.phase_metrics()
-        if not rows or rows[-1]["phase"] != update.phase:
+        if not rows or rows[-1]["phase"] != outgoing.phase:
             return None, {}
         # Flower's History keeps evaluate metrics only with a loss: the phase's mean observed reward, negated
         return -float(rows[-1]["mean_observed_reward"]), dict(rows[-1])
@@ -223,11 +210,9 @@ class LegacyPhasedEliminationStrategy(Strategy):
             return []
         return [client_manager.all()[cid] for cid in sorted(client_manager.all())]
 
-    def _exchange(
-        self, broadcast: Any, phase: int, kind: str, results: list[tuple[ClientProxy, Any]], failures: list,
-        expected: type,
-    ) -> Exchange:
-        """Decode an exchange's replies and log what crossed the wire."""
+    def _exchange(self, outgoing: Outgoing, results: list[tuple[ClientProxy, Any]], failures: list) -> Exchange:
+        """Decode the replies of the driver's exchange under way and log what crossed the wire."""
+        expected = outgoing.expects
         payloads: list[Any] = self._failures(results, failures)
         up_values = up_bytes = 0
         for proxy, res in results:
@@ -246,16 +231,16 @@ class LegacyPhasedEliminationStrategy(Strategy):
                 continue
             payloads.append(Reply(arrays, dict(res.metrics), node))
         exchange = decode_replies(self.driver, payloads, expected, self._standby)
-        arrays, config = serde.broadcast_payload(broadcast)
+        arrays, config = serde.broadcast_payload(outgoing.message)
         down_values, down_bytes = serde.wire_size(list(ndarrays_to_parameters(arrays).tensors), config)
         sent = len(self._sent)
-        self.driver.record(phase, kind, down_values * sent, down_bytes * sent, up_values, up_bytes)
+        self.driver.record(outgoing.phase, outgoing.kind, down_values * sent, down_bytes * sent, up_values, up_bytes)
         return exchange
 
-    def _aggregate_secure(
-        self, instruction: PhaseInstruction, results: list[tuple[ClientProxy, FitRes]], failures: list
-    ) -> GlobalUpdate | None:
+    def _aggregate_secure(self, outgoing: Outgoing, results: list[tuple[ClientProxy, FitRes]], failures: list) -> None:
         """A fit round through SecAgg+: every reply carries the same sum; only metrics are per client."""
+        instruction = outgoing.message
+        assert isinstance(instruction, PhaseInstruction)
         exchange = Exchange(failures=self._failures(results, failures))
         clients: dict[int, FitRes] = {}
         for proxy, res in sorted(results, key=lambda pair: repr(pair[1].metrics.get(serde.PARTITION_ID))):
@@ -273,7 +258,7 @@ class LegacyPhasedEliminationStrategy(Strategy):
         down_values, down_bytes = serde.wire_size(list(ndarrays_to_parameters(arrays).tensors), config)
         up = [serde.wire_size(list(res.parameters.tensors), res.metrics) for res in clients.values()]
         sent = len(self._sent)
-        self.driver.record(instruction.phase, "explore", down_values * sent, down_bytes * sent,
+        self.driver.record(outgoing.phase, outgoing.kind, down_values * sent, down_bytes * sent,
                            sum(v for v, _ in up), sum(b for _, b in up))
         try:
             vectors = parameters_to_ndarrays(next(iter(clients.values())).parameters) if clients else []
@@ -282,8 +267,7 @@ class LegacyPhasedEliminationStrategy(Strategy):
         average = vectors[0] if len(vectors) == 1 else np.zeros(0)
         names = self.driver.settings.bound.statistics
         sums, holders, statistic_sums = secure.split_aggregate(average, len(clients), len(instruction.node_ids), names)
-        return self.driver.secure_sums(instruction, sums, holders, exchange, statistic_sums)
-
+        self.driver.deliver_sums(sums, holders, exchange, statistic_sums)
 
     def _failures(self, results: list[tuple[ClientProxy, Any]], failures: list) -> list[Failure]:
         """Flower's failures with their nodes: a non-OK reply names its proxy; an exception does not, unless

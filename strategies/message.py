@@ -31,9 +31,10 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 from flwr.superlink.grid import InMemoryGrid
 
-from pfxab_flower.algorithms.messages import ActiveSetReport, FinishInstruction, FinishReport, LocalReport
-from pfxab_flower.driver import Exchange, Failure, ServerDriver, Unreadable
+from pfxab_flower.algorithms.messages import FinishInstruction
+from pfxab_flower.driver import ServerDriver
 from pfxab_flower.errors import RunStoppedError
+from pfxab_flower.exchanges import Exchange, Failure, Outgoing, Unreadable
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
@@ -99,7 +100,6 @@ class PhasedEliminationStrategy(Strategy):
         self._sent: list[int] = []  # the nodes the current broadcast went to
         self._gone: set[int] = set()  # nodes the SuperLink stopped listing (a dead SuperNode)
         self._standby: set[int] = set()
-        self._pending: Any = None
         self._broadcast: RecordDict | None = None
         self._timeout = float(round_timeout)  # of the exchange under way (``start``'s ``timeout``)
 
@@ -153,15 +153,15 @@ class PhasedEliminationStrategy(Strategy):
         flower_round = 0
         while flower_round < limit:
             messages = list(self.configure_train(flower_round + 1, arrays, train_config or ConfigRecord(), grid))
-            if self._pending is None:  # the run is over (finished or stopped): no more Flower rounds
+            if self.driver.outgoing is None:  # the run is over (finished or stopped): no more Flower rounds
                 break
             flower_round += 1
             log(INFO, "")
-            log(INFO, "[ROUND %d] %s", flower_round, _round_name(self._pending))
+            log(INFO, "[ROUND %d] %s", flower_round, _round_name(self.driver.outgoing.message))
             final, _ = self.aggregate_train(flower_round, self._send(grid, messages))
             if final is not None:
                 result.arrays = arrays = final
-            if self._pending is not None:  # the phase's second exchange
+            if self.driver.second_exchange_due:
                 messages = list(self.configure_evaluate(flower_round, arrays, evaluate_config or ConfigRecord(), grid))
                 self.aggregate_evaluate(flower_round, self._send(grid, messages))
             if evaluate_fn is not None:
@@ -210,51 +210,36 @@ class PhasedEliminationStrategy(Strategy):
         if self._nodes is None:
             self._nodes = self._connected_nodes(grid)
             stop_on_foreign_ray(self.driver, grid)
-        instruction = self.driver.next_instruction()
-        if instruction is None:
-            return []
-        self._pending = instruction
-        return self._messages(instruction, MessageType.TRAIN, grid)
+        outgoing = self.driver.next_exchange()
+        return [] if outgoing is None else self._messages(outgoing, MessageType.TRAIN, grid)
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        instruction, self._pending = self._pending, None
-        if instruction is None:
+        if self.driver.outgoing is None:
             return None, None
-        if isinstance(instruction, FinishInstruction):
-            self.driver.final_nodes(instruction, self._exchange(instruction.phases + 1, "finish", replies,
-                                                                FinishReport))
-            nodes = np.array([self.driver.final_reports[m].node_id if m in self.driver.final_reports else 0
-                              for m in range(self.driver.num_clients)], dtype=np.int64)
+        self._deliver(replies)
+        if self.driver.finished:
+            nodes = self.driver.final_node_ids()
             lost = np.array([[r["client"], r["flower_node"] or 0, r["phase"]] for r in self.lost_clients],
                             dtype=np.uint64).reshape(-1, 3)
             final = ArrayRecord({"final-points": Array(self.driver.final_points()), "final-nodes": Array(nodes),
                                  "lost-clients": Array(lost)})
             return final, None  # train_metrics_clientapp keeps one row per phase
-        exchange = self._exchange(instruction.phase, "explore", replies, LocalReport)
-        explain_silence(self.driver, instruction.phase, exchange)
-        update = self.driver.local_means(instruction, exchange)
-        self._pending = update
-        plan = self.driver.machine.plan
-        if update is None or plan is None:
-            return None, None
-        return None, MetricRecord({"phase": instruction.phase, "active_nodes": int(instruction.node_ids.size),
-                                   "pulls_per_client": plan.length,
-                                   "failed_local_means": plan.failed_local_means})
+        metrics = self.driver.round_metrics()
+        return None, None if metrics is None else MetricRecord(metrics)
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        if self._pending is None:
+        if not self.driver.second_exchange_due:
             return []
-        return self._messages(self._pending, MessageType.EVALUATE, grid)
+        outgoing = self.driver.next_exchange()
+        return [] if outgoing is None else self._messages(outgoing, MessageType.EVALUATE, grid)
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
-        update, self._pending = self._pending, None
-        if update is None:
-            return None
-        self.driver.active_sets(update, self._exchange(update.phase, "eliminate", replies, ActiveSetReport))
+        if self.driver.outgoing is not None:
+            self._deliver(replies)
         return None
 
     # -- helpers --------------------------------------------------------------------------------
@@ -282,7 +267,7 @@ class PhasedEliminationStrategy(Strategy):
             time.sleep(0.1)
         return nodes
 
-    def _messages(self, message: Any, message_type: str, grid: Grid) -> list[Message]:
+    def _messages(self, outgoing: Outgoing, message_type: str, grid: Grid) -> list[Message]:
         """One message per node of the run that is still online.
 
         A node the SuperLink no longer lists (its SuperNode died and missed its heartbeats)
@@ -292,10 +277,19 @@ class PhasedEliminationStrategy(Strategy):
         for node in self._nodes or []:
             if node not in online and node not in self._gone:
                 self._gone.add(node)
-                self.driver.node_gone(node, _phase_of(message))
+                self.driver.node_gone(node, outgoing.phase)
         self._sent = [node for node in self._nodes or [] if node in online]
-        self._broadcast = records.to_record(*serde.broadcast_payload(message))
+        self._broadcast = records.to_record(*serde.broadcast_payload(outgoing.message))
         return [Message(content=self._broadcast, message_type=message_type, dst_node_id=node) for node in self._sent]
+
+    def _deliver(self, replies: Iterable[Message]) -> None:
+        """Decode the replies of the driver's exchange under way, log what crossed the wire, and deliver them."""
+        outgoing = self.driver.outgoing
+        assert outgoing is not None
+        exchange = self._exchange(outgoing.phase, outgoing.kind, replies, outgoing.expects)
+        if outgoing.first:
+            explain_silence(self.driver, outgoing.phase, exchange)
+        self.driver.deliver(exchange)
 
     def _exchange(self, phase: int, kind: str, replies: Iterable[Message], expected: type) -> Exchange:
         """Decode an exchange's replies and log what crossed the wire."""
@@ -329,11 +323,6 @@ def _round_name(instruction: Any) -> str:
     if isinstance(instruction, FinishInstruction):
         return f"final exchange (after {instruction.phases} phases)"
     return f"phase {instruction.phase}: explore and eliminate exchanges"
-
-
-def _phase_of(message: Any) -> int:
-    """The phase a broadcast belongs to (the final exchange: one past the last phase)."""
-    return message.phases + 1 if isinstance(message, FinishInstruction) else message.phase
 
 
 def _evaluate_serverapp(

@@ -17,7 +17,7 @@ import pytest
 from flwr.common import Code, FitRes, Parameters, Status, parameters_to_ndarrays
 from flwr.server import SimpleClientManager
 
-from pfxab_flower.algorithms.messages import ActiveSetReport, FinishInstruction, FinishReport, LocalReport
+from pfxab_flower.algorithms.messages import ActiveSetReport, FinishReport, LocalReport
 from pfxab_flower.algorithms.phased import FIRST_ACTIVE_SET, pooled_means
 from pfxab_flower.client_apps import federation_sessions
 from pfxab_flower.partition import children
@@ -112,7 +112,7 @@ def test_random_malformed_local_reports_are_never_averaged(seed: int) -> None:
             replies.append((proxy, broken_fit(str(rng.choice(FIT_BREAKS)), res, rng, valid_res)))
     order = rng.permutation(len(replies))
     strategy.aggregate_fit(1, [replies[i] for i in order], failures)
-    update = strategy._pending
+    update = strategy.driver.global_update
     assert update is not None
     # a copy of a valid reply sent by another node disputes that client: no node holds it yet, so neither is used
     disputed = {res.metrics[serde.PARTITION_ID] for proxy, res in replies
@@ -188,8 +188,8 @@ def test_every_kind_of_broken_local_report_is_rejected(kind: str) -> None:
                 if res in valid_res and p.node_id != 100 + res.metrics[serde.PARTITION_ID]}
     assert len(strategy.driver.machine.rejected) == 1 + len(disputed), kind
     used = [r for r in valid_res if r.metrics[serde.PARTITION_ID] not in disputed]
-    expected = pooled_means(strategy._pending.node_ids, [report_of(r) for r in used])
-    np.testing.assert_array_equal(strategy._pending.global_means, expected)
+    expected = pooled_means(strategy.driver.global_update.node_ids, [report_of(r) for r in used])
+    np.testing.assert_array_equal(strategy.driver.global_update.global_means, expected)
 
 
 FINAL_BREAKS = ("huge", "negative", "zero", "root", "float", "bool", "string", "sibling-branch", "nan-point",
@@ -262,7 +262,7 @@ def final_round(seed: int):
         manager.register(LoopbackProxy(m, M, client_fn))
     for server_round in range(1, strategy.num_rounds + 1):
         results = [(p, p.fit(ins, None, None)) for p, ins in strategy.configure_fit(server_round, None, manager)]
-        if isinstance(strategy._pending, FinishInstruction):
+        if strategy.driver.outgoing is not None and strategy.driver.outgoing.kind == "finish":
             return strategy, server_round, results
         strategy.aggregate_fit(server_round, results, [])
         evaluations = strategy.configure_evaluate(server_round, None, manager)

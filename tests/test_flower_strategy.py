@@ -135,7 +135,7 @@ def test_malformed_local_report_is_logged_and_skipped(kind: str, reason: str, ca
     rejected = strategy.driver.machine.rejected
     assert len(rejected) == 1 and reason in rejected[0]["reason"]
     assert any("rejected local-means reply" in r.getMessage() and reason in r.getMessage() for r in caplog.records)
-    update = strategy._pending
+    update = strategy.driver.global_update
     valid = [reports[m] for m in range(M) if m != bad]
     np.testing.assert_array_equal(update.global_means, pooled_means(update.node_ids, valid))
 

@@ -15,9 +15,10 @@ import pytest
 
 from pfxab_flower.algorithms.messages import FinishInstruction, FinishReport, LocalReport
 from pfxab_flower.algorithms.phased import pooled_means
-from pfxab_flower.driver import Exchange, ServerDriver
+from pfxab_flower.driver import ServerDriver
 from pfxab_flower.engine import make_settings
 from pfxab_flower.errors import ObjectiveError
+from pfxab_flower.exchanges import Exchange
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.sampling import SimulatedEnvironment
 from pfxab_flower.session import ClientSession, MemoryStore

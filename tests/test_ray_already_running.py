@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pfxab_flower.driver import Exchange, Failure
+from pfxab_flower.exchanges import Exchange, Failure
 from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations.environment import QUIET_ENV, temporary_directory
 from pfxab_flower.simulations.flwr_run import free_port, run_config_argument, write_app_project

@@ -31,7 +31,7 @@ from flwr.app import Error, Message
 
 from pfxab_flower.algorithms.messages import FinishInstruction
 from pfxab_flower.client_apps import federation_sessions, message_client_app
-from pfxab_flower.driver import Exchange
+from pfxab_flower.exchanges import Exchange
 from pfxab_flower.problems import build_federation
 from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import strategy_of

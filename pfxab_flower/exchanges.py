@@ -1,0 +1,97 @@
+"""What crosses between the driver and a transport: the exchange the driver asks for, and its replies.
+
+The driver owns the order of exchanges (:meth:`ServerDriver.next_exchange
+<pfxab_flower.driver.ServerDriver.next_exchange>`): an :class:`Outgoing` says what to
+broadcast, which phase and kind of exchange it is and which reply it expects. A
+transport only encodes it, sends it, decodes the replies into an :class:`Exchange` (or
+the reason each cannot be read) and hands that back (``ServerDriver.deliver``). So no
+transport keeps pending state, names a stage or reaches into the machines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pfxab_flower.algorithms.messages import (
+    ActiveSetReport,
+    FinishInstruction,
+    FinishReport,
+    GlobalUpdate,
+    LocalReport,
+    PhaseInstruction,
+)
+
+#: The kinds of exchange, as the communication log names them, and the reply each expects.
+EXPECTED_REPLY: Mapping[str, type] = {"explore": LocalReport, "eliminate": ActiveSetReport, "finish": FinishReport}
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One exchange the driver asks for: the message to broadcast, its phase and kind (``explore``,
+    ``eliminate`` or ``finish``; the final exchange's phase is the number of phases + 1)."""
+
+    message: PhaseInstruction | GlobalUpdate | FinishInstruction
+    phase: int
+    kind: str
+
+    @property
+    def expects(self) -> type:
+        """The core message each client's reply must decode to."""
+        return EXPECTED_REPLY[self.kind]
+
+    @property
+    def first(self) -> bool:
+        """Whether it opens a Flower round (Flower's train / fit); the elimination is the round's second."""
+        return self.kind != "eliminate"
+
+
+@dataclass
+class Unreadable:
+    """A reply no core message could be read from: who claimed to send it (if known) and why."""
+
+    client: object
+    reason: str
+    node: int | None = None  # the Flower node it came from, where the transport knows it
+
+
+@dataclass
+class Failure:
+    """A client that sent an error, or nothing, in an exchange: why, and who where the transport knows it."""
+
+    reason: str
+    node: int | None = None  # the Flower node the message went to
+    client: int | None = None  # the client index, if the transport knows it without the node
+
+
+@dataclass
+class Exchange:
+    """The replies of one exchange, decoded by a transport.
+
+    ``senders`` and ``harnesses`` run beside ``reports`` (see :meth:`add`): the Flower node
+    each report came from, where the transport knows it, and the harness data it carried.
+    """
+
+    reports: list[Any] = field(default_factory=list)
+    unreadable: list[Unreadable] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)  # clients that sent an error or nothing
+    senders: list[int | None] = field(default_factory=list)
+    harnesses: list[Mapping[str, np.ndarray] | None] = field(default_factory=list)
+
+    def add(self, report: Any, node: int | None = None, harness: Mapping[str, np.ndarray] | None = None) -> None:
+        """One readable report, the node it came from and the harness data it carried."""
+        self.reports.append(report)
+        self.senders.append(node)
+        self.harnesses.append(harness or None)
+
+    def sources(self) -> list[tuple[Any, int | None, Mapping[str, np.ndarray] | None]]:
+        """Each report with its sender and harness data (``None`` where the transport gave none)."""
+        senders = self.senders + [None] * (len(self.reports) - len(self.senders))
+        harnesses = self.harnesses + [None] * (len(self.reports) - len(self.harnesses))
+        return list(zip(self.reports, senders, harnesses, strict=True))
+
+
+__all__ = ["EXPECTED_REPLY", "Exchange", "Failure", "Outgoing", "Unreadable"]

@@ -1,0 +1,137 @@
+"""What a run came to, read from the server's state: phase rows, final points, lost clients, the scored result.
+
+The outcome half of :class:`~pfxab_flower.driver.ServerDriver` (which inherits it), apart
+from the exchanges that build that state, as the reply checks are apart from the server
+machine. Every engine's result comes from here, so they agree to the last digit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from pfxab_flower.accounting import CommunicationLog, score
+from pfxab_flower.algorithms.messages import FinishReport
+from pfxab_flower.algorithms.phased import ServerMachine, Settings
+from pfxab_flower.errors import IncompleteRunError, RunStoppedError
+from pfxab_flower.problems.federation import Federation
+from pfxab_flower.results import RunResult, build_result
+from pfxab_flower.sampling import PullLog, evaluation_counts, site_costs
+
+
+class RunOutcome:
+    """The outcome of a :class:`~pfxab_flower.driver.ServerDriver`'s run, over its state."""
+
+    # the driver state the outcome reads (set by ServerDriver)
+    algorithm: str
+    federation: Federation | None
+    machine: ServerMachine
+    communication: CommunicationLog
+    final_reports: dict[int, FinishReport]
+    harness: dict[int, Mapping[str, np.ndarray]]
+    problems: dict[int, tuple[int, str]]
+    stop_reason: str | None
+    finished: bool
+    started: float
+    settings: Settings
+    num_clients: int
+    nodes: Mapping[int, int]
+
+    def final_node_ids(self) -> np.ndarray:
+        """Each client's final node id in client order (0 for a lost client)."""
+        return np.array([self.final_reports[m].node_id if m in self.final_reports else 0
+                         for m in range(self.num_clients)], dtype=np.int64)
+
+    def phase_metrics(self) -> list[dict[str, int | float]]:
+        """One row per completed phase: active and eliminated nodes, pulls per client, failures, ..."""
+        return [dict(row) for row in self.machine.history]
+
+    def final_points(self) -> np.ndarray:
+        """Every client's final recommendation in the user's units, ``(M, d)`` in client order (NaN if none)."""
+        points = [np.asarray(self.final_reports[m].point, dtype=float) if m in self.final_reports else None
+                  for m in range(self.num_clients)]
+        # the length most clients sent (a point of another length must not erase the others', nor crash the server)
+        sizes = Counter(p.size for p in points if p is not None)
+        d = sizes.most_common(1)[0][0] if sizes else 0
+        return np.array([p if p is not None and p.size == d else np.full(d, np.nan) for p in points]).reshape(
+            len(points), d)
+
+    def lost_clients(self) -> list[int]:
+        """Clients with no usable final report: their node died (or kept failing) before the end."""
+        return [m for m in range(self.num_clients) if m not in self.final_reports]
+
+    def lost_client_records(self) -> list[dict[str, Any]]:
+        """Each lost client: ``client`` index, ``flower_node`` (``None`` if it never sent a readable reply),
+        ``phase`` where it was lost and ``reason``.
+
+        It was lost in the first phase whose active set it did not send (after the last one
+        it did); ``phases + 1`` is the final exchange. The reason is the latest failure,
+        rejection or departure seen from that phase on.
+        """
+        records = []
+        for m in self.lost_clients():
+            phase = self.machine.reported_phase[m] + 1
+            seen = [(r["phase"], r["reason"]) for r in self.machine.rejected if r["client"] == m]
+            if m in self.problems:
+                seen.append(self.problems[m])
+            since = [(p, why) for p, why in seen if p >= phase]
+            if since:
+                reason = max(since, key=lambda item: item[0])[1]
+            elif phase > self.machine.completed:
+                reason = "no usable final reply"
+            else:
+                reason = f"no usable reply from phase {phase} on"
+            records.append({"client": m, "flower_node": self.nodes.get(m), "phase": phase, "reason": reason})
+        return records
+
+    def _phase_name(self, phase: int) -> str:
+        return "the final exchange" if self.machine.done and phase > self.machine.completed else f"phase {phase}"
+
+    def pull_logs(self) -> list[PullLog]:
+        """Each client's pull log from the last harness data it sent (simulation only).
+
+        Every reply carries the client's log so far, so a client lost mid-run is scored
+        up to its last reply (one that never replied: no pulls).
+        """
+        logs = []
+        for m in range(self.num_clients):
+            data = self.harness.get(m)
+            if data is None or "pull-nodes" not in data or "pull-counts" not in data:
+                logs.append(PullLog.empty())
+                continue
+            logs.append(PullLog(np.asarray(data["pull-nodes"], dtype=np.int64),
+                                np.asarray(data["pull-counts"], dtype=np.int64)))
+        return logs
+
+    def result(self, engine: str, describe: Mapping[str, Any] | None = None) -> RunResult:
+        """The scored result of a finished simulated run (the same for every engine but ``engine`` and bytes)."""
+        if self.federation is None:
+            raise IncompleteRunError("the run has no ground truth to score (no federation was given)")
+        if self.stop_reason is not None:
+            raise RunStoppedError(self.stop_reason)
+        if not self.finished:
+            raise IncompleteRunError(f"the run stopped after {self.machine.completed} phases, before the final round")
+        settings = self.settings
+        lost = frozenset(self.lost_clients())
+        return build_result(
+            federation=self.federation,
+            server=self.machine,
+            ledger=score(self.federation, settings.alpha, settings.horizon, self.pull_logs(), lost),
+            lost_clients=self.lost_client_records(),
+            communication=self.communication.frame(),
+            parameters=run_parameters(self.algorithm, self.federation.name, engine, settings, describe),
+            wall_seconds=time.perf_counter() - self.started,
+            evaluations=evaluation_counts([self.harness.get(m) for m in range(self.num_clients)]),
+            costs=site_costs([self.harness.get(m) for m in range(self.num_clients)]),
+        )
+
+
+def run_parameters(
+    algorithm: str, problem: str, engine: str, settings: Settings, describe: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The leading entries of a run's summary: what ran, where, with which parameters."""
+    return {"algorithm": algorithm, "problem": problem, "engine": engine, **settings.spec.summary(), **(describe or {})}
