@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from flwr.app import Error
@@ -44,21 +44,15 @@ from pfxab_flower.algorithms.messages import (
     FinishReport,
     PhaseInstruction,
 )
-from pfxab_flower.driver import ServerDriver
 from pfxab_flower.exchanges import Exchange, Failure, Outgoing, Unreadable
-from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
-from pfxab_flower.problems.federation import Federation
-from pfxab_flower.results import RunResult
-from pfxab_flower.spec import AlgorithmSpec
 from pfxab_flower.strategies import secure, serde
+from pfxab_flower.strategies.base import DriverStrategy
 from pfxab_flower.strategies.common import (
     Reply,
     StrategyClasses,
     decode_replies,
     explain_silence,
     failure_reason,
-    log_summary,
-    make_driver,
     score_metrics,
     stop_on_foreign_ray,
     too_few_nodes,
@@ -67,68 +61,29 @@ from pfxab_flower.strategies.common import (
 LOGGER = logging.getLogger("pfxab_flower")
 
 
-class LegacyPhasedEliminationStrategy(Strategy):
-    """A phased-elimination algorithm on the legacy API (:data:`LEGACY_STRATEGIES`); the arguments are the
-    Message-API strategy's, and ``secure_aggregation``."""
+class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
+    """A phased-elimination algorithm on the legacy API (:data:`LEGACY_STRATEGIES`); the arguments are
+    :class:`.base.DriverStrategy`'s, and ``secure_aggregation``."""
 
-    algorithm: ClassVar[str]
-
-    def __init__(
-        self,
-        *,
-        min_fraction: float = DEFAULT_MIN_FRACTION,
-        round_timeout: float = DEFAULT_ROUND_TIMEOUT,
-        federation: Federation | None = None,
-        reward_range: tuple[float, float] | None = None,
-        secure_aggregation: bool = False,
-        spec: AlgorithmSpec | None = None,
-        **parameters: Any,
-    ) -> None:
-        super().__init__()
-        self.driver: ServerDriver = make_driver(
-            self.algorithm, min_fraction=min_fraction, round_timeout=round_timeout, federation=federation,
-            reward_range=reward_range, spec=spec, **parameters,
-        )
-        self.round_timeout = float(round_timeout)
+    def __init__(self, *, secure_aggregation: bool = False, **keywords: Any) -> None:
+        super().__init__(**keywords)
         self.secure_aggregation = bool(secure_aggregation)
         self._sent: list[ClientProxy] = []
         self._standby: set[int] = set()
         self._score: tuple[float, dict[str, Scalar]] | None = None
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(num_clients={self.driver.num_clients}, horizon={self.driver.settings.horizon})"
-
-    @property
-    def num_rounds(self) -> int:
-        """Flower rounds the run can take: one per phase (bounded from the horizon) plus one for the final exchange."""
-        return self.driver.max_rounds
-
-    @property
-    def stop_reason(self) -> str | None:
-        return self.driver.stop_reason
 
     @property
     def running(self) -> bool:
         """Whether another Flower round has work to do (:class:`.workflow.PhasedWorkflow` ends its loop when not)."""
         return self.driver.running
 
-    @property
-    def lost_clients(self) -> list[dict[str, Any]]:
-        """Clients with no final point: ``client``, ``flower_node``, ``phase`` where lost, ``reason``."""
-        return self.driver.lost_client_records()
-
-    def final_points(self) -> np.ndarray:
-        """Each client's final recommendation, ``(M, d)`` in the user's units."""
-        return self.driver.final_points()
-
-    def run_result(self, describe: dict[str, Any] | None = None) -> RunResult:
-        """The scored result (simulation: a federation was given), as the in-process engine builds it."""
-        return self.driver.result("flower", {**(describe or {}), "secure_aggregation": self.secure_aggregation})
+    def describe(self) -> dict[str, Any]:
+        return {"secure_aggregation": self.secure_aggregation}
 
     # -- Flower hooks -----------------------------------------------------------------------------
     def initialize_parameters(self, client_manager: ClientManager) -> Parameters | None:
         """No global model: empty parameters (so Flower does not ask a client for any)."""
-        log_summary(self.driver, type(self).__name__)
+        self.log_configuration()
         return Parameters(tensors=[], tensor_type="numpy.ndarray")
 
     def configure_fit(

@@ -22,7 +22,7 @@ import io
 import time
 from collections.abc import Callable, Iterable, Mapping
 from logging import INFO
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
@@ -32,22 +32,16 @@ from flwr.serverapp.strategy import Result, Strategy
 from flwr.superlink.grid import InMemoryGrid
 
 from pfxab_flower.algorithms.messages import FinishInstruction
-from pfxab_flower.driver import ServerDriver
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.exchanges import Exchange, Failure, Outgoing, Unreadable
-from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
-from pfxab_flower.problems.federation import Federation
-from pfxab_flower.results import RunResult
-from pfxab_flower.spec import AlgorithmSpec
 from pfxab_flower.strategies import records, serde
+from pfxab_flower.strategies.base import DriverStrategy
 from pfxab_flower.strategies.common import (
     NO_REPLY,
     Reply,
     StrategyClasses,
     decode_replies,
     explain_silence,
-    log_summary,
-    make_driver,
     score_metrics,
     stop_on_foreign_ray,
     too_few_nodes,
@@ -60,59 +54,21 @@ PULL_INTERVAL = 0.01
 SIMULATION_SETTLE = 3.0
 
 
-class PhasedEliminationStrategy(Strategy):
-    """A phased-elimination algorithm over ``num_clients`` nodes; subclasses fix ``algorithm`` (:data:`STRATEGIES`).
+class PhasedEliminationStrategy(DriverStrategy, Strategy):
+    """A phased-elimination algorithm on the Message API (:data:`STRATEGIES`); the arguments are
+    :class:`.base.DriverStrategy`'s."""
 
-    ``parameters`` are the algorithm's keywords, checked once (:meth:`AlgorithmSpec.build`):
-    ``num_clients``, ``horizon``, ``alpha``, ``seed``, ``nu1``, ``rho``, ``max_depth``,
-    ``confidence`` (declared defaults for those not given) and the algorithm's own
-    (``pf_pne_eps`` for PF-PNE; another algorithm refuses it). Or ``spec``, a checked spec.
-
-    ``num_clients`` nodes take part (Flower's ``partition-id`` 0..M-1; a node beyond them
-    stands by). ``min_fraction`` of them must answer every exchange or the run stops.
-    ``round_timeout`` is how long a round waits for replies (and a deployment for its
-    nodes to connect). ``federation`` (simulation only) is the ground truth: the clients
-    then attach their pull logs and the result carries the exact regret. ``reward_range``
-    is where a reward can lie: a local mean outside it is rejected, never averaged (default:
-    the federation's, else ``[-2e9, 2e9]``). ``confidence="bernstein"`` uses empirical-Bernstein
-    widths from the observed variance instead of the paper's (it needs a real ``reward_range``,
-    or a ``federation``).
-    """
-
-    algorithm: ClassVar[str]
-
-    def __init__(
-        self,
-        *,
-        min_fraction: float = DEFAULT_MIN_FRACTION,
-        round_timeout: float = DEFAULT_ROUND_TIMEOUT,
-        federation: Federation | None = None,
-        reward_range: tuple[float, float] | None = None,
-        spec: AlgorithmSpec | None = None,
-        **parameters: Any,
-    ) -> None:
-        self.driver: ServerDriver = make_driver(
-            self.algorithm, min_fraction=min_fraction, round_timeout=round_timeout, federation=federation,
-            reward_range=reward_range, spec=spec, **parameters,
-        )
-        self.round_timeout = float(round_timeout)
+    def __init__(self, **keywords: Any) -> None:
+        super().__init__(**keywords)
         self._nodes: list[int] | None = None  # the run's nodes, fixed at the first round
         self._sent: list[int] = []  # the nodes the current broadcast went to
         self._gone: set[int] = set()  # nodes the SuperLink stopped listing (a dead SuperNode)
         self._standby: set[int] = set()
         self._broadcast: RecordDict | None = None
-        self._timeout = float(round_timeout)  # of the exchange under way (``start``'s ``timeout``)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(num_clients={self.driver.num_clients}, horizon={self.driver.settings.horizon})"
-
-    @property
-    def num_rounds(self) -> int:
-        """Flower rounds the run can take: one per phase (bounded from the horizon) plus one for the final exchange."""
-        return self.driver.max_rounds
+        self._timeout = float(self.round_timeout)  # of the exchange under way (``start``'s ``timeout``)
 
     def summary(self) -> None:
-        log_summary(self.driver, type(self).__name__)
+        self.log_configuration()
 
     # -- the run ------------------------------------------------------------------------------
     def start(
@@ -189,19 +145,6 @@ class PhasedEliminationStrategy(Strategy):
             scores = score_metrics(summary)
             earlier = result.evaluate_metrics_serverapp.get(last_round)
             result.evaluate_metrics_serverapp[last_round] = MetricRecord({**(earlier or {}), **scores})
-
-    @property
-    def lost_clients(self) -> list[dict[str, Any]]:
-        """Clients with no final point: ``client``, ``flower_node``, ``phase`` where lost, ``reason``."""
-        return self.driver.lost_client_records()
-
-    def run_result(self, describe: dict[str, Any] | None = None) -> RunResult:
-        """The scored result (simulation: a federation was given), as the in-process engine builds it."""
-        return self.driver.result("flower", describe)
-
-    @property
-    def stop_reason(self) -> str | None:
-        return self.driver.stop_reason
 
     # -- Flower hooks -------------------------------------------------------------------------
     def configure_train(

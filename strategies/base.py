@@ -1,0 +1,95 @@
+"""The part of a strategy that is the same on both Flower APIs: its driver, built from checked keywords, and
+what it reads of the driver's state.
+
+Flower's two ``Strategy`` bases differ (the Message API's owns its round loop, the legacy
+one is driven by Flower's ``Server``), so each of our strategy trees derives from its own
+Flower base and from :class:`DriverStrategy`, which holds everything that does not depend
+on the API: the constructor's keywords (checked once, :func:`.common.make_driver`), the
+run's bounds, its stop reason, lost clients, final points and scored result.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from pfxab_flower.driver import ServerDriver
+from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
+from pfxab_flower.problems.federation import Federation
+from pfxab_flower.results import RunResult
+from pfxab_flower.spec import AlgorithmSpec
+from pfxab_flower.strategies.common import log_summary, make_driver
+
+
+class DriverStrategy:
+    """A strategy over one :class:`~pfxab_flower.driver.ServerDriver`; subclasses fix ``algorithm``.
+
+    ``parameters`` are the algorithm's keywords, checked once (:meth:`AlgorithmSpec.build`):
+    ``num_clients``, ``horizon``, ``alpha``, ``seed``, ``nu1``, ``rho``, ``max_depth``,
+    ``confidence`` (declared defaults for those not given) and the algorithm's own
+    (``pf_pne_eps`` for PF-PNE; another algorithm refuses it). Or ``spec``, a checked spec.
+
+    ``num_clients`` nodes take part (Flower's ``partition-id`` 0..M-1; a node beyond them
+    stands by). ``min_fraction`` of them must answer every exchange or the run stops.
+    ``round_timeout`` is how long a round waits for replies (and a deployment for its
+    nodes to connect). ``federation`` (simulation only) is the ground truth: the clients
+    then attach their pull logs and the result carries the exact regret. ``reward_range``
+    is where a reward can lie: a local mean outside it is rejected, never averaged (default:
+    the federation's, else ``[-2e9, 2e9]``). ``confidence="bernstein"`` uses empirical-Bernstein
+    widths from the observed variance instead of the paper's (it needs a real ``reward_range``,
+    or a ``federation``).
+    """
+
+    algorithm: ClassVar[str]
+
+    def __init__(
+        self,
+        *,
+        min_fraction: float = DEFAULT_MIN_FRACTION,
+        round_timeout: float = DEFAULT_ROUND_TIMEOUT,
+        federation: Federation | None = None,
+        reward_range: tuple[float, float] | None = None,
+        spec: AlgorithmSpec | None = None,
+        **parameters: Any,
+    ) -> None:
+        super().__init__()  # Flower's own Strategy base
+        self.driver: ServerDriver = make_driver(
+            self.algorithm, min_fraction=min_fraction, round_timeout=round_timeout, federation=federation,
+            reward_range=reward_range, spec=spec, **parameters,
+        )
+        self.round_timeout = float(round_timeout)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_clients={self.driver.num_clients}, horizon={self.driver.settings.horizon})"
+
+    @property
+    def num_rounds(self) -> int:
+        """Flower rounds the run can take: one per phase (bounded from the horizon) plus one for the final exchange."""
+        return self.driver.max_rounds
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the server stopped the run early (too few replies or nodes), or ``None``."""
+        return self.driver.stop_reason
+
+    @property
+    def lost_clients(self) -> list[dict[str, Any]]:
+        """Clients with no final point: ``client``, ``flower_node``, ``phase`` where lost, ``reason``."""
+        return self.driver.lost_client_records()
+
+    def final_points(self) -> np.ndarray:
+        """Each client's final recommendation, ``(M, d)`` in the user's units."""
+        return self.driver.final_points()
+
+    def run_result(self, describe: dict[str, Any] | None = None) -> RunResult:
+        """The scored result (simulation: a federation was given), as the in-process engine builds it."""
+        return self.driver.result("flower", {**(describe or {}), **self.describe()})
+
+    def describe(self) -> dict[str, Any]:
+        """What this strategy adds to the run's summary (the legacy one: whether SecAgg+ ran)."""
+        return {}
+
+    def log_configuration(self) -> None:
+        """The run's parameters in the log, as Flower's own strategies' ``summary()`` writes them."""
+        log_summary(self.driver, type(self).__name__)
