@@ -25,14 +25,12 @@ from typing import Any
 import numpy as np
 from flwr.app import Error
 from flwr.common import (
-    Code,
     EvaluateIns,
     EvaluateRes,
     FitIns,
     FitRes,
     Parameters,
     Scalar,
-    Status,
     ndarrays_to_parameters,
     parameters_to_ndarrays,
 )
@@ -245,15 +243,6 @@ def _node(proxy: ClientProxy) -> int | None:
     """The Flower node behind a proxy (``None`` for proxies without one, e.g. in tests)."""
     node = getattr(proxy, "node_id", None)
     return node if isinstance(node, int) else None
-
-
-def ok_fit_res(arrays: list[np.ndarray], num_examples: int, metrics: dict[str, Any]) -> FitRes:
-    """The ``FitRes`` Flower's NumPyClient wrapper makes of a ``fit`` return (for tests and tools)."""
-    return FitRes(Status(Code.OK, "Success"), ndarrays_to_parameters(arrays), num_examples, metrics)
-
-
-def ok_evaluate_res(loss: float, num_examples: int, metrics: dict[str, Any]) -> EvaluateRes:
-    return EvaluateRes(Status(Code.OK, "Success"), loss, num_examples, metrics)
 
 
 #: The legacy-API strategy class of every registered algorithm, made from the registry on first use.

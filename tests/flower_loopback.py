@@ -9,10 +9,21 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Any
 
+import numpy as np
 from flwr.app import Context, RecordDict
 from flwr.client import Client
-from flwr.common import DisconnectRes, EvaluateIns, EvaluateRes, FitIns, FitRes
+from flwr.common import (
+    Code,
+    DisconnectRes,
+    EvaluateIns,
+    EvaluateRes,
+    FitIns,
+    FitRes,
+    Status,
+    ndarrays_to_parameters,
+)
 from flwr.server import History, Server, SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
 
@@ -73,3 +84,13 @@ def run_loopback(
     server = Server(client_manager=manager, strategy=strategy)
     history, _ = server.fit(num_rounds=strategy.num_rounds, timeout=30.0)
     return history
+
+
+def ok_fit_res(arrays: list[np.ndarray], num_examples: int, metrics: dict[str, Any]) -> FitRes:
+    """The ``FitRes`` Flower's NumPyClient wrapper makes of a ``fit`` return."""
+    return FitRes(Status(Code.OK, "Success"), ndarrays_to_parameters(arrays), num_examples, metrics)
+
+
+def ok_evaluate_res(loss: float, num_examples: int, metrics: dict[str, Any]) -> EvaluateRes:
+    """The ``EvaluateRes`` Flower's NumPyClient wrapper makes of an ``evaluate`` return."""
+    return EvaluateRes(Status(Code.OK, "Success"), loss, num_examples, metrics)

@@ -25,8 +25,7 @@ from pfxab_flower.problems import build_federation
 from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import strategy_of
 from pfxab_flower.strategies import serde
-from pfxab_flower.strategies.legacy import ok_evaluate_res, ok_fit_res
-from tests.flower_loopback import LoopbackProxy, numpy_client_fn
+from tests.flower_loopback import LoopbackProxy, numpy_client_fn, ok_evaluate_res, ok_fit_res
 from tests.test_hostile_replies import finish_with
 
 M = 6

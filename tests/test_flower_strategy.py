@@ -28,8 +28,7 @@ from pfxab_flower.problems import build_federation
 from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import strategy_of
 from pfxab_flower.strategies import LEGACY_STRATEGIES, FedPNEStrategy, PFPNEStrategy, PFXABStrategy, serde
-from pfxab_flower.strategies.legacy import ok_evaluate_res, ok_fit_res
-from tests.flower_loopback import LoopbackProxy, numpy_client_fn, run_loopback
+from tests.flower_loopback import LoopbackProxy, numpy_client_fn, ok_evaluate_res, ok_fit_res, run_loopback
 
 SAME_KEYS = (
     "algorithm", "problem", "regret", "regret_per_client", "final_nodes", "final_points", "phases",
