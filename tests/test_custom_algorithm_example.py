@@ -16,7 +16,12 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "custom_algorithm.py"
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "docs" / "examples" / "custom_algorithm.py"
+PAGE = ROOT / "docs" / "extending.md"
+EXCERPT = re.compile(r"<!-- from docs/examples/custom_algorithm\.py -->\n```python\n(.*?)```", re.DOTALL)
+#: The page's copy of what the example prints.
+PRINTED = re.compile(r"```bash\npython docs/examples/custom_algorithm\.py\n```\n\n```text\n(.*?)```", re.DOTALL)
 LINE = re.compile(r"^(?P<algorithm>[a-z-]+)(?: \(for reference\))?, (?P<engine>in-process|Flower): "
                   r"regret (?P<regret>[-+0-9.e]+)(?:, final points (?P<points>.+))?$", re.MULTILINE)
 
@@ -38,3 +43,12 @@ def test_the_custom_algorithm_example_runs_from_any_directory(tmp_path: Path) ->
     assert float(mine["regret"]) != float(runs["pf-xab", "in-process"]["regret"])
     assert "same final points and regret in-process and on Flower" in done.stdout
     assert "Traceback" not in output and list(tmp_path.iterdir()) == []  # nothing written where it ran
+    printed = [m[0] for m in LINE.finditer(done.stdout)] + ["same final points and regret in-process and on Flower"]
+    assert PRINTED.search(PAGE.read_text(encoding="utf-8"))[1].splitlines() == printed  # docs/extending.md's copy
+
+
+def test_the_pages_excerpts_are_the_examples_code() -> None:
+    excerpts = EXCERPT.findall(PAGE.read_text(encoding="utf-8"))
+    code = EXAMPLE.read_text(encoding="utf-8")
+    assert len(excerpts) == 5
+    assert [excerpt for excerpt in excerpts if excerpt not in code] == []

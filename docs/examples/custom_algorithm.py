@@ -28,10 +28,10 @@ class LocalPFXAB(PFXAB):
 
     PF-XAB drops node ``k`` when ``alpha local_k + (1 - alpha) global_k`` is clearly below the best
     node's; here only ``local_k`` counts, with the width of a local mean (the ``M alpha f(p)`` local
-    pulls behind it), so a client ignores what the federation says until it exploits.
+    pulls behind it). The global means still pick, among the survivors, the node a client exploits.
     """
 
-    name = "pf-xab-local"  # --algorithm, the wire's param-algorithm, STRATEGIES["pf-xab-local"]
+    name = "pf-xab-local"  # run(algorithm=...), STRATEGIES["pf-xab-local"], the wire's param-algorithm
     label = "PF-XAB-local"  # figures and tables; the strategy class is PFXABlocal
     description = "PF-XAB whose clients eliminate with their local estimates only"
 
