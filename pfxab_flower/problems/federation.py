@@ -24,7 +24,7 @@ import numpy as np
 
 from pfxab_flower.config import check
 from pfxab_flower.deadline import call_within
-from pfxab_flower.domain import Domain
+from pfxab_flower.domain import Bounds, Domain
 from pfxab_flower.errors import ConfigError, ObjectiveError
 from pfxab_flower.limits import REWARD_LIMIT
 from pfxab_flower.noise import NoiseModel
@@ -68,12 +68,11 @@ def check_value_range(value_range: object) -> tuple[float, float]:
 
 def _check_reference(reference: object, num_clients: int) -> list[Objective]:
     """``reference`` as a list of ``num_clients`` callables; a one-line :class:`ConfigError` for anything else."""
-    valid = (not isinstance(reference, str | bytes) and isinstance(reference, Sequence)
-             and len(reference) == num_clients and all(callable(fn) for fn in reference))
-    if not valid:
+    if isinstance(reference, str | bytes) or not isinstance(reference, Sequence) or len(reference) != num_clients \
+            or not all(callable(fn) for fn in reference):
         raise ConfigError(f"reference={reference!r} is invalid; allowed: None or {num_clients} callables, "
                           "each client's mean reward f(x)")
-    return reference if isinstance(reference, list) else list(reference)  # type: ignore[arg-type]
+    return reference if isinstance(reference, list) else list(reference)
 
 
 def _real_values(raw: object, client: int) -> np.ndarray:
@@ -140,7 +139,7 @@ class Federation:
     def from_callables(
         cls,
         objectives: Sequence[Objective],
-        domain: Domain | Mapping[str, tuple],
+        domain: Domain | Mapping[str, Bounds],
         noise_sigma: float = 0.1,
         noise: str = "uniform",
         name: str = "custom",
