@@ -120,16 +120,17 @@ def test_a_client_app_carries_the_registry_to_the_process_it_is_unpickled_in(sla
     assert legacy.stop_reason is None and legacy.run_result().summary["regret"] == inprocess["regret"]
 
 
-def test_a_carried_algorithm_leaves_a_name_the_worker_knows_alone(slack, monkeypatch) -> None:
-    class Other(PFXAB):
+def test_a_carried_registry_is_the_drivers_in_the_worker(slack, monkeypatch) -> None:
+    class Earlier(PFXAB):  # what a Ray worker kept from an earlier run under the same name
         name = SlackPFXAB.name
 
     carried = cloudpickle.loads(cloudpickle.dumps(registry.CarriedAlgorithms()))
     assert slack in carried.policies and registry.policy_class("pf-xab") in carried.policies
-    monkeypatch.setattr(registry, "_ALGORITHMS", {**registry._ALGORITHMS, SlackPFXAB.name: Other})
+    assert registry.CarriedAlgorithms().policies == ()  # made in its own process, it carries nothing
+    monkeypatch.setattr(registry, "_ALGORITHMS", {**registry._ALGORITHMS, SlackPFXAB.name: Earlier})
     carried.register()
-    assert registry.policy_class(SlackPFXAB.name) is Other
-    assert registry.CarriedAlgorithms().policies == ()  # made in its own process, it carries nothing yet
+    assert registry.policy_class(SlackPFXAB.name) is slack
+    assert registry.algorithm_names()[:5] == ("pf-xab", "fed-pne", "pf-pne", "local-only", "random-search")
 
 
 def test_a_keyword_the_algorithm_does_not_declare_is_one_line_naming_what_it_takes() -> None:

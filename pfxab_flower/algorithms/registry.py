@@ -112,8 +112,9 @@ class CarriedAlgorithms:
     unknown there, and every message naming it refused. A ``ClientApp`` holding one of these
     (every one :mod:`pfxab_flower.client_apps` builds) takes the registry along; it calls
     :meth:`register` before decoding a message. A policy class defined in a script travels by
-    value (cloudpickle), one of an importable module by reference. In a worker, a name already
-    registered keeps its class.
+    value (cloudpickle, which unpickles it as one class per process), one of an importable module
+    by reference. The worker then runs what the driver registered: a name the worker holds for
+    another class (a Ray worker kept from an earlier run) is given the driver's.
     """
 
     def __init__(self) -> None:
@@ -126,7 +127,8 @@ class CarriedAlgorithms:
         self.policies = state["policies"]
 
     def register(self) -> None:
-        """Register each carried algorithm this process does not know yet."""
+        """Register each carried algorithm under its name in this process (a no-op once they are)."""
         for policy in self.policies:
-            if policy.name not in _ALGORITHMS:
+            if _ALGORITHMS.get(policy.name) is not policy:
+                _ALGORITHMS.pop(policy.name, None)
                 register_algorithm(policy)
