@@ -57,13 +57,13 @@ VALUE_LIMIT = REWARD_LIMIT / 2
 
 def check_value_range(value_range: object) -> tuple[float, float]:
     """``(low, high)`` objective values lie in, as floats; a one-line :class:`ConfigError` for anything else."""
-    numbers = (isinstance(value_range, tuple | list) and len(value_range) == 2
-               and all(isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
-                       for v in value_range))
-    if not numbers or not -VALUE_LIMIT <= value_range[0] < value_range[1] <= VALUE_LIMIT:  # type: ignore[index]
-        raise ConfigError(f"value_range={value_range!r} is invalid; allowed: (low, high), two numbers with "
-                          f"{-VALUE_LIMIT:g} <= low < high <= {VALUE_LIMIT:g}")
-    return float(value_range[0]), float(value_range[1])  # type: ignore[index]
+    if isinstance(value_range, tuple | list) and len(value_range) == 2 and all(
+            isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool) for v in value_range):
+        low, high = value_range
+        if -VALUE_LIMIT <= low < high <= VALUE_LIMIT:
+            return float(low), float(high)
+    raise ConfigError(f"value_range={value_range!r} is invalid; allowed: (low, high), two numbers with "
+                      f"{-VALUE_LIMIT:g} <= low < high <= {VALUE_LIMIT:g}")
 
 
 def _check_reference(reference: object, num_clients: int) -> list[Objective]:
