@@ -5,7 +5,9 @@ message (:mod:`pfxab_flower.strategies.serde`), handed to the node's session, an
 packed back. A session that raises (an objective error, an injected failure) makes Flower
 send an error reply, which the strategy counts as a failure of that client. A message
 that is not a pfxab-flower server message (another strategy, another version) gets an
-error reply saying so, logged once per node (:mod:`.foreign`).
+error reply saying so, logged once per node (:mod:`.foreign`). The app carries the algorithm
+registry into the processes it is pickled into (:class:`~pfxab_flower.algorithms.registry.CarriedAlgorithms`),
+so an algorithm a script registered runs on Flower's Ray workers too.
 """
 
 from __future__ import annotations
@@ -13,13 +15,19 @@ from __future__ import annotations
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
+from pfxab_flower.algorithms.registry import CarriedAlgorithms
 from pfxab_flower.client_apps.foreign import answer_foreign_messages, read_message
 from pfxab_flower.client_apps.sessions import SessionFn
 from pfxab_flower.strategies import records, serde
 
 
-def handle_message(session_fn: SessionFn, message: Message, context: Context) -> Message:
-    """The reply to one server message (train or evaluate: the payload says which)."""
+def handle_message(session_fn: SessionFn, algorithms: CarriedAlgorithms, message: Message, context: Context) -> Message:
+    """The reply to one server message (train or evaluate: the payload says which).
+
+    ``algorithms`` (the app's registry, as pickled into this process) are registered before
+    the message, which names its algorithm, is decoded.
+    """
+    algorithms.register()
     instruction = read_message(message)
     session = session_fn(context)
     if session.stands_by(instruction.parameters):
@@ -31,13 +39,14 @@ def handle_message(session_fn: SessionFn, message: Message, context: Context) ->
 def message_client_app(session_fn: SessionFn) -> ClientApp:
     """A Message-API ``ClientApp`` running the sessions ``session_fn`` builds."""
     app = ClientApp(mods=[answer_foreign_messages])
+    algorithms = CarriedAlgorithms()
 
     @app.train()
     def train(message: Message, context: Context) -> Message:
-        return handle_message(session_fn, message, context)
+        return handle_message(session_fn, algorithms, message, context)
 
     @app.evaluate()
     def evaluate(message: Message, context: Context) -> Message:
-        return handle_message(session_fn, message, context)
+        return handle_message(session_fn, algorithms, message, context)
 
     return app

@@ -19,6 +19,7 @@ from flwr.client import Client, ClientApp, NumPyClient
 from flwr.client.mod import secaggplus_mod
 
 from pfxab_flower.algorithms.messages import FinishInstruction, LocalReport
+from pfxab_flower.algorithms.registry import CarriedAlgorithms
 from pfxab_flower.client_apps.foreign import answer_foreign_messages, read_instruction, require_legacy_records
 from pfxab_flower.client_apps.sessions import SessionFn
 from pfxab_flower.session import ClientSession
@@ -56,9 +57,15 @@ class PhasedNumPyClient(NumPyClient):
 
 
 def legacy_client_app(session_fn: SessionFn, secure_aggregation: bool = False) -> ClientApp:
-    """A legacy ``ClientApp`` of the sessions ``session_fn`` builds (through ``secaggplus_mod`` if secure)."""
+    """A legacy ``ClientApp`` of the sessions ``session_fn`` builds (through ``secaggplus_mod`` if secure).
+
+    Like the Message API's app, it carries the algorithm registry into the processes it is
+    pickled into (:class:`~pfxab_flower.algorithms.registry.CarriedAlgorithms`).
+    """
+    algorithms = CarriedAlgorithms()
 
     def client_fn(context: Context) -> Client:
+        algorithms.register()  # before the client decodes a message naming its algorithm
         return PhasedNumPyClient(session_fn(context), secure_aggregation).to_client()
 
     secure = [secaggplus_mod] if secure_aggregation else []

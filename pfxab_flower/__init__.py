@@ -6,7 +6,8 @@ from Li et al. (AAAI 2024, AISTATS 2024).
 
 The flat API::
 
-    from pfxab_flower import Domain, Federation, RunConfig, compare, register_problem, run, run_config
+    from pfxab_flower import (Domain, Federation, RunConfig, compare, register_algorithm, register_problem, run,
+                              run_config)
 
 Flower strategies and client apps: :mod:`pfxab_flower.strategies` (``PFXAB``, ``FedPNE``,
 ``PFPNE``) and :mod:`pfxab_flower.client_apps` (``objective_client_app``). Names are
@@ -47,6 +48,7 @@ _EXPORTS = {
     "run_config": "pfxab_flower.engine",
     "compare": "pfxab_flower.comparison",
     "register_problem": "pfxab_flower.problem_registry",
+    "register_algorithm": "pfxab_flower.algorithms.registry",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

@@ -15,6 +15,7 @@ ledger holds the pulls and NaN where regret and true mean rewards would be.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -114,7 +115,7 @@ def score(
 class CommunicationLog:
     """What crossed the network, one row per exchange (server broadcast + client replies)."""
 
-    rows: list[dict] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
 
     def record(self, phase: int, kind: str, values_down: int, bytes_down: int, values_up: int, bytes_up: int) -> None:
         self.rows.append(

@@ -35,6 +35,7 @@ import time
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from pfxab_flower.remote import in_ray_task
 
@@ -61,11 +62,11 @@ class EvaluationStore:
         self._disabled = False
         self._connect()
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         """Pickle the location only (Flower's Ray backend ships federations to its workers)."""
         return {"path": self.path, "disabled": self._disabled}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.path, self._disabled, self._connection = state["path"], state["disabled"], None
 
     def _connect(self) -> sqlite3.Connection | None:
@@ -155,7 +156,7 @@ class EvaluationStore:
             self._write("DELETE FROM evaluations WHERE namespace = ? AND item = ? AND point = ?", bad)
         return result
 
-    def _read(self, query: str, parameters: tuple) -> list[tuple]:
+    def _read(self, query: str, parameters: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         """Run a query; a corrupt file is moved aside once (then it reads as empty)."""
         for attempt in (1, 2):
             connection = self._connect()
@@ -170,7 +171,7 @@ class EvaluationStore:
                 self._disable(exc)
         return []
 
-    def _write(self, statement: str, rows: list[tuple]) -> None:
+    def _write(self, statement: str, rows: list[tuple[Any, ...]]) -> None:
         connection = self._connect()
         if connection is None or not rows:
             return

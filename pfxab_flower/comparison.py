@@ -106,7 +106,7 @@ class Comparison:
     algorithms: tuple[str, ...]
     seeds: tuple[int, ...]
 
-    def write(self, out_dir: str | os.PathLike) -> Path:
+    def write(self, out_dir: str | os.PathLike[str]) -> Path:
         """Write the manifest, runs, summary and curves (CSV and Parquet) as the content of ``out_dir``, as one unit.
 
         An older comparison there is kept whole if writing fails and replaced whole otherwise.
@@ -208,7 +208,7 @@ def _refuse_unknown(given: dict[str, Any], allowed: Sequence[str]) -> None:
         raise ConfigError(f"unknown keyword {name!r}{hint}; allowed: {', '.join(allowed)}")
 
 
-def _checked_list(name: str, values: Any, check_one: Any) -> tuple:
+def _checked_list(name: str, values: Any, check_one: Any) -> tuple[Any, ...]:
     """``values`` (a non-empty sequence without repeats) each checked by ``check_one``; one line otherwise."""
     if isinstance(values, str | bytes) or not isinstance(values, Sequence | range | np.ndarray) or len(values) == 0:
         raise ConfigError(f"{name}={values!r} is invalid; allowed: a non-empty list")
@@ -338,7 +338,7 @@ def compare(
                       algorithms=algorithms, seeds=seeds)
 
 
-def load_comparison(directory: str | os.PathLike) -> Comparison:
+def load_comparison(directory: str | os.PathLike[str]) -> Comparison:
     """The comparison written into ``directory`` by :meth:`Comparison.write`; one :class:`ConfigError` line if not.
 
     The summary is recomputed from the runs (one source of the numbers); the runs and the

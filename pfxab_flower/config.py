@@ -35,8 +35,7 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -121,7 +120,7 @@ def _between(low: float, high: float, low_open: bool = False, high_open: bool = 
 def _choice(name: str, default: str, help: str, choices: Callable[[], Mapping[str, str]] | tuple[str, ...],
             scope: str = "run") -> Parameter:
     """A choice parameter: one of ``choices`` (a fixed tuple, or a function giving names and descriptions)."""
-    listed = partial(dict.fromkeys, choices, "") if isinstance(choices, tuple) else choices
+    listed = (lambda: dict.fromkeys(choices, "")) if isinstance(choices, tuple) else choices
     return Parameter(name, str, default, "", help, scope=scope, choices=listed)
 
 
@@ -216,7 +215,7 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
 )}
 
 
-def _fail(name: str, value: object, allowed: str) -> None:
+def _fail(name: str, value: object, allowed: str) -> NoReturn:
     raise ConfigError(f"{spelled(name)}={value!r} is invalid; allowed: {allowed}")
 
 
@@ -397,4 +396,4 @@ def parse_workers(text: str | int) -> int:
     More workers than CPUs only queue for the same cores (``--workers 100000`` forked every
     worker before the first job ran and brought the machine to a load of 300).
     """
-    return parse("workers", text)
+    return int(parse("workers", text))  # an int already: parse checked it

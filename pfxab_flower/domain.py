@@ -33,6 +33,10 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
+#: One dimension of a domain given as a mapping: ``(low, high)`` or ``(low, high, scale)``.
+Bounds = tuple[float, float] | tuple[float, float, str]
+
+
 @dataclass(frozen=True)
 class Dimension:
     """One named axis of the box, with its bounds in user units and its scale."""
@@ -77,7 +81,7 @@ class Domain:
             raise ConfigError(f"domain dimension names {names} repeat; allowed: distinct names")
 
     @classmethod
-    def from_mapping(cls, spec: Mapping[str, tuple]) -> Domain:
+    def from_mapping(cls, spec: Mapping[str, Bounds]) -> Domain:
         """Build from ``{"C": (1e-4, 1e4, "log"), "x": (0, 1)}`` (scale defaults to linear)."""
         if not isinstance(spec, Mapping):
             raise ConfigError(f"domain={spec!r} is invalid; allowed: a mapping of names to (low, high[, scale])")
@@ -114,11 +118,13 @@ class Domain:
         unit = np.asarray(unit, dtype=float)
         lows, widths, is_log = self._affine()
         scaled = lows + unit * widths
-        return np.where(is_log, 10.0**scaled, scaled)
+        user: np.ndarray = np.where(is_log, 10.0**scaled, scaled)
+        return user
 
     def to_unit(self, user: np.ndarray) -> np.ndarray:
         """Map points of shape ``(n, d)`` in user units into the unit cube."""
         user = np.asarray(user, dtype=float)
         lows, widths, is_log = self._affine()
         scaled = np.where(is_log, np.log10(np.where(is_log, user, 1.0)), user)
-        return (scaled - lows) / widths
+        unit: np.ndarray = (scaled - lows) / widths
+        return unit

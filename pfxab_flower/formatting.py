@@ -22,7 +22,7 @@ The rules:
 from __future__ import annotations
 
 import math
-from numbers import Integral, Real
+from numbers import Integral
 
 #: Significant digits of a printed mean (or of its spread, whichever is larger).
 SIGNIFICANT_DIGITS = 4
@@ -47,7 +47,7 @@ def _fixed(value: float, decimals: int) -> str:
     return text[1:] if text.startswith("-") and float(text[1:].replace(",", "")) == 0 else text  # no "-0"
 
 
-def format_number(value: Real, decimals: int | None = None, digits: int = SIGNIFICANT_DIGITS) -> str:
+def format_number(value: float, decimals: int | None = None, digits: int = SIGNIFICANT_DIGITS) -> str:
     """One number: an integer as an integer, otherwise ``digits`` significant digits (or ``decimals`` if given)."""
     if isinstance(value, Integral):
         return f"{int(value):,}"
@@ -60,7 +60,7 @@ def format_number(value: Real, decimals: int | None = None, digits: int = SIGNIF
     return _fixed(value, decimals)
 
 
-def format_mean_sd(mean: Real, sd: Real, decimals: int | None = None, digits: int = SIGNIFICANT_DIGITS) -> str:
+def format_mean_sd(mean: float, sd: float, decimals: int | None = None, digits: int = SIGNIFICANT_DIGITS) -> str:
     """``mean ± sd`` with one number of decimals for both (see the module docstring); ``n/a`` for a NaN sd."""
     if not math.isfinite(mean):
         return f"{format_number(mean)} ± {format_number(sd)}"

@@ -64,12 +64,14 @@ class NoiseModel:
             if means.size and (means.min() < 0 or means.max() > 1):
                 raise ObjectiveError("bernoulli noise needs objective values in [0, 1]")
             return rng.binomial(counts, means).astype(float)
-        sums = counts * means
+        sums: np.ndarray = counts * means
         if self.sigma == 0 or self.deterministic:
             return sums
         if self.kind == "gaussian":
-            return sums + self.sigma * np.sqrt(counts) * rng.standard_normal(means.shape)
-        return sums + self.sigma * (2.0 * _uniform_sums(counts, rng)[0] - counts)
+            noisy: np.ndarray = sums + self.sigma * np.sqrt(counts) * rng.standard_normal(means.shape)
+        else:
+            noisy = sums + self.sigma * (2.0 * _uniform_sums(counts, rng)[0] - counts)
+        return noisy
 
     def sample_sums_and_deviations(
         self, means: np.ndarray, counts: np.ndarray, rng: np.random.Generator

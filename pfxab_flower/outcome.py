@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,9 +37,16 @@ class RunOutcome:
     stop_reason: str | None
     finished: bool
     started: float
-    settings: Settings
-    num_clients: int
-    nodes: Mapping[int, int]
+
+    if TYPE_CHECKING:  # read-only: properties of the driver (a plain annotation would declare them writable)
+        @property
+        def settings(self) -> Settings: ...
+
+        @property
+        def num_clients(self) -> int: ...
+
+        @property
+        def nodes(self) -> Mapping[int, int]: ...
 
     def final_node_ids(self) -> np.ndarray:
         """Each client's final node id in client order (0 for a lost client)."""

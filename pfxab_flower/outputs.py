@@ -70,7 +70,7 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
-def _refuse(name: str, value: str | os.PathLike, allowed: str, why: str = "") -> ConfigError:
+def _refuse(name: str, value: str | os.PathLike[str], allowed: str, why: str = "") -> ConfigError:
     detail = f" ({why})" if why else ""
     return ConfigError(f"{spelled(name)}={str(value)!r} is invalid{detail}; allowed: {allowed}")
 
@@ -93,7 +93,7 @@ def _absolute(text: str, name: str, what: str) -> Path:
     return out
 
 
-def _probe_writable(directory: Path, name: str, value: str | os.PathLike, allowed: str) -> None:
+def _probe_writable(directory: Path, name: str, value: str | os.PathLike[str], allowed: str) -> None:
     """Create and remove a temporary file in ``directory`` (the only honest test of writability)."""
     if not directory.is_dir():
         raise _refuse(name, value, allowed, f"{directory} is not a directory")
@@ -122,7 +122,7 @@ def _not_ours(directory: Path, names: Collection[str] | None = None) -> str | No
 
 
 def check_output_dir(
-    path: str | os.PathLike,
+    path: str | os.PathLike[str],
     name: str = "out",
     result_files: Collection[str] | None = None,
     writes: Collection[str] | None = None,
@@ -156,7 +156,7 @@ def check_output_dir(
 
 
 def check_output_file(
-    path: str | os.PathLike, suffixes: Collection[str], name: str = "out",
+    path: str | os.PathLike[str], suffixes: Collection[str], name: str = "out",
     ours: Callable[[Path], bool] | None = None,
 ) -> Path:
     """Refuse, with one line, an output file path that cannot take the file; returns it as a Path.
@@ -260,7 +260,7 @@ def _swap_into_place(tmp: Path, target: Path) -> Path | None:
 
 
 def write_files_atomically(
-    out_dir: str | os.PathLike, files: Mapping[str, str | bytes], *, replace_all: bool = False
+    out_dir: str | os.PathLike[str], files: Mapping[str, str | bytes], *, replace_all: bool = False
 ) -> Path:
     """Write ``files`` (name -> text or bytes) as the whole content of ``out_dir``, as a unit.
 
@@ -305,7 +305,7 @@ def write_files_atomically(
 
 
 @contextlib.contextmanager
-def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_file(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success fsync it and rename it to ``path``.
 
     For writers that want a file name (matplotlib, Parquet). On any failure the
@@ -334,7 +334,7 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
             tmp.unlink(missing_ok=True)
 
 
-def write_file_atomically(path: str | os.PathLike, data: str | bytes) -> Path:
+def write_file_atomically(path: str | os.PathLike[str], data: str | bytes) -> Path:
     """Replace one file whole (fsynced temporary file renamed over it)."""
     with atomic_file(path) as tmp:
         tmp.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))

@@ -78,7 +78,7 @@ def _start_worker(parent_pid: int) -> None:
 def local_runner(workers: int) -> JobRunner:
     """The default job runner: :func:`run_in_processes` with ``workers`` processes."""
 
-    def runner(fn: Callable[..., Any], jobs: Sequence[tuple],
+    def runner(fn: Callable[..., Any], jobs: Sequence[tuple[Any, ...]],
                on_done: Callable[[int, Any, BaseException | None], None]) -> None:
         run_in_processes(fn, jobs, workers, on_done)
 
@@ -87,7 +87,7 @@ def local_runner(workers: int) -> JobRunner:
 
 def run_in_processes(
     fn: Callable[..., Any],
-    jobs: Sequence[tuple],
+    jobs: Sequence[tuple[Any, ...]],
     workers: int,
     on_done: Callable[[int, Any, BaseException | None], None],
 ) -> None:
@@ -114,8 +114,8 @@ def run_in_processes(
         while remaining:
             done, remaining = wait(remaining, return_when=FIRST_COMPLETED)
             for future in done:
-                error = future.exception()
-                on_done(futures[future], None if error else future.result(), error)
+                failure = future.exception()
+                on_done(futures[future], None if failure else future.result(), failure)
     except KeyboardInterrupt:
         pool.shutdown(wait=False, cancel_futures=True)
         for worker in multiprocessing.active_children():  # this pool's workers are our only children

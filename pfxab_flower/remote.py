@@ -24,9 +24,10 @@ from typing import Any
 TASK_ENV = "PFXAB_RAY_TASK"
 
 #: ``runner(fn, jobs, on_done)``: call ``fn(*job)`` for every job, ``on_done(index, result, error)`` in this process.
-JobRunner = Callable[[Callable[..., Any], Sequence[tuple], Callable[[int, Any, BaseException | None], None]], None]
+JobRunner = Callable[[Callable[..., Any], Sequence[tuple[Any, ...]], Callable[[int, Any, BaseException | None], None]],
+                     None]
 #: ``mapper(fn, calls)``: ``fn(*call)`` for every call, as an iterator of results in order.
-FitMapper = Callable[[Callable[..., Any], Sequence[tuple]], Iterator[Any]]
+FitMapper = Callable[[Callable[..., Any], Sequence[tuple[Any, ...]]], Iterator[Any]]
 
 _current: list[FitMapper | None] = [None]  # process-wide: a Flower ServerApp evaluates in a thread of its own
 

@@ -56,7 +56,7 @@ class RunResult:
         texts["summary.json"] = json.dumps(self.summary, indent=2) + "\n"
         return texts
 
-    def write(self, out_dir: str | os.PathLike) -> Path:
+    def write(self, out_dir: str | os.PathLike[str]) -> Path:
         """Write every table and ``summary.json`` as the content of ``out_dir``, as one unit.
 
         An older result there is kept whole if writing fails and replaced whole

@@ -175,7 +175,8 @@ class SimulatedEnvironment:
         self.log.extend(nodes, counts)
 
     def point(self, node_id: int) -> np.ndarray:
-        return self.partition.midpoints(np.array([node_id], dtype=np.int64))[0]
+        midpoint: np.ndarray = self.partition.midpoints(np.array([node_id], dtype=np.int64))[0]
+        return midpoint
 
     def export(self) -> dict[str, np.ndarray]:
         nodes = np.fromiter(self.memo.keys(), dtype=np.int64, count=len(self.memo))

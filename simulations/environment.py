@@ -50,11 +50,13 @@ def backend_config(num_cpus: float, ray_dir: Path, ray_address: str | None = Non
     """Flower's Ray backend config: client resources that fit a node, and where Ray runs.
 
     Without ``ray_address`` Flower starts a private Ray on this machine's cores with its
-    files in ``ray_dir``; with it, ``init_args`` make ``ray.init`` join that cluster (whose
-    resources are its own: giving ``num_cpus`` there is an error in Ray).
+    files in ``ray_dir`` (address ``local``: a new one, even when ``RAY_ADDRESS`` names a
+    cluster, which ``ray.init`` would otherwise join, and refuse ``num_cpus`` for); with it,
+    ``init_args`` make ``ray.init`` join that cluster (whose resources are its own: giving
+    ``num_cpus`` there is an error in Ray).
     """
     init_args: dict = ({"address": ray_address} if ray_address is not None else
-                       {"num_cpus": os.cpu_count() or 1, "num_gpus": 0, "_temp_dir": str(ray_dir)})
+                       {"address": "local", "num_cpus": os.cpu_count() or 1, "num_gpus": 0, "_temp_dir": str(ray_dir)})
     return {"client_resources": {"num_cpus": float(num_cpus), "num_gpus": 0.0}, "init_args": init_args}
 
 

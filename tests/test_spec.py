@@ -7,22 +7,25 @@ strategy and the wire, without any other file knowing of it.
 
 from __future__ import annotations
 
+import cloudpickle
 import numpy as np
 import pytest
+from flwr.app import Context, RecordDict
 
 from pfxab_flower import config, engine, session
 from pfxab_flower import spec as spec_module
 from pfxab_flower.algorithms import PFXAB, registry
 from pfxab_flower.algorithms.phased import ClientView, Settings
-from pfxab_flower.client_apps import federation_sessions, message_client_app
+from pfxab_flower.client_apps import federation_sessions, legacy_client_app, message_client_app
 from pfxab_flower.comparison import compare
 from pfxab_flower.config import Parameter
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.spec import AlgorithmSpec
-from pfxab_flower.strategies import STRATEGIES, records, serde
+from pfxab_flower.strategies import LEGACY_STRATEGIES, STRATEGIES, records, serde
 from pfxab_flower.strategies.message import PhasedEliminationStrategy
+from pfxab_flower.strategies.secure import run_legacy_workflow
 from tests.message_loopback import LoopbackGrid, run_loopback
 
 
@@ -81,6 +84,53 @@ def test_a_registered_algorithm_runs_on_the_message_api_as_in_process(slack) -> 
     inprocess = engine.run(FED, "pf-xab-slack", slack=2.0, **RUN).summary
     assert strategy.run_result().summary["regret"] == inprocess["regret"]
     np.testing.assert_array_equal(result.arrays["final-points"].numpy(), np.array(inprocess["final_points"]))
+
+
+class RayWorker:
+    """A ClientApp as Flower's Ray engine runs it: pickled for each message into a process that imported the
+    package afresh (only the package's own algorithms registered), whose registry persists across messages."""
+
+    def __init__(self, app: object) -> None:
+        self.blob = cloudpickle.dumps(app)
+        self.registry = {name: policy for name, policy in registry._ALGORITHMS.items()
+                         if policy.__module__.startswith("pfxab_flower.")}
+
+    def __call__(self, message: object, context: object) -> object:
+        server = registry._ALGORITHMS
+        registry._ALGORITHMS = self.registry  # the worker's registry while it handles the message
+        try:
+            return cloudpickle.loads(self.blob)(message, context)
+        finally:
+            registry._ALGORITHMS = server
+
+
+def test_a_client_app_carries_the_registry_to_the_process_it_is_unpickled_in(slack) -> None:
+    inprocess = engine.run(FED, "pf-xab-slack", slack=2.0, **RUN).summary
+    strategy = STRATEGIES["pf-xab-slack"](num_clients=3, federation=FED, slack=2.0, **RUN)
+    worker = RayWorker(message_client_app(federation_sessions(FED)))
+    assert SlackPFXAB.name not in worker.registry
+    run_loopback(strategy, LoopbackGrid(3, worker, 0, None))  # a client that cannot read the algorithm stops the run
+    assert worker.registry[SlackPFXAB.name] is slack and strategy.run_result().summary["regret"] == inprocess["regret"]
+
+    legacy = LEGACY_STRATEGIES["pf-xab-slack"](num_clients=3, federation=FED, slack=2.0, **RUN)
+    worker = RayWorker(legacy_client_app(federation_sessions(FED)))
+    context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
+    run_legacy_workflow(LoopbackGrid(3, worker), context, legacy, legacy.num_rounds, 60.0)  # type: ignore[arg-type]
+    assert worker.registry[SlackPFXAB.name] is slack
+    assert legacy.stop_reason is None and legacy.run_result().summary["regret"] == inprocess["regret"]
+
+
+def test_a_carried_registry_is_the_drivers_in_the_worker(slack, monkeypatch) -> None:
+    class Earlier(PFXAB):  # what a Ray worker kept from an earlier run under the same name
+        name = SlackPFXAB.name
+
+    carried = cloudpickle.loads(cloudpickle.dumps(registry.CarriedAlgorithms()))
+    assert slack in carried.policies and registry.policy_class("pf-xab") in carried.policies
+    assert registry.CarriedAlgorithms().policies == ()  # made in its own process, it carries nothing
+    monkeypatch.setattr(registry, "_ALGORITHMS", {**registry._ALGORITHMS, SlackPFXAB.name: Earlier})
+    carried.register()
+    assert registry.policy_class(SlackPFXAB.name) is slack
+    assert registry.algorithm_names()[:5] == ("pf-xab", "fed-pne", "pf-pne", "local-only", "random-search")
 
 
 def test_a_keyword_the_algorithm_does_not_declare_is_one_line_naming_what_it_takes() -> None:

@@ -48,7 +48,7 @@ class PFPNE(Policy):
         bound = settings.bound
         local_keep = bound.keep(view.local_means, bound.local_widths(settings, view),
                                 slack=settings.schedule.smoothness(view.phase))
-        keep = local_keep & ~view.server_eliminated
+        keep: np.ndarray = local_keep & ~view.server_eliminated
         if not keep.any():
             keep[np.argmax(view.local_means)] = True
         return keep

@@ -16,11 +16,15 @@ tables, and which keywords each algorithm accepts. A policy declares itself::
 ``parameters`` are the algorithm's *own* keywords, beside the common ones every algorithm
 takes (:data:`pfxab_flower.spec.COMMON`): they are checked where a run is specified,
 travel on the wire as ``param-<name>`` and reach the policy as ``settings.options[name]``.
+
+A registration holds in the process that made it. :class:`CarriedAlgorithms` carries the
+registry to the processes a Flower ``ClientApp`` is pickled into (Ray's workers).
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pfxab_flower.algorithms.phased.policy import Policy
 from pfxab_flower.config import Parameter
@@ -98,3 +102,33 @@ def options_of(name: str) -> dict[str, Parameter]:
 def declared_options() -> dict[str, Parameter]:
     """Every registered algorithm's own parameters, by name (a name means the same everywhere)."""
     return {p.name: p for policy in _ALGORITHMS.values() for p in policy.parameters}
+
+
+class CarriedAlgorithms:
+    """The registry as it stands when this object is pickled, registered where it is unpickled (:meth:`register`).
+
+    Flower's simulation engine pickles the ``ClientApp`` it is given into Ray's workers, which
+    import this package afresh: an algorithm registered by a script (``__main__``) would be
+    unknown there, and every message naming it refused. A ``ClientApp`` holding one of these
+    (every one :mod:`pfxab_flower.client_apps` builds) takes the registry along; it calls
+    :meth:`register` before decoding a message. A policy class defined in a script travels by
+    value (cloudpickle, which unpickles it as one class per process), one of an importable module
+    by reference. The worker then runs what the driver registered: a name the worker holds for
+    another class (a Ray worker kept from an earlier run) is given the driver's.
+    """
+
+    def __init__(self) -> None:
+        self.policies: tuple[type[Policy], ...] = ()  # filled by unpickling: its own process has them all
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"policies": tuple(_ALGORITHMS.values())}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.policies = state["policies"]
+
+    def register(self) -> None:
+        """Register each carried algorithm under its name in this process (a no-op once they are)."""
+        for policy in self.policies:
+            if _ALGORITHMS.get(policy.name) is not policy:
+                _ALGORITHMS.pop(policy.name, None)
+                register_algorithm(policy)

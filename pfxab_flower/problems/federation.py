@@ -24,7 +24,7 @@ import numpy as np
 
 from pfxab_flower.config import check
 from pfxab_flower.deadline import call_within
-from pfxab_flower.domain import Domain
+from pfxab_flower.domain import Bounds, Domain
 from pfxab_flower.errors import ConfigError, ObjectiveError
 from pfxab_flower.limits import REWARD_LIMIT
 from pfxab_flower.noise import NoiseModel
@@ -57,23 +57,22 @@ VALUE_LIMIT = REWARD_LIMIT / 2
 
 def check_value_range(value_range: object) -> tuple[float, float]:
     """``(low, high)`` objective values lie in, as floats; a one-line :class:`ConfigError` for anything else."""
-    numbers = (isinstance(value_range, tuple | list) and len(value_range) == 2
-               and all(isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
-                       for v in value_range))
-    if not numbers or not -VALUE_LIMIT <= value_range[0] < value_range[1] <= VALUE_LIMIT:  # type: ignore[index]
-        raise ConfigError(f"value_range={value_range!r} is invalid; allowed: (low, high), two numbers with "
-                          f"{-VALUE_LIMIT:g} <= low < high <= {VALUE_LIMIT:g}")
-    return float(value_range[0]), float(value_range[1])  # type: ignore[index]
+    if isinstance(value_range, tuple | list) and len(value_range) == 2 and all(
+            isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool) for v in value_range):
+        low, high = value_range
+        if -VALUE_LIMIT <= low < high <= VALUE_LIMIT:
+            return float(low), float(high)
+    raise ConfigError(f"value_range={value_range!r} is invalid; allowed: (low, high), two numbers with "
+                      f"{-VALUE_LIMIT:g} <= low < high <= {VALUE_LIMIT:g}")
 
 
 def _check_reference(reference: object, num_clients: int) -> list[Objective]:
     """``reference`` as a list of ``num_clients`` callables; a one-line :class:`ConfigError` for anything else."""
-    valid = (not isinstance(reference, str | bytes) and isinstance(reference, Sequence)
-             and len(reference) == num_clients and all(callable(fn) for fn in reference))
-    if not valid:
+    if isinstance(reference, str | bytes) or not isinstance(reference, Sequence) or len(reference) != num_clients \
+            or not all(callable(fn) for fn in reference):
         raise ConfigError(f"reference={reference!r} is invalid; allowed: None or {num_clients} callables, "
                           "each client's mean reward f(x)")
-    return reference if isinstance(reference, list) else list(reference)  # type: ignore[arg-type]
+    return reference if isinstance(reference, list) else list(reference)
 
 
 def _real_values(raw: object, client: int) -> np.ndarray:
@@ -140,7 +139,7 @@ class Federation:
     def from_callables(
         cls,
         objectives: Sequence[Objective],
-        domain: Domain | Mapping[str, tuple],
+        domain: Domain | Mapping[str, Bounds],
         noise_sigma: float = 0.1,
         noise: str = "uniform",
         name: str = "custom",

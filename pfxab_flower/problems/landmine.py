@@ -130,7 +130,8 @@ class SvmEvaluator:
 
     def evaluate(self, client: int, points: np.ndarray) -> np.ndarray:
         """Client ``client``'s objective at ``points`` ``(n, 2)``: ``n`` values."""
-        return self._values_at([client], points)[0]
+        values: np.ndarray = self._values_at([client], points)[0]
+        return values
 
     def evaluate_all(self, points: np.ndarray) -> np.ndarray:
         """Every client's objective at ``points``: shape ``(M, n)``."""
@@ -243,13 +244,15 @@ class LandmineFederation(Federation):
 
     def optimum(self, alpha: float) -> Optimum:
         """The estimated optimum, recomputed if points were evaluated since it was last computed."""
+        evaluator = self.evaluator
+        assert evaluator is not None  # landmine_federation always sets it (None: a default the base's fields require)
         key = float(alpha)
         cached = self._estimates.get(key)
-        if cached is not None and cached[0] == self.evaluator.seen_count:
+        if cached is not None and cached[0] == evaluator.seen_count:
             return cached[1]
         grid = Partition(self.domain).midpoints(np.arange(1, 2 ** (self.grid_depth + 1), dtype=np.int64))
         self.local_values(grid)  # every cell centre down to grid_depth is now among the evaluated points
-        points = self.evaluator.seen_points()
+        points = evaluator.seen_points()
         local = self.local_values(points)
         personalised = key * local + (1.0 - key) * local.mean(axis=0)
         best = personalised.argmax(axis=1)
@@ -260,7 +263,7 @@ class LandmineFederation(Federation):
             method=f"estimate: max over the {len(grid)} cell centres of depths 0-{self.grid_depth} "
             f"and every evaluated point ({len(points)} points in all)",
         )
-        self._estimates[key] = (self.evaluator.seen_count, result)
+        self._estimates[key] = (evaluator.seen_count, result)
         return result
 
 

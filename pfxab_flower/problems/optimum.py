@@ -74,18 +74,18 @@ def maximise_personalised(federation: Federation, alpha: float) -> Optimum:
         arg = personalised.argmax(axis=1)
         chunk_best.append(personalised[np.arange(M), arg])
         chunk_index.append(arg + start)
-    chunk_best = np.stack(chunk_best, axis=1)  # (M, chunks)
-    chunk_index = np.stack(chunk_index, axis=1)
+    best = np.stack(chunk_best, axis=1)  # (M, chunks)
+    index = np.stack(chunk_index, axis=1)
 
-    values = chunk_best.max(axis=1)
-    points = unit_grid[chunk_index[np.arange(M), chunk_best.argmax(axis=1)]].copy()
+    values = best.max(axis=1)
+    points = unit_grid[index[np.arange(M), best.argmax(axis=1)]].copy()
     if federation.refine_optimum:
-        top = np.argsort(-chunk_best, axis=1)[:, :REFINE_CANDIDATES]
+        top = np.argsort(-best, axis=1)[:, :REFINE_CANDIDATES]
         clients = [0] if alpha == 0 else range(M)  # with alpha = 0 every client has the same objective
         for m in clients:
             for c in top[m]:
-                start = unit_grid[chunk_index[m, c]]
-                x, v = _refine(federation, alpha, m, start, spacing)
+                origin = unit_grid[index[m, c]]
+                x, v = _refine(federation, alpha, m, origin, spacing)
                 if v > values[m]:
                     values[m], points[m] = v, x
         if alpha == 0:
@@ -102,7 +102,8 @@ def maximise_personalised(federation: Federation, alpha: float) -> Optimum:
 
 def _personalised(federation: Federation, alpha: float, points: np.ndarray) -> np.ndarray:
     local = federation.local_values(points)
-    return alpha * local + (1.0 - alpha) * local.mean(axis=0)
+    personalised: np.ndarray = alpha * local + (1.0 - alpha) * local.mean(axis=0)
+    return personalised
 
 
 def _personalised_one(federation: Federation, alpha: float, client: int, unit: np.ndarray) -> float:

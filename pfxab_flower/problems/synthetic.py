@@ -64,16 +64,17 @@ def shifts(num_clients: int, spread: float) -> np.ndarray:
     return spread * (np.arange(num_clients) / (num_clients - 1) - 0.5)
 
 
-def _shifted(g: Callable, shift: float, points: np.ndarray) -> np.ndarray:
+def _shifted(g: Callable[[np.ndarray], np.ndarray], shift: float, points: np.ndarray) -> np.ndarray:
     return g(np.mod(points[:, 0] - shift, 1.0))
 
 
-def _all_shifted(g: Callable, all_shifts: np.ndarray, points: np.ndarray) -> np.ndarray:
+def _all_shifted(g: Callable[[np.ndarray], np.ndarray], all_shifts: np.ndarray, points: np.ndarray) -> np.ndarray:
     return g(np.mod(points[None, :, 0] - all_shifts[:, None], 1.0))
 
 
 def _shifted_kinks(base_kinks: Callable[[], np.ndarray], all_shifts: np.ndarray) -> np.ndarray:
-    return np.mod(base_kinks()[None, :] + all_shifts[:, None], 1.0).reshape(-1, 1)
+    kinks: np.ndarray = np.mod(base_kinks()[None, :] + all_shifts[:, None], 1.0).reshape(-1, 1)
+    return kinks
 
 
 def synthetic_federation(

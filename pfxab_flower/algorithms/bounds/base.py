@@ -75,7 +75,8 @@ def eliminate_with_widths(estimates: np.ndarray, widths: Widths, slack: float) -
     lower = np.where(known, estimates - widths, -np.inf)
     if not known.any() or not np.isfinite(lower.max()):
         return np.ones(estimates.shape, dtype=bool)
-    return ~(estimates + widths + slack <= lower.max())
+    keep: np.ndarray = ~(estimates + widths + slack <= lower.max())
+    return keep
 
 
 class ConfidenceBound(ABC):

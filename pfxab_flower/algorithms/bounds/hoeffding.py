@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from pfxab_flower.algorithms.phased.settings import Settings
 
 
-def eliminate_below(estimates: np.ndarray, slack: float, margin: float) -> np.ndarray:
+def eliminate_below(estimates: np.ndarray, slack: float, margin: Widths) -> np.ndarray:
     """Keep mask of the rule ``drop k if estimate_k + slack <= max_j estimate_j - margin``.
 
     A NaN estimate (a node no valid report sampled) is no evidence: it is kept and
@@ -38,7 +38,8 @@ def eliminate_below(estimates: np.ndarray, slack: float, margin: float) -> np.nd
     known = np.isfinite(estimates)
     if not known.any():
         return np.ones(estimates.shape, dtype=bool)
-    return ~(estimates + slack <= estimates[known].max() - margin)
+    keep: np.ndarray = ~(estimates + slack <= estimates[known].max() - margin)
+    return keep
 
 
 class Hoeffding(ConfidenceBound):

@@ -127,8 +127,8 @@ class ClientMachine:
         node_holders = None
         if names:  # pooled statistics come with the holder counts the widths of their global means need
             shape = np.shape(update.node_ids)
-            if any(np.shape(update.statistics.get(name)) != shape for name in names) or \
-                    np.shape(update.holders) != shape:
+            if any(name not in update.statistics or np.shape(update.statistics[name]) != shape for name in names) \
+                    or update.holders is None or np.shape(update.holders) != shape:
                 raise ProtocolError(f"client {self.client}: a global update without the pooled {', '.join(names)} "
                                     f"and holders that confidence={self.settings.confidence} needs")
             node_holders = np.where(reported, np.asarray(update.holders, dtype=float)[own], 0.0)

@@ -21,7 +21,8 @@ def holders(union: np.ndarray, reports: list[LocalReport]) -> np.ndarray:
     """How many of the reports sampled each node of ``union``."""
     if not reports:
         return np.zeros(union.shape)
-    return np.stack([np.asarray(r.counts) > 0 for r in reports]).sum(axis=0).astype(float)
+    holders: np.ndarray = np.stack([np.asarray(r.counts) > 0 for r in reports]).sum(axis=0).astype(float)
+    return holders
 
 
 def mean_over_holders(union: np.ndarray, reports: list[LocalReport], values: Sequence[np.ndarray]) -> np.ndarray:
@@ -32,7 +33,8 @@ def mean_over_holders(union: np.ndarray, reports: list[LocalReport], values: Seq
     sampled = np.stack([np.asarray(r.counts) > 0 for r in reports])
     count = sampled.sum(axis=0)
     total = np.where(sampled, stacked, 0.0).sum(axis=0)
-    return np.divide(total, count, out=np.full(union.shape, np.nan), where=count > 0)
+    pooled: np.ndarray = np.divide(total, count, out=np.full(union.shape, np.nan), where=count > 0)
+    return pooled
 
 
 def pooled_means(union: np.ndarray, reports: list[LocalReport]) -> np.ndarray:

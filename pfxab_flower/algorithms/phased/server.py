@@ -6,6 +6,7 @@ import logging
 import math
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -43,8 +44,8 @@ class ServerMachine(ReplyChecks):
         self.pulls = 0
         self.plan: PhasePlan | None = None
         self.done = False
-        self.history: list[dict] = []
-        self.rejected: list[dict] = []
+        self.history: list[dict[str, Any]] = []
+        self.rejected: list[dict[str, Any]] = []
         self.used: list[object] = []  # the reports the last exchange used (the driver keeps only their pull logs)
         self.final_nodes: dict[int, int] = {}
         self.reported_phase = [0] * settings.num_clients  # last phase whose active set each client sent
@@ -155,7 +156,8 @@ class ServerMachine(ReplyChecks):
             return self._close_exploration(np.full(plan.union.shape, np.nan), 0)
 
         def per_holder(total: np.ndarray) -> np.ndarray:
-            return np.divide(total, holders, out=np.full(plan.union.shape, np.nan), where=holders > 0)
+            mean: np.ndarray = np.divide(total, holders, out=np.full(plan.union.shape, np.nan), where=holders > 0)
+            return mean
 
         statistics = {name: per_holder(total) for name, total in totals.items()}
         return self._close_exploration(per_holder(sums), reporters, math.nan, statistics, holders)

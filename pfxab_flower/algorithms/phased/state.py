@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class ClientState:
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> ClientState:
-        scalars = {k: int(arrays[k][0]) for k in cls._SCALARS if k in arrays}
+        scalars: dict[str, Any] = {k: int(arrays[k][0]) for k in cls._SCALARS if k in arrays}
         scalars["finished"] = bool(scalars["finished"])
         return cls(
             **scalars,
