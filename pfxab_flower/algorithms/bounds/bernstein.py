@@ -267,8 +267,9 @@ class Bernstein(ConfidenceBound):
         holders = np.asarray(holders, dtype=float)
         with np.errstate(divide="ignore"):
             square_weights = np.where(holders > 0, 1.0 / (holders * min_count), np.inf)
-        return np.minimum(global_widths(pooled[VARIANCE], holders, min_count, span, log_term(horizon)),
-                          hoeffding_width(square_weights, span, hoeffding_log_term(horizon)))
+        widths: np.ndarray = np.minimum(global_widths(pooled[VARIANCE], holders, min_count, span, log_term(horizon)),
+                                        hoeffding_width(square_weights, span, hoeffding_log_term(horizon)))
+        return widths
 
     def local_widths(self, settings: Settings, view: ClientView) -> np.ndarray:
         """:func:`width` of the client's own sample variances and pulls, or Hoeffding's if smaller."""
@@ -276,8 +277,9 @@ class Bernstein(ConfidenceBound):
         counts = np.asarray(view.local_counts, dtype=float)
         with np.errstate(divide="ignore"):
             square_weights = np.where(counts > 0, 1.0 / counts, np.inf)
-        return np.minimum(width(view.own_statistics[VARIANCE], counts, span, log_term(horizon)),
-                          hoeffding_width(square_weights, span, hoeffding_log_term(horizon)))
+        widths: np.ndarray = np.minimum(width(view.own_statistics[VARIANCE], counts, span, log_term(horizon)),
+                                        hoeffding_width(square_weights, span, hoeffding_log_term(horizon)))
+        return widths
 
     def personalised_widths(self, settings: Settings, view: ClientView) -> np.ndarray:
         """:func:`personalised_widths` or Hoeffding's for the same weights, whichever is smaller; a node no
