@@ -17,7 +17,7 @@ from flwr.clientapp import ClientApp
 
 from pfxab_flower.algorithms.registry import CarriedAlgorithms
 from pfxab_flower.client_apps.foreign import answer_foreign_messages, read_message
-from pfxab_flower.client_apps.sessions import SessionFn
+from pfxab_flower.client_apps.sessions import SessionFn, remember_assignment
 from pfxab_flower.strategies import records, serde
 
 
@@ -25,15 +25,21 @@ def handle_message(session_fn: SessionFn, algorithms: CarriedAlgorithms, message
     """The reply to one server message (train or evaluate: the payload says which).
 
     ``algorithms`` (the app's registry, as pickled into this process) are registered before
-    the message, which names its algorithm, is decoded.
+    the message, which names its algorithm, is decoded. A node without a ``partition-id``
+    keeps the client index the run's first message assigns it
+    (:func:`~pfxab_flower.client_apps.sessions.remember_assignment`).
     """
     algorithms.register()
     instruction = read_message(message)
+    if "partition-id" not in context.node_config:
+        remember_assignment(records.from_record(message.content)[1], context)
     session = session_fn(context)
     if session.stands_by(instruction.parameters):
         return Message(records.to_record(*serde.standby_payload(session.client)), reply_to=message)
     reply = session.handle(instruction)
-    return Message(records.to_record(*serde.reply_payload(reply.report, reply.harness)), reply_to=message)
+    site = context.node_config.get(serde.SITE)
+    payload = serde.reply_payload(reply.report, reply.harness, site if isinstance(site, str) else None)
+    return Message(records.to_record(*payload), reply_to=message)
 
 
 def message_client_app(session_fn: SessionFn) -> ClientApp:

@@ -18,7 +18,7 @@ from functools import lru_cache, update_wrapper
 from typing import Any
 
 import numpy as np
-from flwr.app import Context
+from flwr.app import ConfigRecord, Context
 
 from pfxab_flower.client_apps.store import FlowerStore
 from pfxab_flower.config import parse
@@ -30,6 +30,7 @@ from pfxab_flower.problems.federation import VALUE_LIMIT, Federation, Objective
 from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.sampling import SimulatedEnvironment
 from pfxab_flower.session import ClientSession
+from pfxab_flower.strategies import serde
 
 #: A node's session, built for every message from its context.
 SessionFn = Callable[[Context], ClientSession]
@@ -82,12 +83,37 @@ PROBLEM_KEYS = ("problem", "clients", "noise", "noise-sigma", "evaluation", "spr
 FAULT_KEYS = ("fail-rate", "fail-clients", "straggle-seconds", "round-timeout")
 
 
+#: Where a node without a ``partition-id`` keeps the client index the server assigned it.
+ASSIGNED_STATE = "pfxab-assigned-client"
+
+
 def partition_id(node_config: Mapping[str, object]) -> int:
     """The node's client index, ``partition-id`` (a node beyond the run's clients will stand by)."""
     value = node_config.get("partition-id")
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
         raise ConfigError(f"partition-id={value!r} is invalid; allowed: an integer >= 0 (node config)")
     return int(value)
+
+
+def client_index(context: Context) -> int:
+    """The node's client index: its ``partition-id`` if its node config has one, else the index the server
+    assigned it in the run's first message (Message API; :func:`remember_assignment`)."""
+    if "partition-id" in context.node_config:
+        return partition_id(context.node_config)
+    if ASSIGNED_STATE not in context.state:
+        raise ConfigError("this node has no partition-id and no client index from the server (it was not "
+                          "connected when the run's first message went out, or it restarted since); allowed: "
+                          "--node-config partition-id=N, or a node connected from the run's start")
+    return int(context.state[ASSIGNED_STATE]["client-index"])  # type: ignore[index]
+
+
+def remember_assignment(config: Mapping[str, Any], context: Context) -> None:
+    """Keep the client index the run's first message assigns this node (only a node without a partition-id)."""
+    if "partition-id" in context.node_config:
+        return
+    index = serde.assigned_index(config, context.node_id)
+    if index is not None:
+        context.state[ASSIGNED_STATE] = ConfigRecord({"client-index": index})
 
 
 def federation_sessions(federation: Federation | None = None, faults: FaultPlan | None = None) -> SessionFn:
@@ -103,7 +129,7 @@ def federation_sessions(federation: Federation | None = None, faults: FaultPlan 
             config, options = problem_of(context.run_config)
             fed = fed if fed is not None else cached_federation(config)
             plan = plan if plan is not None else options.faults(config.seed)
-        client = partition_id(context.node_config)
+        client = client_index(context)
         make_env = lambda saved: SimulatedEnvironment.restored(fed, client, saved)  # noqa: E731
         return ClientSession(client, FlowerStore(context.state), make_env, plan)
 
@@ -123,7 +149,7 @@ def objective_sessions(
     domain = domain if isinstance(domain, Domain) else Domain.from_mapping(domain)
 
     def session_fn(context: Context) -> ClientSession:
-        client = partition_id(context.node_config)
+        client = client_index(context)
         if isinstance(objective, FromContext):
             own = objective.objective_of(context)
         else:

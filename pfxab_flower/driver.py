@@ -55,6 +55,7 @@ class ServerDriver(RunOutcome):
         self.final_reports: dict[int, FinishReport] = {}
         self.harness: dict[int, Mapping[str, np.ndarray]] = {}  # client -> the harness data of its last used reply
         self.binding = NodeBinding(settings.num_clients)  # which Flower node speaks for which client
+        self.sites: dict[int, str] = {}  # client -> the site label its node declares (node config ``site``)
         self.problems: dict[int, tuple[int, str]] = {}  # client -> (phase, why) of its latest failed exchange
         self.outgoing: Outgoing | None = None  # the exchange whose replies are awaited
         self.global_update: GlobalUpdate | None = None  # a phase's update, between its two exchanges
@@ -306,9 +307,9 @@ class ServerDriver(RunOutcome):
                 f"{bad.reason} (from Flower node {bad.node})"
             self.machine.reject(bad.client, phase, stage, reason)
         sources = exchange.sources()
-        refusals = self.binding.screen([(_claimed(report), node) for report, node, _ in sources])
+        refusals = self.binding.screen([(_claimed(report), node) for report, node, _, _ in sources])
         kept, pending = [], []
-        for (report, node, harness), refusal in zip(sources, refusals, strict=True):
+        for (report, node, harness, site), refusal in zip(sources, refusals, strict=True):
             if refusal is None and self.federation is not None:  # simulation: every reply carries its pull log
                 refusal = pull_log_problem(harness or {}, self.settings.horizon, final=stage == "finish")
             if refusal is not None:
@@ -317,6 +318,8 @@ class ServerDriver(RunOutcome):
                     self.problems[self.binding.held[node]] = (phase, refusal)
                 continue
             kept.append(report)
+            if site is not None and 0 <= _index(_claimed(report)) < self.num_clients:
+                self.sites[_index(_claimed(report))] = site
             if harness is not None:
                 pending.append((report, harness))
         exchange.reports = kept

@@ -71,8 +71,9 @@ class Failure:
 class Exchange:
     """The replies of one exchange, decoded by a transport.
 
-    ``senders`` and ``harnesses`` run beside ``reports`` (see :meth:`add`): the Flower node
-    each report came from, where the transport knows it, and the harness data it carried.
+    ``senders``, ``harnesses`` and ``sites`` run beside ``reports`` (see :meth:`add`): the
+    Flower node each report came from, where the transport knows it, the harness data it
+    carried, and the ``site`` label its node's config declares, if any.
     """
 
     reports: list[Any] = field(default_factory=list)
@@ -80,18 +81,23 @@ class Exchange:
     failures: list[Failure] = field(default_factory=list)  # clients that sent an error or nothing
     senders: list[int | None] = field(default_factory=list)
     harnesses: list[Mapping[str, np.ndarray] | None] = field(default_factory=list)
+    sites: list[str | None] = field(default_factory=list)
 
-    def add(self, report: Any, node: int | None = None, harness: Mapping[str, np.ndarray] | None = None) -> None:
-        """One readable report, the node it came from and the harness data it carried."""
+    def add(self, report: Any, node: int | None = None, harness: Mapping[str, np.ndarray] | None = None,
+            site: str | None = None) -> None:
+        """One readable report, the node it came from, the harness data it carried and the site its node names."""
         self.reports.append(report)
         self.senders.append(node)
         self.harnesses.append(harness or None)
+        self.sites.append(site)
 
-    def sources(self) -> list[tuple[Any, int | None, Mapping[str, np.ndarray] | None]]:
-        """Each report with its sender and harness data (``None`` where the transport gave none)."""
-        senders = self.senders + [None] * (len(self.reports) - len(self.senders))
-        harnesses = self.harnesses + [None] * (len(self.reports) - len(self.harnesses))
-        return list(zip(self.reports, senders, harnesses, strict=True))
+    def sources(self) -> list[tuple[Any, int | None, Mapping[str, np.ndarray] | None, str | None]]:
+        """Each report with its sender, harness data and site (``None`` where the transport gave none)."""
+        missing = len(self.reports)
+        senders = self.senders + [None] * (missing - len(self.senders))
+        harnesses = self.harnesses + [None] * (missing - len(self.harnesses))
+        sites = self.sites + [None] * (missing - len(self.sites))
+        return list(zip(self.reports, senders, harnesses, sites, strict=True))
 
 
 __all__ = ["EXPECTED_REPLY", "Exchange", "Failure", "Outgoing", "Unreadable"]

@@ -37,6 +37,7 @@ class RunOutcome:
     stop_reason: str | None
     finished: bool
     started: float
+    sites: dict[int, str]
 
     if TYPE_CHECKING:  # read-only: properties of the driver (a plain annotation would declare them writable)
         @property
@@ -134,6 +135,8 @@ class RunOutcome:
             wall_seconds=time.perf_counter() - self.started,
             evaluations=evaluation_counts([self.harness.get(m) for m in range(self.num_clients)]),
             costs=site_costs([self.harness.get(m) for m in range(self.num_clients)]),
+            flower_nodes=[self.nodes.get(m) for m in range(self.num_clients)],
+            sites=[self.sites.get(m) for m in range(self.num_clients)],
         )
 
 

@@ -104,6 +104,8 @@ def build_result(
     evaluations: list[int] | None = None,
     lost_clients: Sequence[Mapping[str, Any]] = (),
     costs: SiteCosts | None = None,
+    flower_nodes: Sequence[int | None] | None = None,
+    sites: Sequence[str | None] | None = None,
 ) -> RunResult:
     """Assemble the result of a finished run (``parameters`` describe the run: algorithm, seed, ...).
 
@@ -115,6 +117,8 @@ def build_result(
     (``null`` in the summary). ``costs`` are each client's objective wall seconds and observed
     rewards (:func:`pfxab_flower.sampling.site_costs`). An unscored ledger (real evaluations, no
     reference) gives ``null`` regret, optimum and true mean rewards, and never evaluates the optimum.
+    ``flower_nodes`` are the Flower nodes that held the clients (``None`` where none did, and in process),
+    ``sites`` the ``site`` labels their node configs declare (``None`` where none did).
     """
     settings = server.settings
     M = settings.num_clients
@@ -164,6 +168,8 @@ def build_result(
         failures=server.failures,
         final_nodes=[None if m in lost else int(n) for m, n in enumerate(final_nodes)],
         lost_clients=[dict(record) for record in lost_clients],
+        flower_nodes=list(flower_nodes) if flower_nodes is not None else [None] * M,
+        sites=list(sites) if sites is not None else [None] * M,
         pulls_scored=[c.pulls for c in ledger.clients],
         final_points=[None if m in lost else row for m, row in enumerate(final_points.tolist())],
         dimensions=names,

@@ -29,10 +29,11 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pfxab_flower.errors import ConfigError
 from pfxab_flower.simulations.environment import QUIET_ENV
 from pfxab_flower.simulations.flwr_run import flwr_executable, free_port
 from pfxab_flower.simulations.processes import stop_processes
@@ -119,9 +120,16 @@ class Deployment:
 
 @contextlib.contextmanager
 def deployment(
-    num_nodes: int, workdir: Path, *, tls: bool = False, startup_timeout: float = 60.0
+    num_nodes: int, workdir: Path, *, tls: bool = False, startup_timeout: float = 60.0,
+    node_configs: Sequence[str] | None = None,
 ) -> Iterator[Deployment]:
-    """Start a SuperLink and ``num_nodes`` SuperNodes on loopback; stop all of them on exit."""
+    """Start a SuperLink and ``num_nodes`` SuperNodes on loopback; stop all of them on exit.
+
+    ``node_configs[i]`` is SuperNode ``i``'s ``--node-config`` (default: its ``partition-id``;
+    a node config without one lets the server assign the node its client index).
+    """
+    if node_configs is not None and len(node_configs) != num_nodes:
+        raise ConfigError(f"node_configs has {len(node_configs)} entries; allowed: one per node ({num_nodes})")
     home = workdir / "flwr-home"
     logs = workdir / "logs"
     home.mkdir(parents=True)
@@ -164,7 +172,8 @@ def deployment(
             start(f"supernode-{i}", [
                 str(bin_dir / "flower-supernode"), *node_security, "--superlink", address,
                 "--host", "127.0.0.1", "--port", str(free_port()),
-                "--node-config", f"partition-id={i} num-partitions={num_nodes}",
+                "--node-config", node_configs[i] if node_configs is not None else
+                f"partition-id={i} num-partitions={num_nodes}",
             ])
         yield dep
     finally:

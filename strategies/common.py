@@ -172,7 +172,7 @@ def decode_replies(
         except serde.WireError as exc:
             exchange.unreadable.append(Unreadable(claimed, str(exc), node))
             continue
-        exchange.add(report, node, serde.read_harness(config))
+        exchange.add(report, node, serde.read_harness(config), serde.site_of(config))
     return exchange
 
 

@@ -65,6 +65,7 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
         self._gone: set[int] = set()  # nodes the SuperLink stopped listing (a dead SuperNode)
         self._standby: set[int] = set()
         self._broadcast: RecordDict | None = None
+        self._assigned = False  # whether the node list went out (with the run's first message)
         self._timeout = float(self.round_timeout)  # of the exchange under way (``start``'s ``timeout``)
 
     def summary(self) -> None:
@@ -87,9 +88,10 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
         (default: the bound from the horizon); the loop ends as soon as the run is over,
         so no empty round is run or logged. ``result.arrays`` holds ``final-points``
         (``(M, d)``, the user's units, client order; a lost client's row is NaN),
-        ``final-nodes`` (their cells; 0 for a lost client) and ``lost-clients`` (one row
+        ``final-nodes`` (their cells; 0 for a lost client), ``lost-clients`` (one row
         per lost client: client index, Flower node id (0 if unknown), phase; see
-        :attr:`lost_clients` for the reasons); ``train_metrics_clientapp[p]`` phase ``p``'s
+        :attr:`lost_clients` for the reasons) and ``client-nodes`` (the Flower node that held
+        each client, 0 if none did: see ``docs/reliability.md``); ``train_metrics_clientapp[p]`` phase ``p``'s
         metrics; with a known federation, ``evaluate_metrics_serverapp`` the regret and mean
         rewards at the last Flower round. Raises :class:`RunStoppedError` (one line: why) if
         the server stopped the run: too few nodes, or fewer than ``min_fraction`` of the
@@ -166,8 +168,9 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
             nodes = self.driver.final_node_ids()
             lost = np.array([[r["client"], r["flower_node"] or 0, r["phase"]] for r in self.lost_clients],
                             dtype=np.uint64).reshape(-1, 3)
+            holders = np.array([self.driver.nodes.get(m, 0) for m in range(self.driver.num_clients)], dtype=np.uint64)
             final = ArrayRecord({"final-points": Array(self.driver.final_points()), "final-nodes": Array(nodes),
-                                 "lost-clients": Array(lost)})
+                                 "lost-clients": Array(lost), "client-nodes": Array(holders)})
             return final, None  # train_metrics_clientapp keeps one row per phase
         metrics = self.driver.round_metrics()
         return None, None if metrics is None else MetricRecord(metrics)
@@ -222,7 +225,10 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
                 self._gone.add(node)
                 self.driver.node_gone(node, outgoing.phase)
         self._sent = [node for node in self._nodes or [] if node in online]
-        self._broadcast = records.to_record(*serde.broadcast_payload(outgoing.message))
+        arrays, config = serde.broadcast_payload(outgoing.message)
+        if not self._assigned:  # the run's first message: a node without a partition-id learns its index
+            config, self._assigned = {**config, **serde.assignment(self._nodes or [])}, True
+        self._broadcast = records.to_record(arrays, config)
         return [Message(content=self._broadcast, message_type=message_type, dst_node_id=node) for node in self._sent]
 
     def _deliver(self, replies: Iterable[Message]) -> None:

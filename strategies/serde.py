@@ -57,6 +57,13 @@ FINISH_KEY = "phases"  # present only in a FinishInstruction's config
 UPDATE_KEY = "phase-length"  # present only in a GlobalUpdate's config
 HARNESS_PREFIX = "harness:"
 PARAMETER_PREFIX = "param-"  # AlgorithmSpec.to_wire's keys
+#: The run's first message (Message API) lists the run's nodes in order: a node without a ``partition-id``
+#: is the client of its position in the list (a position past the run's clients stands by).
+ASSIGNED_NODES = "assigned-nodes"
+#: A reply's ``site`` label, from its node's config (``--node-config 'site="..."'``), recorded by the server.
+SITE = "site"
+#: The longest site label kept (a longer one is cut: a label is for people, not for data).
+MAX_SITE_LENGTH = 64
 
 Arrays = list[np.ndarray]
 Config = dict[str, Any]
@@ -65,6 +72,20 @@ Payload = tuple[Arrays, Config]
 
 class WireError(ValueError):
     """A Flower message that cannot be read as any core message (the reason is the text)."""
+
+
+def assignment(nodes: Sequence[int]) -> Config:
+    """The config entry that assigns client indices to ``nodes``, in that order (see :data:`ASSIGNED_NODES`)."""
+    return {ASSIGNED_NODES: np.asarray(nodes, dtype="<u8").tobytes()}
+
+
+def assigned_index(config: Mapping[str, Any], node: int) -> int | None:
+    """The client index a message's assignment gives ``node`` (``None``: the message assigns none to it)."""
+    value = config.get(ASSIGNED_NODES)
+    if not isinstance(value, bytes) or len(value) % 8:
+        return None
+    where = np.flatnonzero(np.frombuffer(value, dtype="<u8") == np.uint64(node))
+    return int(where[0]) if where.size else None
 
 
 # -- server -> client ---------------------------------------------------------------
@@ -126,9 +147,12 @@ def read_broadcast(arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> I
 # -- client -> server ---------------------------------------------------------------
 
 
-def reply_payload(report: Report, harness: Mapping[str, np.ndarray] | None = None) -> Payload:
-    """The tensors and config of a client's reply, with its harness data if any."""
+def reply_payload(report: Report, harness: Mapping[str, np.ndarray] | None = None,
+                  site: str | None = None) -> Payload:
+    """The tensors and config of a client's reply, with its harness data and its node's site label if any."""
     config: Config = {PARTITION_ID: int(report.client)}
+    if site is not None:
+        config[SITE] = site
     for key, value in (harness or {}).items():
         config[HARNESS_PREFIX + key] = np.asarray(value, dtype="<i8").tobytes()
     if isinstance(report, FinishReport):
@@ -186,6 +210,12 @@ def read_harness(config: Mapping[str, Any]) -> dict[str, np.ndarray]:
     return harness
 
 
+def site_of(config: Mapping[str, Any]) -> str | None:
+    """A reply's site label (``None`` if it has none, or one that is not text), at most :data:`MAX_SITE_LENGTH`."""
+    value = config.get(SITE)
+    return value[:MAX_SITE_LENGTH] if isinstance(value, str) and value else None
+
+
 def partition_id(config: Mapping[str, Any]) -> int:
     """The client a reply claims to come from; :class:`WireError` if it claims none."""
     value = config.get(PARTITION_ID)
@@ -204,7 +234,10 @@ def wire_size(tensors: Sequence[bytes], config: Mapping[str, Any]) -> tuple[int,
     """``(values, bytes)`` that crossed Flower: serialised tensors, and the config without harness data.
 
     A config value counts as one value of 8 bytes (int, float), 1 (bool), or its length
-    (str, bytes: ``node-ids`` counts as ``len / 8`` values).
+    (str, bytes: ``node-ids`` counts as ``len / 8`` values). The node list of the run's
+    first message (:data:`ASSIGNED_NODES`) and a reply's :data:`SITE` label are Flower's
+    addressing, not the algorithm's communication: their bytes count, their values do not
+    (so every engine counts the same values).
     """
     values = nbytes = 0
     for tensor in tensors:
@@ -215,10 +248,10 @@ def wire_size(tensors: Sequence[bytes], config: Mapping[str, Any]) -> tuple[int,
             continue
         if isinstance(value, bytes):
             nbytes += len(value)
-            values += len(value) // 8 if key == NODE_IDS else 1
+            values += len(value) // 8 if key == NODE_IDS else 0 if key == ASSIGNED_NODES else 1
         elif isinstance(value, str):
             nbytes += len(value.encode())
-            values += 1
+            values += 0 if key == SITE else 1
         else:
             nbytes += 1 if isinstance(value, bool) else 8
             values += 1
