@@ -1,0 +1,1 @@
+"""Landmine fields as real sites: a Flower app (docs/deployment.md, "Landmine sites")."""
