@@ -24,9 +24,8 @@ if not Path(sys.path[0], "pfxab_flower", "__init__.py").is_file():
 
 import pandas as pd
 
-from pfxab_flower.algorithms.registry import federated_names
 from pfxab_flower.comparison import compare
-from pfxab_flower.config import CONFIDENCES
+from pfxab_flower.config import ALGORITHMS, CONFIDENCES
 from pfxab_flower.outputs import write_files_atomically
 from pfxab_flower.run_parameters import RunConfig
 
@@ -44,7 +43,7 @@ def measure(workers: int) -> pd.DataFrame:
     for setting in SETTINGS:
         for confidence in CONFIDENCES:
             base = RunConfig(clients=10, horizon=2_000_000, confidence=confidence, **setting)
-            runs = compare(base, list(federated_names()), SEEDS, workers=workers, progress=False).runs
+            runs = compare(base, list(ALGORITHMS), SEEDS, workers=workers, progress=False).runs
             frames.append(runs.assign(noise=base.noise))
             print(f"done: {setting} {confidence}", flush=True)
     return pd.concat(frames, ignore_index=True)
@@ -59,7 +58,7 @@ def tables(runs: pd.DataFrame) -> str:
                "| PF-XAB regret bernstein / hoeffding |", "|---|---|---|---|---|---|"]
     for (problem, alpha, noise), group in runs.groupby(keys, sort=False):
         mean = group.groupby(["confidence", "algorithm"])["regret"].mean()
-        for algorithm in federated_names():
+        for algorithm in ALGORITHMS:
             for confidence in CONFIDENCES:
                 rows = group[(group.algorithm == algorithm) & (group.confidence == confidence)]
                 lines.append(

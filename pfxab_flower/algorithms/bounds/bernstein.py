@@ -9,16 +9,8 @@ probability at least ``1 - delta``::
     |mean - mu| <= sqrt(2 V L / n) + 3 b L / n,        L = log(3 / delta)
 
 ``delta`` follows the paper's schedule: Hoeffding's width with ``c = sqrt(2)`` is
-``sqrt(log(2 / delta) / (2 n))`` for ``log(2 / delta) = 4 log T``, so ``delta = 2 T^-4``.
-
-The width used is the smaller of that empirical-Bernstein width and Hoeffding's
-``b sqrt(L_H sum(w^2) / 2)`` for the same weighted sum of rewards, each at confidence
-``delta / 2``: by a union bound both hold together with probability at least
-``1 - delta``, so their minimum does too. Hence ``L = log(3 / (delta / 2)) = log 3 +
-4 log T`` and ``L_H = log(2 / (delta / 2)) = log 2 + 4 log T``. Bernstein's width is
-the smaller when the observed variance is well below the range's worst case;
-Hoeffding's when few pulls make Bernstein's range term ``3 b L / n`` dominate. Phase
-lengths are designed for the smaller of the two (:meth:`Bernstein.samples`).
+``sqrt(log(2 / delta) / (2 n))`` for ``log(2 / delta) = 4 log T``, so
+``delta = 2 T^-4`` and ``L = log(3 / 2) + 4 log T``.
 
 A client keeps each node's sum of squared deviations besides its sum and reports each
 node's sample ``variance``; the server pools them over the holders and designs the next
@@ -50,24 +42,8 @@ DEVIATIONS = "deviations"
 
 
 def log_term(horizon: int) -> float:
-    """``L = log(3 / (delta / 2))`` with the paper's ``delta = 2 T^-4`` (half of it for this bound)."""
-    return math.log(3.0) + 4.0 * math.log(horizon)
-
-
-def hoeffding_log_term(horizon: int) -> float:
-    """``L_H = log(2 / (delta / 2))``: Hoeffding's term at the other half of ``delta``."""
-    return math.log(2.0) + 4.0 * math.log(horizon)
-
-
-def hoeffding_width(square_weights: np.ndarray | float, span: float, log_2_delta: float) -> np.ndarray:
-    """Hoeffding's ``b sqrt(L_H sum(w^2) / 2)`` for a weighted sum of rewards of span ``b``; ``inf`` where the
-    weights are unknown (``inf``: nothing pulled)."""
-    return span * np.sqrt(log_2_delta * np.asarray(square_weights, dtype=float) / 2.0)
-
-
-def hoeffding_samples(target: float, span: float, log_2_delta: float) -> float:
-    """The ``n`` at which Hoeffding's width of ``n`` equally weighted rewards is ``target``."""
-    return span * span * log_2_delta / (2.0 * target * target) if target > 0 else math.inf
+    """``L = log(3 / delta)`` with the paper's ``delta = 2 T^-4``."""
+    return math.log(1.5) + 4.0 * math.log(horizon)
 
 
 def width(variance: np.ndarray | float, count: np.ndarray | float, span: float, log_3_delta: float) -> np.ndarray:
@@ -167,25 +143,14 @@ def personalised_widths(
     own = np.asarray(own_counts, dtype=float)
     variances = np.where(np.isfinite(pooled_variances), pooled_variances, max_variance(span))
     variances = np.maximum(variances, 0.0)
-    spread, largest = personalised_weights(alpha, holders, own, min_count)
-    with np.errstate(invalid="ignore"):
-        value = np.sqrt(2.0 * log_3_delta * variances * spread) + 3.0 * span * log_3_delta * largest
-    return np.where((holders > 0) & (own > 0), value, np.inf)
-
-
-def personalised_weights(alpha: float, holders: np.ndarray, own_counts: np.ndarray, min_count: int) -> Pair:
-    """The personalised estimate's sum of squared weights and its largest weight (see
-    :func:`personalised_widths`); ``inf`` where nobody else or the client itself pulled nothing."""
-    holders = np.asarray(holders, dtype=float)
-    own = np.asarray(own_counts, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(holders > 0, (1.0 - alpha) / holders, 0.0)
         own_weight = alpha + share
         others = np.maximum(holders - 1.0, 0.0)
         spread = own_weight**2 / own + share**2 * others / min_count
         largest = np.maximum(own_weight / own, np.where(others > 0, share / min_count, 0.0))
-    unknown = (holders <= 0) | (own <= 0)
-    return np.where(unknown, np.inf, spread), np.where(unknown, np.inf, largest)
+        value = np.sqrt(2.0 * log_3_delta * variances * spread) + 3.0 * span * log_3_delta * largest
+    return np.where((holders > 0) & (own > 0), value, np.inf)
 
 
 def combine_samples(sums: Pair, deviations: Pair, counts: Pair) -> Pair:
@@ -221,12 +186,11 @@ class Bernstein(ConfidenceBound):
         return {VARIANCE: min(largest, max_variance(settings.reward_span))}
 
     def samples(self, settings: Settings, phase: int, design: Design) -> float:
-        """Samples per client per node at which an ``M``-client pooled mean's width, the smaller of Bernstein's
-        for rewards of the design's variance and Hoeffding's, is ``nu1 rho^h``."""
-        target, span = settings.schedule.smoothness(phase), settings.reward_span
-        bernstein_n = samples_for(target, design[VARIANCE], span, log_term(settings.horizon))
-        hoeffding_n = hoeffding_samples(target, span, hoeffding_log_term(settings.horizon))
-        return min(bernstein_n, hoeffding_n) / settings.num_clients
+        """Samples per client per node at which an ``M``-client pooled mean's width is ``nu1 rho^h`` for
+        rewards of the design's variance (Hoeffding's ``f(p)`` is the same with ``V = b^2/4`` and no range term)."""
+        target = settings.schedule.smoothness(phase)
+        return samples_for(target, design[VARIANCE], settings.reward_span, log_term(settings.horizon)) / \
+            settings.num_clients
 
     def fewest_samples(self, settings: Settings, phase: int) -> float:
         """No phase is shorter than for noiseless rewards."""
@@ -262,33 +226,18 @@ class Bernstein(ConfidenceBound):
     def global_widths(
         self, settings: Settings, phase: int, pooled: Mapping[str, np.ndarray], holders: np.ndarray, min_count: int
     ) -> np.ndarray:
-        """:func:`global_widths` of the pooled variances, or Hoeffding's for ``H min_count`` pulls if smaller."""
-        span, horizon = settings.reward_span, settings.horizon
-        holders = np.asarray(holders, dtype=float)
-        with np.errstate(divide="ignore"):
-            square_weights = np.where(holders > 0, 1.0 / (holders * min_count), np.inf)
-        widths: np.ndarray = np.minimum(global_widths(pooled[VARIANCE], holders, min_count, span, log_term(horizon)),
-                                        hoeffding_width(square_weights, span, hoeffding_log_term(horizon)))
-        return widths
+        """:func:`global_widths` of the pooled variances."""
+        return global_widths(pooled[VARIANCE], holders, min_count, settings.reward_span, log_term(settings.horizon))
 
     def local_widths(self, settings: Settings, view: ClientView) -> np.ndarray:
-        """:func:`width` of the client's own sample variances and pulls, or Hoeffding's if smaller."""
-        span, horizon = settings.reward_span, settings.horizon
-        counts = np.asarray(view.local_counts, dtype=float)
-        with np.errstate(divide="ignore"):
-            square_weights = np.where(counts > 0, 1.0 / counts, np.inf)
-        widths: np.ndarray = np.minimum(width(view.own_statistics[VARIANCE], counts, span, log_term(horizon)),
-                                        hoeffding_width(square_weights, span, hoeffding_log_term(horizon)))
-        return widths
+        """:func:`width` of the client's own sample variances and pulls."""
+        return width(view.own_statistics[VARIANCE], view.local_counts, settings.reward_span,
+                     log_term(settings.horizon))
 
     def personalised_widths(self, settings: Settings, view: ClientView) -> np.ndarray:
-        """:func:`personalised_widths` or Hoeffding's for the same weights, whichever is smaller; a node no
-        other client reported has only its local estimate and width."""
+        """:func:`personalised_widths`; a node no other client reported has only its local estimate and width."""
         assert view.holders is not None  # a bound with statistics gets holder counts with the global means
-        span, horizon = settings.reward_span, settings.horizon
-        bernstein_widths = personalised_widths(
+        personalised = personalised_widths(
             settings.alpha, view.pooled_statistics[VARIANCE], view.holders, view.local_counts, view.min_count,
-            span, log_term(horizon))
-        spread, _ = personalised_weights(settings.alpha, view.holders, view.local_counts, view.min_count)
-        personalised = np.minimum(bernstein_widths, hoeffding_width(spread, span, hoeffding_log_term(horizon)))
+            settings.reward_span, log_term(settings.horizon))
         return np.where(np.isfinite(personalised), personalised, self.local_widths(settings, view))
