@@ -49,6 +49,8 @@ _EXPORTS = {
     "compare": "pfxab_flower.comparison",
     "register_problem": "pfxab_flower.problem_registry",
     "register_algorithm": "pfxab_flower.algorithms.registry",
+    "calibrate": "pfxab_flower.calibration",
+    "Calibration": "pfxab_flower.calibration",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

@@ -37,6 +37,7 @@ from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.exchanges import Exchange, Failure, Outgoing
 from pfxab_flower.outcome import RunOutcome
 from pfxab_flower.problems.federation import Federation
+from pfxab_flower.resolution import uniform_exploration_warning
 from pfxab_flower.trust import NodeBinding, pull_log_problem
 
 LOGGER = logging.getLogger("pfxab_flower")
@@ -60,6 +61,9 @@ class ServerDriver(RunOutcome):
         self.outgoing: Outgoing | None = None  # the exchange whose replies are awaited
         self.global_update: GlobalUpdate | None = None  # a phase's update, between its two exchanges
         self.started = time.perf_counter()
+        warning = uniform_exploration_warning(settings.spec, federation.truth() if federation is not None else None)
+        if warning is not None:  # once per run, before its first exchange
+            LOGGER.warning("%s", warning)
 
     @property
     def nodes(self) -> Mapping[int, int]:

@@ -20,6 +20,7 @@ from pfxab_flower.errors import ConfigError, ObjectiveError, RunStoppedError, sp
 COMMANDS = (
     "pfxab_flower.simulations.commands.run",
     "pfxab_flower.simulations.commands.compare",
+    "pfxab_flower.simulations.commands.calibrate",
     "pfxab_flower.simulations.commands.sweep",
     "pfxab_flower.simulations.commands.plot",
     "pfxab_flower.simulations.commands.report",

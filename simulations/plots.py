@@ -32,6 +32,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from pfxab_flower.calibration import Calibration
 from pfxab_flower.comparison import Comparison, load_comparison
 from pfxab_flower.config import algorithm_names
 from pfxab_flower.outputs import OutputError, atomic_file, check_output_file
@@ -200,6 +201,32 @@ def _save(fig, out: Path) -> Path:
 def _checked_out(out: str | Path) -> Path:
     """``out`` if a figure may be written there: a new file or a figure of ours (one line otherwise)."""
     return check_output_file(out, FORMATS, ours=is_our_figure)
+
+
+def check_figure_path(out: str | Path, name: str = "out") -> Path:
+    """``out`` if a figure may be written there (one line naming the flag ``name`` otherwise)."""
+    return check_output_file(out, FORMATS, name=name, ours=is_our_figure)
+
+
+def plot_calibration(calibration: Calibration, out: str | Path) -> Path:
+    """The evidence of :func:`pfxab_flower.calibrate`: observed variation against cell size, and both models."""
+    out = check_figure_path(out, "plot")
+    evidence = calibration.evidence
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    used = evidence[evidence["used_in_fit"]]
+    ax.plot(used["depth"], used["variation"], "o", label="observed variation in the best point's cell")
+    ax.plot(evidence["depth"], evidence["model"], "-",
+            label=f"calibrated nu1 rho^h (nu1={calibration.nu1:.3g}, rho={calibration.rho:.3g})")
+    ax.plot(evidence["depth"], evidence["default_model"], "--", label="defaults (nu1=1, rho=0.5)")
+    spans = evidence["span"].where(evidence["span"] > 0)  # a zero span has no place on a log axis
+    ax.plot(evidence["depth"], spans / 3.0, ":", label="cell span / 3 (below it a node can go)")
+    ax.set_yscale("log")
+    ax.set_xlabel("depth h (cell diameter halves every d depths)")
+    ax.set_ylabel("objective variation")
+    ax.legend(fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, out)
 
 
 def plot_sweep(sweep_dir: str | Path, out: str | Path, log_x: bool = False) -> Path:
