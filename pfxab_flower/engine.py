@@ -25,7 +25,7 @@ from pfxab_flower.limits import MAX_PULLS
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.run_parameters import RunConfig, check_evaluation_budget
 from pfxab_flower.sampling import SimulatedEnvironment
 from pfxab_flower.session import ClientSession, LateReplyError, MemoryStore
 from pfxab_flower.spec import AlgorithmSpec
@@ -162,6 +162,7 @@ def run_spec(federation: Federation, algorithm: str = "pf-xab", **parameters: An
                           "build_federation(config)); run_config(config) runs a RunConfig")
     spec = AlgorithmSpec.build(algorithm, num_clients=federation.num_clients, reward_range=federation.reward_range,
                                **parameters)
+    check_evaluation_budget(federation.evaluation, spec.max_evaluations, spec.horizon)
     if federation.num_clients * spec.horizon > MAX_PULLS:  # each limit alone allowed hours of work
         raise ConfigError(f"horizon={spec.horizon!r} is invalid; allowed: an integer in "
                           f"[1, {MAX_PULLS // federation.num_clients:,}] with {federation.num_clients} clients "

@@ -26,7 +26,8 @@ from pfxab_flower.remote import JobRunner
 from pfxab_flower.run_parameters import RunConfig
 
 #: The RunConfig fields of the algorithm (not of the federation); an option field reset is its declared default.
-ALGORITHM_FIELDS = ("algorithm", "alpha", "seed", "horizon", "nu1", "rho", "max_depth", *OPTION_FIELDS, "confidence")
+ALGORITHM_FIELDS = ("algorithm", "alpha", "seed", "horizon", "nu1", "rho", "max_depth", "max_evaluations",
+                    *OPTION_FIELDS, "confidence")
 
 
 def federation_key(config: RunConfig) -> RunConfig:

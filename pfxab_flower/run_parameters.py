@@ -75,6 +75,7 @@ class RunConfig:
     evaluation: str = _default("evaluation")
     spread: float = _default("spread")
     max_depth: int | None = _default("max_depth")
+    max_evaluations: int | None = _default("max_evaluations")
     #: PF-PNE's own parameter, kept as a field (and ``--pf-pne-eps`` flag) for compatibility: declared, default
     #: and checked by PF-PNE's policy (``None`` here: its declared default). Other algorithms ignore it.
     pf_pne_eps: float = None  # type: ignore[assignment]
@@ -102,6 +103,7 @@ class RunConfig:
                        f"at most {len(chosen)} with the default landmine fields ({PARAMETERS['fields'].unset}); "
                        f"{fields_} can name up to {LANDMINE_FIELD_COUNT}")
             _fail("clients", self.clients, allowed)
+        check_evaluation_budget(self.evaluation, self.max_evaluations, self.horizon)
 
     def _chosen_fields(self) -> tuple[int, ...]:
         if self.fields is None:
@@ -205,3 +207,14 @@ def to_run_config(config: RunConfig, options: AppOptions | None = None) -> dict[
         values.update({p.key: run_config_value(p.name, getattr(options, p.name)) for p in scoped("app")})
     return values
 
+
+def check_evaluation_budget(evaluation: str, max_evaluations: int | None, horizon: int) -> None:
+    """A one-line :class:`ConfigError` for a budget a stochastic objective cannot keep.
+
+    Every pull of a stochastic objective is one call, exploitation included, so a client makes
+    exactly ``horizon`` evaluations: a smaller budget could only be kept by a shorter horizon.
+    """
+    if evaluation == "stochastic" and max_evaluations is not None and max_evaluations < horizon:
+        raise ConfigError(f"{spelled('max_evaluations')}={max_evaluations!r} is invalid; allowed: at least "
+                          f"{spelled('horizon')}={horizon} with evaluation='stochastic' (every pull is one call; "
+                          "lower the horizon instead), or unset")

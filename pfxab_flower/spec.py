@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
 #: The keywords every algorithm takes, with the declared parameter that checks each (``num_clients``: ``clients``).
 COMMON: dict[str, str] = {"num_clients": "clients", "alpha": "alpha", "horizon": "horizon", "seed": "seed",
-                          "nu1": "nu1", "rho": "rho", "max_depth": "max_depth", "confidence": "confidence"}
+                          "nu1": "nu1", "rho": "rho", "max_depth": "max_depth", "max_evaluations": "max_evaluations",
+                          "confidence": "confidence"}
 #: Options that every message has carried since before options were an algorithm's own: still sent (at their
 #: declared default) by every algorithm, so the wire's keys and bytes, and the counted values, stay those of
 #: earlier versions; a client of an algorithm that does not declare one ignores it.
@@ -63,6 +64,7 @@ class AlgorithmSpec:
     rho: float
     max_depth: int | None
     confidence: str
+    max_evaluations: int | None = None  # most distinct points a client evaluates (None: no limit)
     reward_range: tuple[float, float] = FULL_RANGE
     report_pulls: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -94,6 +96,7 @@ class AlgorithmSpec:
         options = {name: getattr(config, name) for name in _options_of(config.algorithm)}
         return cls(algorithm=config.algorithm, num_clients=config.clients, horizon=config.horizon, alpha=config.alpha,
                    seed=config.seed, nu1=config.nu1, rho=config.rho, max_depth=config.max_depth,
+                   max_evaluations=config.max_evaluations,
                    confidence=config.confidence, reward_range=check_reward_range(config.confidence, reward_range),
                    options=options)
 
@@ -109,7 +112,8 @@ class AlgorithmSpec:
         """The parameters as a run's summary lists them (after ``algorithm``, ``problem``, ``engine``)."""
         return {"alpha": self.alpha, "clients": self.num_clients, "horizon": self.horizon, "seed": self.seed,
                 "nu1": self.nu1, "rho": self.rho, "max_depth": self.max_depth, **self.options,
-                "confidence": self.confidence}
+                "confidence": self.confidence,
+                **({} if self.max_evaluations is None else {"max_evaluations": self.max_evaluations})}
 
     # -- the wire -----------------------------------------------------------------------
     def for_clients(self, report_pulls: bool) -> AlgorithmSpec:
@@ -135,6 +139,8 @@ class AlgorithmSpec:
         }
         if self.confidence != _default("confidence"):
             values["confidence"] = self.confidence
+        if self.max_evaluations is not None:
+            values["max_evaluations"] = self.max_evaluations
         if self.reward_range != FULL_RANGE:
             values["reward_low"], values["reward_high"] = self.reward_range
         return {_key(name): value for name, value in values.items()}
@@ -148,18 +154,18 @@ class AlgorithmSpec:
         another version, or a hostile one).
         """
         algorithm = check("algorithm", _typed(values, "algorithm", str))
-        common = {name: _typed(values, name, _KINDS[declared]) for name, declared in COMMON.items()
-                  if name != "confidence"}
-        confidence = _typed(values, "confidence", str) if _key("confidence") in values else _default("confidence")
+        optional = {"confidence": _default("confidence"), "max_evaluations": None}  # on the wire only when set
+        common = {name: _typed(values, name, _KINDS[declared]) if name not in optional or _key(name) in values
+                  else optional[name] for name, declared in COMMON.items()}
         for name, declared in COMMON.items():
-            value = confidence if name == "confidence" else common[name]
+            value = common[name]
             if name == "max_depth" and value == 0:
                 value = None
             common[name] = check(declared, value)
         options = {name: check_against(p, _typed(values, name, p.kind)) for name, p in _options_of(algorithm).items()}
         span = (_typed(values, "reward_low", float), _typed(values, "reward_high", float)) \
             if _key("reward_low") in values or _key("reward_high") in values else FULL_RANGE
-        return cls(algorithm=algorithm, reward_range=check_reward_range(confidence, span),
+        return cls(algorithm=algorithm, reward_range=check_reward_range(common["confidence"], span),
                    report_pulls=_typed(values, "report_pulls", bool), options=options, **common)
 
 
@@ -173,7 +179,7 @@ def check_keywords(algorithm: str, keywords: Mapping[str, Any]) -> None:
 
 
 _KINDS = {"clients": int, "horizon": int, "alpha": float, "seed": int, "nu1": float, "rho": float, "max_depth": int,
-          "confidence": str}
+          "max_evaluations": int, "confidence": str}
 
 
 def _typed(values: Mapping[str, object], name: str, kind: type) -> Any:

@@ -290,4 +290,5 @@ def test_a_field_added_to_run_configs_leaves_older_run_ids_unchanged() -> None:
 
 
 def _other_value(name: str) -> object:
-    return {"confidence": "bernstein", "evaluation": "deterministic", "random_fraction": 0.5}[name]
+    others = {"confidence": "bernstein", "evaluation": "deterministic", "random_fraction": 0.5, "max_evaluations": 50}
+    return others[name]

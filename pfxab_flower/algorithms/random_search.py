@@ -58,6 +58,8 @@ class RandomSearch(SoloPolicy):
         limit = settings.spec.max_depth
         depth = RANDOM_DEPTH if limit is None else min(limit, RANDOM_DEPTH)
         count = random_points(settings.options["random_fraction"], settings.horizon, depth)
+        if settings.spec.max_evaluations is not None:  # each random point is one new point to evaluate
+            count = min(count, settings.spec.max_evaluations)
         rng = np.random.default_rng(solo_seed(settings.seed, client))
         nodes = (1 << depth) + rng.choice(1 << depth, size=count, replace=False)
         rewards = env.pull(nodes, np.ones(count, dtype=np.int64), rng)

@@ -42,6 +42,7 @@ class ServerMachine(ReplyChecks):
         self.client_sets: list[np.ndarray] = [FIRST_ACTIVE_SET.copy() for _ in range(settings.num_clients)]
         self.completed = 0
         self.pulls = 0
+        self.points = 0  # the most distinct points a client has been asked to evaluate (max_evaluations)
         self.plan: PhasePlan | None = None
         self.done = False
         self.history: list[dict[str, Any]] = []
@@ -75,9 +76,15 @@ class ServerMachine(ReplyChecks):
             return FinishInstruction(self.completed, self.parameters)
         union = self.union()
         n_global, n_local = self.policy.pulls(self.settings, self.base_samples(phase))
-        length = len(union) * n_global + max(len(a) for a in self.client_sets) * n_local
+        own = max(len(a) for a in self.client_sets)
+        length = len(union) * n_global + own * n_local
+        # every node of a phase is new (a new depth): a client pulls the union's (global pulls) or its own
+        points = len(union) if n_global > 0 else own
+        budget = self.settings.spec.max_evaluations
         schedule = self.settings.schedule
-        if schedule.depth_allowed(phase) and length >= 1 and self.pulls + length <= schedule.horizon:
+        if (schedule.depth_allowed(phase) and length >= 1 and self.pulls + length <= schedule.horizon
+                and (budget is None or self.points + points <= budget)):
+            self.points += points
             self.plan = PhasePlan(phase, union, n_global, n_local, length)
             return PhaseInstruction(phase, union, n_global, n_local, self.parameters)
         self.done = True
