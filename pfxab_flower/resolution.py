@@ -107,7 +107,9 @@ def uniform_exploration_warning(spec: AlgorithmSpec, truth: Federation | None = 
     settings), nothing can be told in advance and ``None`` is returned. The rule treats the
     estimates as exact: their real error is far below the width (docs/comparison.md).
     """
-    if spec.confidence != "hoeffding":
+    from pfxab_flower.algorithms.bounds import bound_named
+
+    if not bound_named(spec.confidence).widths_known_in_advance:
         return None
     plan = uniform_plan(spec)
     if plan.phases == 0:

@@ -94,6 +94,9 @@ class ConfidenceBound(ABC):
     statistics: ClassVar[tuple[str, ...]] = ()
     #: Whether the widths use the rewards' range: then the server sends it to the clients with the parameters.
     uses_reward_range: ClassVar[bool] = False
+    #: Whether a phase's widths follow from the settings alone (``nu1 rho^h``), so that what a run can
+    #: eliminate is known before it starts (:mod:`pfxab_flower.resolution`); not when they come from the data.
+    widths_known_in_advance: ClassVar[bool] = True
 
     # -- phase-length design (server) ----------------------------------------------------
     def first_design(self, settings: Settings) -> Design:

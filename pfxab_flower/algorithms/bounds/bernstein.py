@@ -168,6 +168,7 @@ class Bernstein(ConfidenceBound):
     """Empirical-Bernstein widths from the variance the clients observe; phase lengths designed from it."""
 
     name = "bernstein"
+    widths_known_in_advance = False
     statistics = (VARIANCE,)
     uses_reward_range = True
 
