@@ -5,9 +5,11 @@ message (:mod:`pfxab_flower.strategies.serde`), handed to the node's session, an
 packed back. A session that raises (an objective error, an injected failure) makes Flower
 send an error reply, which the strategy counts as a failure of that client. A message
 that is not a pfxab-flower server message (another strategy, another version) gets an
-error reply saying so, logged once per node (:mod:`.foreign`). The app carries the algorithm
-registry into the processes it is pickled into (:class:`~pfxab_flower.algorithms.registry.CarriedAlgorithms`),
-so an algorithm a script registered runs on Flower's Ray workers too.
+error reply saying so, logged once per node (:mod:`.foreign`). A node whose config has a
+``state-dir`` keeps its state there too, and takes it back after a restart (:mod:`.site_state`).
+The app carries the algorithm registry into the processes it is pickled into
+(:class:`~pfxab_flower.algorithms.registry.CarriedAlgorithms`), so an algorithm a script
+registered runs on Flower's Ray workers too.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from flwr.clientapp import ClientApp
 from pfxab_flower.algorithms.registry import CarriedAlgorithms
 from pfxab_flower.client_apps.foreign import answer_foreign_messages, read_message
 from pfxab_flower.client_apps.sessions import SessionFn, remember_assignment
+from pfxab_flower.client_apps.site_state import keep_state_on_disk
 from pfxab_flower.strategies import records, serde
 
 
@@ -44,7 +47,7 @@ def handle_message(session_fn: SessionFn, algorithms: CarriedAlgorithms, message
 
 def message_client_app(session_fn: SessionFn) -> ClientApp:
     """A Message-API ``ClientApp`` running the sessions ``session_fn`` builds."""
-    app = ClientApp(mods=[answer_foreign_messages])
+    app = ClientApp(mods=[keep_state_on_disk, answer_foreign_messages])
     algorithms = CarriedAlgorithms()
 
     @app.train()

@@ -6,7 +6,8 @@ final point); ``evaluate`` carries the global update and returns the next active
 (:mod:`pfxab_flower.strategies.secure`), and the final reply's content in its metrics.
 A message that is not a pfxab-flower server message of the legacy API (another strategy,
 another version, the Message API) gets an error reply saying so, logged once per node
-(:mod:`.foreign`).
+(:mod:`.foreign`). A node whose config has a ``state-dir`` keeps its state there too
+(:mod:`.site_state`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pfxab_flower.algorithms.messages import FinishInstruction, LocalReport
 from pfxab_flower.algorithms.registry import CarriedAlgorithms
 from pfxab_flower.client_apps.foreign import answer_foreign_messages, read_instruction, require_legacy_records
 from pfxab_flower.client_apps.sessions import SessionFn
+from pfxab_flower.client_apps.site_state import keep_state_on_disk
 from pfxab_flower.session import ClientSession
 from pfxab_flower.strategies import secure, serde
 
@@ -69,4 +71,5 @@ def legacy_client_app(session_fn: SessionFn, secure_aggregation: bool = False) -
         return PhasedNumPyClient(session_fn(context), secure_aggregation).to_client()
 
     secure = [secaggplus_mod] if secure_aggregation else []
-    return ClientApp(client_fn=client_fn, mods=[answer_foreign_messages, *secure, require_legacy_records])
+    mods = [keep_state_on_disk, answer_foreign_messages, *secure, require_legacy_records]
+    return ClientApp(client_fn=client_fn, mods=mods)

@@ -38,9 +38,11 @@ from pfxab_flower.exchanges import Exchange, Failure, Outgoing
 from pfxab_flower.outcome import RunOutcome
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.resolution import uniform_exploration_warning
-from pfxab_flower.trust import NodeBinding, pull_log_problem
+from pfxab_flower.trust import NodeBinding, pull_log_problem, pull_log_rewritten
 
 LOGGER = logging.getLogger("pfxab_flower")
+#: Why a client whose Flower node the SuperLink stopped listing failed (the reason it is lost with, if it stays gone).
+NODE_GONE = "its Flower node is gone (no heartbeat, or unregistered)"
 
 
 class ServerDriver(RunOutcome):
@@ -269,10 +271,21 @@ class ServerDriver(RunOutcome):
     def node_gone(self, node: int, phase: int) -> None:
         """A transport saw a node leave the federation: its client fails every exchange from now on."""
         client = self._client_of(Failure("", node))
-        LOGGER.warning("phase %d: %s is gone (no heartbeat); it counts as failed from now on",
+        LOGGER.warning("phase %d: %s is gone (no heartbeat, or unregistered); it counts as failed from now on",
                        phase, self.who(client, node))
         if client is not None:
-            self.problems[client] = (phase, "its Flower node is gone (no heartbeat)")
+            self.problems[client] = (phase, NODE_GONE)
+
+    def node_back(self, node: int, phase: int) -> None:
+        """A node that was gone is listed again (the same node id: a SuperNode restarted with its registered key).
+
+        It gets the exchange's messages again; its client counts as lost only if it still
+        sends no usable final reply.
+        """
+        client = self._client_of(Failure("", node))
+        LOGGER.warning("phase %d: %s is back; it gets this exchange's message", phase, self.who(client, node))
+        if client is not None and self.problems.get(client, (0, ""))[1] == NODE_GONE:
+            del self.problems[client]
 
     def who(self, client: object, node: int | None = None) -> str:
         """A client as the log names it: its index and, where known, its Flower node."""
@@ -315,7 +328,8 @@ class ServerDriver(RunOutcome):
         kept, pending = [], []
         for (report, node, harness, site), refusal in zip(sources, refusals, strict=True):
             if refusal is None and self.federation is not None:  # simulation: every reply carries its pull log
-                refusal = pull_log_problem(harness or {}, self.settings.horizon, final=stage == "finish")
+                refusal = pull_log_problem(harness or {}, self.settings.horizon, final=stage == "finish") or \
+                    pull_log_rewritten(harness or {}, self.harness.get(_index(_claimed(report))))
             if refusal is not None:
                 self.machine.reject(_claimed(report), phase, stage, refusal)
                 if node is not None and node in self.binding.held:  # the node's own client missed the exchange

@@ -5,17 +5,20 @@ one node could stand in for another client (its fabricated means averaged, the h
 client's reply refused as a repeat). So the server binds each client index to the
 Flower node its first undisputed reply came from, and from then on uses a reply for
 that client only from that node (:class:`NodeBinding`). Two nodes claiming one unbound
-client in the same exchange are both refused: without an identity beyond the node id
-(SuperNode authentication, see docs/deployment.md) the server cannot tell which is the
-client, so it uses neither. A restarted SuperNode is a new node: its client stays lost,
-and the lost client's reason names the refused node.
+client in the same exchange are both refused: the server cannot tell which is the
+client, so it uses neither. The node id is as strong an identity as the deployment makes
+it: with SuperNode authentication (docs/deployment.md) it is the site's registered key,
+only registered sites join, and a SuperNode restarted with its key has the same node id,
+so it takes its client back; without authentication a restarted SuperNode is a new node:
+its client stays lost, and the lost client's reason names the refused node.
 
 In simulation every reply also carries the client's pull log, which the server scores at
 the end. A log that is not a client's possible history (node ids outside the partition,
 counts that are not positive, more pulls than the horizon, or at the end not exactly the
 horizon) would otherwise crash the scoring or bias it: :func:`pull_log_problem` says why
 one cannot be used, and the driver then refuses the reply it came with, keeping the
-client's last usable log.
+client's last usable log; so does a log that does not continue the client's last one
+(:func:`pull_log_rewritten`: a restarted node that lost the client's history).
 
 Engines without nodes (the in-process one) pass ``None`` as the node: nothing is bound.
 """
@@ -119,4 +122,28 @@ def pull_log_problem(harness: Mapping[str, np.ndarray], horizon: int, final: boo
     return None
 
 
-__all__ = ["NodeBinding", "pull_log_problem"]
+def pull_log_rewritten(harness: Mapping[str, np.ndarray], earlier: Mapping[str, np.ndarray] | None) -> str | None:
+    """Why a client's new pull log does not continue the one it sent before (``None`` if it does).
+
+    A client's history only grows: its log is the earlier one with pulls appended (the
+    earlier last segment may go on at the same node). A log that rewrote the past lost
+    the client's history: a SuperNode restarted without its ``state-dir`` catches up as a
+    client that missed every earlier phase, and the pulls it made before would go
+    unscored. Call it on logs :func:`pull_log_problem` accepted.
+    """
+    if earlier is None or "pull-counts" not in earlier or "pull-counts" not in harness:
+        return None
+    old_nodes, old_counts = np.asarray(earlier["pull-nodes"]), np.asarray(earlier["pull-counts"])
+    nodes, counts = np.asarray(harness["pull-nodes"]), np.asarray(harness["pull-counts"])
+    k = old_nodes.size
+    if k == 0:
+        return None
+    continues = (nodes.size >= k and np.array_equal(nodes[:k], old_nodes)
+                 and np.array_equal(counts[:k - 1], old_counts[:-1]) and counts[k - 1] >= old_counts[-1])
+    if continues:
+        return None
+    return (f"pull log of {int(counts.sum())} pulls does not continue the client's earlier one of "
+            f"{int(old_counts.sum())} (its history was lost: a node that restarted without its state)")
+
+
+__all__ = ["NodeBinding", "pull_log_problem", "pull_log_rewritten"]

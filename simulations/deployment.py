@@ -15,7 +15,13 @@ run config's problem. A deployment with its own objective is an app of its own w
 ``clientapp`` component is ``objective_client_app(objective, domain)`` (see ``docs/deployment.md``).
 
 The helpers that only the tests need (streaming ``flwr run``'s log, killing a SuperNode,
-the processes' log tails) are in ``tests/deployment_helpers.py``.
+the processes' log tails) are in ``tests/deployment_tools.py``.
+
+With ``authenticate=True`` (on TLS) the SuperLink runs ``--enable-supernode-auth``: each
+site gets an ECDSA P-384 key pair (:func:`make_site_keys`, OpenSSH files, what Flower's
+SuperNode authentication reads), its public key is registered with ``flwr supernode
+register`` (which gives the site its Flower node id), and its SuperNode starts with its
+private key; any other SuperNode is refused by the SuperLink.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import ipaddress
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -95,6 +103,48 @@ def make_certificates(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "l
     return files
 
 
+#: What a site name may hold: it names key files and goes into a node config as the ``site`` label.
+SITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+@dataclass(frozen=True)
+class SiteKeys:
+    """A site's SuperNode key pair: the private key its SuperNode signs with, the public key the SuperLink registers."""
+
+    site: str
+    private_key: Path
+    public_key: Path
+
+
+def make_site_keys(directory: Path, sites: Sequence[str]) -> list[SiteKeys]:
+    """An ECDSA P-384 key pair per site, in OpenSSH format (``ssh-keygen -t ecdsa -b 384`` makes the same).
+
+    The private key is written readable by its owner only (0600): it is the site's identity.
+    """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    for site in sites:
+        if not isinstance(site, str) or not SITE_NAME.fullmatch(site):
+            raise ConfigError(f"site={site!r} is invalid; allowed: 1-64 letters, digits, '_', '.' or '-', "
+                              "starting with a letter or digit")
+    if len(set(sites)) != len(sites):
+        raise ConfigError(f"sites={list(sites)!r} repeat a name; allowed: one key pair per distinct site")
+    directory.mkdir(parents=True, exist_ok=True)
+    made = []
+    for site in sites:
+        key = ec.generate_private_key(ec.SECP384R1())
+        files = SiteKeys(site, directory / site, directory / f"{site}.pub")
+        descriptor = os.open(files.private_key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "wb") as private:
+            private.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                            serialization.NoEncryption()))
+        files.public_key.write_bytes(key.public_key().public_bytes(
+            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH) + f" {site}\n".encode())
+        made.append(files)
+    return made
+
+
 def config_toml(address: str, certificates: Certificates | None) -> str:
     """``$FLWR_HOME/config.toml``: the federation ``flwr run . deployment`` submits to."""
     security = (f'root-certificates = "{certificates.ca}"' if certificates is not None else "insecure = true")
@@ -103,13 +153,21 @@ def config_toml(address: str, certificates: Certificates | None) -> str:
 
 @dataclass
 class Deployment:
-    """A running SuperLink and SuperNodes (see :func:`deployment`)."""
+    """A running SuperLink and SuperNodes (see :func:`deployment`).
+
+    ``node_ids`` maps each registered site to the Flower node id its registration gave it
+    (empty without authentication); ``keys`` holds each site's key pair.
+    """
 
     home: Path
     address: str
     env: dict[str, str]
     logs: Path
+    workdir: Path
+    node_security: list[str]
     processes: list[subprocess.Popen] = field(default_factory=list)
+    keys: dict[str, SiteKeys] = field(default_factory=dict)
+    node_ids: dict[str, int] = field(default_factory=dict)
 
     def flwr_run(self, app_dir: Path, run_config: str, timeout: float) -> subprocess.CompletedProcess:
         """``flwr run APP_DIR deployment --stream --run-config ...`` against this SuperLink."""
@@ -117,19 +175,73 @@ class Deployment:
         return subprocess.run(command, cwd=app_dir, env=self.env, capture_output=True, text=True, timeout=timeout,
                               start_new_session=True)
 
+    def flwr(self, *arguments: str, timeout: float = 60.0) -> dict:
+        """``flwr ARGUMENTS... deployment --format json`` against this SuperLink: its JSON answer.
+
+        Raises ``RuntimeError`` with Flower's own message when the command fails.
+        """
+        command = [flwr_executable(), *arguments, FEDERATION, "--format", "json"]
+        done = subprocess.run(command, cwd=self.workdir, env=self.env, capture_output=True, text=True,
+                              timeout=timeout, start_new_session=True)
+        try:
+            answer = json.loads(done.stdout)
+        except json.JSONDecodeError:
+            answer = {"success": False, "error-message": (done.stdout + done.stderr).strip()[-500:]}
+        if done.returncode != 0 or not answer.get("success", False):
+            raise RuntimeError(f"flwr {' '.join(arguments)} failed: {answer.get('error-message', answer)}")
+        return dict(answer)
+
+    def register(self, keys: SiteKeys) -> int:
+        """Register a site's public key with the SuperLink (``flwr supernode register``); its Flower node id."""
+        node_id = int(self.flwr("supernode", "register", str(keys.public_key))["node-id"])
+        self.keys[keys.site], self.node_ids[keys.site] = keys, node_id
+        return node_id
+
+    def unregister(self, site: str) -> None:
+        """Remove a registered site (``flwr supernode unregister NODE_ID``): its SuperNode is refused from now on."""
+        self.flwr("supernode", "unregister", str(self.node_ids[site]))
+
+    def start_supernode(self, name: str, node_config: str, keys: SiteKeys | None = None) -> subprocess.Popen:
+        """Start one ``flower-supernode`` (with ``keys``, authenticated by its private key); its log is ``name.log``."""
+        authentication = ["--auth-supernode-private-key", str(keys.private_key)] if keys is not None else []
+        return self._start(name, [
+            str(Path(flwr_executable()).parent / "flower-supernode"), *self.node_security, *authentication,
+            "--superlink", self.address, "--host", "127.0.0.1", "--port", str(free_port()),
+            "--node-config", node_config,
+        ])
+
+    def _start(self, name: str, command: list[str]) -> subprocess.Popen:
+        with open(self.logs / f"{name}.log", "ab") as log:
+            process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
+                                       start_new_session=True)
+        self.processes.append(process)
+        return process
+
+
+def default_node_config(index: int, num_nodes: int, site: str | None = None) -> str:
+    """SuperNode ``index``'s ``--node-config``: its ``partition-id`` (and its ``site`` label, if it has one)."""
+    config = f"partition-id={index} num-partitions={num_nodes}"
+    return config if site is None else f'{config} site="{site}"'
+
 
 @contextlib.contextmanager
 def deployment(
     num_nodes: int, workdir: Path, *, tls: bool = False, startup_timeout: float = 60.0,
-    node_configs: Sequence[str] | None = None,
+    node_configs: Sequence[str] | None = None, authenticate: bool = False,
 ) -> Iterator[Deployment]:
     """Start a SuperLink and ``num_nodes`` SuperNodes on loopback; stop all of them on exit.
 
-    ``node_configs[i]`` is SuperNode ``i``'s ``--node-config`` (default: its ``partition-id``;
-    a node config without one lets the server assign the node its client index).
+    ``node_configs[i]`` is SuperNode ``i``'s ``--node-config`` (default: its ``partition-id``
+    and, when authenticated, its ``site`` label ``site-i``; a node config without a
+    ``partition-id`` lets the server assign the node its client index). ``authenticate``
+    (needs ``tls``: Flower refuses SuperNode authentication without it) makes a key pair per
+    site in ``workdir/keys``, registers each, and starts each SuperNode with its key.
     """
     if node_configs is not None and len(node_configs) != num_nodes:
         raise ConfigError(f"node_configs has {len(node_configs)} entries; allowed: one per node ({num_nodes})")
+    if authenticate and not tls:
+        raise ConfigError("authenticate=True without tls is invalid; allowed: authenticate=True with tls=True "
+                          "(Flower's SuperNode authentication runs on TLS only)")
     home = workdir / "flwr-home"
     logs = workdir / "logs"
     home.mkdir(parents=True)
@@ -155,26 +267,19 @@ def deployment(
                         "--ssl-keyfile", str(certificates.server_key)]
         link_security = server_files
         node_security = ["--root-certificates", str(certificates.ca), *server_files]
-    dep = Deployment(home, address, env, logs)
-
-    def start(name: str, command: list[str]) -> subprocess.Popen:
-        with open(logs / f"{name}.log", "wb") as log:
-            process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=workdir,
-                                       start_new_session=True)
-        dep.processes.append(process)
-        return process
-
+    dep = Deployment(home, address, env, logs, workdir, node_security)
+    sites = [f"site-{i}" for i in range(num_nodes)] if authenticate else [None] * num_nodes
     try:
-        link = start("superlink", [str(bin_dir / "flower-superlink"), *link_security, "--host", "127.0.0.1",
-                                   "--port", str(port), "--database", ":flwr-in-memory:"])
-        wait_for_health(port, link, certificates, startup_timeout)
-        for i in range(num_nodes):
-            start(f"supernode-{i}", [
-                str(bin_dir / "flower-supernode"), *node_security, "--superlink", address,
-                "--host", "127.0.0.1", "--port", str(free_port()),
-                "--node-config", node_configs[i] if node_configs is not None else
-                f"partition-id={i} num-partitions={num_nodes}",
-            ])
+        dep._start("superlink", [str(bin_dir / "flower-superlink"), *link_security, "--host", "127.0.0.1",
+                                 "--port", str(port), "--database", ":flwr-in-memory:",
+                                 *(["--enable-supernode-auth"] if authenticate else [])])
+        wait_for_health(port, dep.processes[0], certificates, startup_timeout)
+        keys = make_site_keys(workdir / "keys", [s for s in sites if s is not None]) if authenticate else []
+        for site_keys in keys:
+            dep.register(site_keys)
+        for i, site in enumerate(sites):
+            node_config = node_configs[i] if node_configs is not None else default_node_config(i, num_nodes, site)
+            dep.start_supernode(f"supernode-{i}", node_config, dep.keys.get(site) if site is not None else None)
         yield dep
     finally:
         stop(dep)
@@ -218,16 +323,30 @@ def stop(dep: Deployment, grace: float = 5.0) -> list[int]:
     return stop_processes(str(dep.home), grace=grace)
 
 
+USAGE = ("usage: python -m pfxab_flower.simulations.deployment certificates DIR\n"
+         "       python -m pfxab_flower.simulations.deployment keys DIR SITE [SITE...]")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pfxab_flower.simulations.deployment certificates DIR``: make the TLS files of the recipe."""
+    """The recipe's files: ``certificates DIR`` (TLS) or ``keys DIR SITE...`` (a SuperNode key pair per site)."""
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2 or args[0] != "certificates":
-        print("usage: python -m pfxab_flower.simulations.deployment certificates DIR", file=sys.stderr)
-        return 2
-    files = make_certificates(Path(args[1]))
-    print(f"CA {files.ca}, server certificate {files.server_cert} and key {files.server_key} "
-          "(for 127.0.0.1 and localhost, valid one day)")
-    return 0
+    if len(args) == 2 and args[0] == "certificates":
+        files = make_certificates(Path(args[1]))
+        print(f"CA {files.ca}, server certificate {files.server_cert} and key {files.server_key} "
+              "(for 127.0.0.1 and localhost, valid one day)")
+        return 0
+    if len(args) >= 3 and args[0] == "keys":
+        try:
+            made = make_site_keys(Path(args[1]), args[2:])
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        for keys in made:
+            print(f"{keys.site}: private key {keys.private_key} (keep it on the site), public key {keys.public_key} "
+                  "(flwr supernode register it)")
+        return 0
+    print(USAGE, file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

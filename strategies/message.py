@@ -218,12 +218,18 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
 
         A node the SuperLink no longer lists (its SuperNode died and missed its heartbeats)
         is not waited for: its client counts as failed in every exchange, like a dropout.
+        A node listed again under the same id (an authenticated SuperNode restarted with its
+        key) gets the next messages again, and its client catches up if its state survived
+        (a ``state-dir``, :mod:`pfxab_flower.client_apps.site_state`).
         """
         online = set(grid.get_node_ids())
         for node in self._nodes or []:
             if node not in online and node not in self._gone:
                 self._gone.add(node)
                 self.driver.node_gone(node, outgoing.phase)
+            elif node in online and node in self._gone:  # the same node id again: a restarted, authenticated node
+                self._gone.discard(node)
+                self.driver.node_back(node, outgoing.phase)
         self._sent = [node for node in self._nodes or [] if node in online]
         arrays, config = serde.broadcast_payload(outgoing.message)
         if not self._assigned:  # the run's first message: a node without a partition-id learns its index

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pfxab_flower.simulations.deployment import FEDERATION, Deployment
+from pfxab_flower.simulations.deployment import FEDERATION, Deployment, SiteKeys
 from pfxab_flower.simulations.flwr_run import flwr_executable
 
 
@@ -57,3 +57,38 @@ def log_tail(running: Deployment, lines: int = 20) -> str:
         text = path.read_text(errors="replace").splitlines()[-lines:]
         parts.append(f"== {path.name}\n" + "\n".join(text))
     return "\n".join(parts)
+
+
+def node_status(running: Deployment, node_id: int) -> str | None:
+    """What the SuperLink says of a node (``online``, ``offline``, ...; ``None`` if it does not list it)."""
+    nodes = running.flwr("supernode", "list")["nodes"]
+    return next((node["status"] for node in nodes if int(node["node-id"]) == node_id), None)
+
+
+def start_until_accepted(running: Deployment, name: str, node_config: str, keys: SiteKeys,
+                         timeout: float = 150.0) -> subprocess.Popen:
+    """Start a site's SuperNode with its key, again and again, until the SuperLink lists it online.
+
+    After a SIGKILL the SuperLink still holds the dead node as online until its heartbeats
+    lapse, and refuses the same key meanwhile (the new process exits); after a SIGTERM the
+    node signed off and is accepted at once.
+    """
+    node_id = running.node_ids[keys.site]
+    deadline = time.monotonic() + timeout
+    attempt = 0
+    while time.monotonic() < deadline:
+        process = running.start_supernode(f"{name}-{attempt}", node_config, keys)
+        while process.poll() is None and time.monotonic() < deadline:
+            if node_status(running, node_id) == "online":
+                return process
+            time.sleep(0.5)
+        attempt += 1
+        time.sleep(2.0)
+    raise TimeoutError(f"the SuperLink did not accept {keys.site}'s SuperNode within {timeout:.0f} s")
+
+
+def sign_off(process: subprocess.Popen, timeout: float = 30.0) -> None:
+    """SIGTERM a SuperNode's process group (it signs off from the SuperLink) and wait for it to exit."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    process.wait(timeout=timeout)

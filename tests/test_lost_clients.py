@@ -30,7 +30,7 @@ from tests.flower_loopback import run_loopback as run_legacy_loopback
 from tests.message_loopback import LoopbackGrid, run_loopback
 
 CONFIG = RunConfig(problem="garland", clients=4, horizon=20_000, seed=1)
-GONE = "its Flower node is gone (no heartbeat)"
+GONE = "its Flower node is gone (no heartbeat, or unregistered)"
 
 
 class NodeDiesGrid(LoopbackGrid):
@@ -63,7 +63,8 @@ def test_message_api_names_lost_clients_in_the_result_the_summary_and_the_log(ca
     assert summary["lost_clients"] == expected
     assert summary["final_points"][2] is None and summary["final_points"][3] is None
     messages = [r.getMessage() for r in caplog.records]
-    assert "phase 2: client 2 (Flower node 102) is gone (no heartbeat); it counts as failed from now on" in messages
+    assert "phase 2: client 2 (Flower node 102) is gone (no heartbeat, or unregistered); it counts as failed from " \
+           "now on" in messages
     assert f"client 2 (Flower node 102) was lost in phase 2: {GONE}; its final point is NaN, its regret covers " \
            "the pulls it reported" in messages
     assert "client 3 (Flower node 103) was lost in the final exchange: disk full; its final point is NaN, its " \

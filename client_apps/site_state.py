@@ -1,0 +1,87 @@
+"""A node's state on the site's disk, so that a SuperNode that restarts takes its client back where it was.
+
+Flower keeps a node's ``context.state`` in the SuperNode's memory: when the SuperNode
+process restarts, the state (the client's active set, its pulls so far, the client index
+the server assigned it) is gone, and the client could not go on. A node whose config names
+a directory, ``--node-config 'state-dir="/var/lib/site"'``, keeps a copy of its whole
+``context.state`` there, one file per run (``run-<run id>.state``), written atomically after
+every message it answered and before the reply leaves. A node that starts a run's message
+with an empty state and finds that run's file takes the state back from it. With SuperNode
+authentication the restarted node has the same node id (its registered key), so the
+server sends it the run's next messages and it answers as the client it was
+(``docs/deployment.md``). The copy is what Flower itself would hold: a node that dies
+after writing it but before its reply arrived is one message ahead of the server, which
+the algorithm tolerates (a client ahead of the server's view).
+
+Flower's own protobuf codec of a ``RecordDict`` writes the file: no pickle, nothing to
+trust beyond Flower's records.
+"""
+
+from __future__ import annotations
+
+import os
+from logging import INFO
+from pathlib import Path
+
+from flwr.app import Context, Message
+from flwr.clientapp.typing import ClientAppCallable
+from flwr.common.logger import log
+from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
+from flwr.proto.recorddict_pb2 import RecordDict as ProtoRecordDict
+
+from pfxab_flower.errors import ConfigError
+from pfxab_flower.outputs import OutputError, atomic_file
+
+#: The node-config key naming the directory of the node's state copies.
+STATE_DIR = "state-dir"
+
+
+def state_file(context: Context) -> Path | None:
+    """The file that keeps this node's state for the context's run (``None``: the node config names no directory)."""
+    directory = context.node_config.get(STATE_DIR)
+    if directory is None:
+        return None
+    if not isinstance(directory, str) or not directory:
+        raise ConfigError(f"{STATE_DIR}={directory!r} is invalid; allowed: a directory path in quotes "
+                          f"(--node-config '{STATE_DIR}=\"/path\"')")
+    return Path(directory).expanduser() / f"run-{int(context.run_id)}.state"
+
+
+def restore_state(context: Context, path: Path) -> bool:
+    """Fill an empty ``context.state`` from ``path`` if it exists; whether it did."""
+    if len(context.state) > 0 or not path.is_file():
+        return False
+    saved = recorddict_from_proto(ProtoRecordDict.FromString(path.read_bytes()))
+    for key, record in saved.items():
+        context.state[key] = record
+    return True
+
+
+def save_state(context: Context, path: Path) -> None:
+    """Write ``context.state`` to ``path`` atomically (the old copy stays whole if the write fails)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(path) as tmp:
+            tmp.write_bytes(recorddict_to_proto(context.state).SerializeToString())
+        os.chmod(path, 0o600)  # a client's history is the site's own
+    except (OSError, OutputError) as exc:
+        raise ConfigError(f"{STATE_DIR}={str(path.parent)!r} is invalid: {path.name} could not be written "
+                          f"({getattr(exc, 'strerror', None) or exc}); allowed: a writable directory") from None
+
+
+def keep_state_on_disk(message: Message, context: Context, call_next: ClientAppCallable) -> Message:
+    """A mod: restore the node's state from its ``state-dir`` copy after a restart, save it after each answer.
+
+    A message answered with an error (an objective that raised) leaves the copy as it was,
+    as Flower leaves no trace of the failed message's work either.
+    """
+    path = state_file(context)
+    if path is None:
+        return call_next(message, context)
+    if restore_state(context, path):
+        log(INFO, "pfxab: Flower node %s took its state for run %s back from %s", context.node_id, context.run_id,
+            path)
+    reply = call_next(message, context)
+    if not reply.has_error():
+        save_state(context, path)
+    return reply
