@@ -15,13 +15,15 @@ ledger holds the pulls and NaN where regret and true mean rewards would be.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.sampling import PullLog
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,8 @@ class Ledger:
 
     def curve(self) -> pd.DataFrame:
         """Total cumulative regret at every client's segment end (and t = 0)."""
+        import pandas as pd  # here: pandas costs ~0.2 s to import, and a run that only prints needs none
+
         times = np.unique(np.concatenate([[0]] + [c.ends for c in self.clients]))
         return pd.DataFrame({"t": times, "regret": self.curve_at(times)})
 
@@ -130,6 +134,12 @@ class CommunicationLog:
             }
         )
 
+    def total(self, column: str) -> int:
+        """The sum of one count column (``values_down``, ``bytes_up``, ...) over every exchange."""
+        return sum(int(row[column]) for row in self.rows)
+
     def frame(self) -> pd.DataFrame:
+        import pandas as pd  # here: see Ledger.curve
+
         columns = ["round", "phase", "kind", "values_down", "bytes_down", "values_up", "bytes_up"]
         return pd.DataFrame(self.rows, columns=columns)

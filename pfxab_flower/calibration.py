@@ -32,10 +32,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from pfxab_flower.config import check
 from pfxab_flower.errors import ConfigError
@@ -43,6 +42,9 @@ from pfxab_flower.partition import MAX_DEPTH, Partition
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.resolution import first_eliminating_depth, uniform_plan
 from pfxab_flower.spec import AlgorithmSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: Points drawn in each site's cell of each depth.
 POINTS_PER_CELL = 8
@@ -225,6 +227,8 @@ def calibrate(
     needed = None
     if spec is not None and not _resolution(spec, nu1, rho, spans).eliminates:
         needed = _horizon_needed(spec, envelope, spans, fitted)
+
+    import pandas as pd  # here: pandas costs ~0.2 s to import, and `pfxab --help` reads this module
 
     evidence = pd.DataFrame({
         "depth": depth_index,

@@ -33,7 +33,7 @@ from pfxab_flower.algorithms.messages import (
 )
 from pfxab_flower.algorithms.phased import ServerMachine, Settings
 from pfxab_flower.algorithms.phased.state import ProtocolError
-from pfxab_flower.errors import RunStoppedError
+from pfxab_flower.errors import ObjectiveError, RunStoppedError
 from pfxab_flower.exchanges import Exchange, Failure, Outgoing
 from pfxab_flower.outcome import RunOutcome
 from pfxab_flower.problems.federation import Federation
@@ -63,7 +63,10 @@ class ServerDriver(RunOutcome):
         self.outgoing: Outgoing | None = None  # the exchange whose replies are awaited
         self.global_update: GlobalUpdate | None = None  # a phase's update, between its two exchanges
         self.started = time.perf_counter()
-        warning = uniform_exploration_warning(settings.spec, federation.truth() if federation is not None else None)
+        try:
+            warning = uniform_exploration_warning(settings.spec, federation.truth() if federation is not None else None)
+        except ObjectiveError:  # a broken objective is the run's to report, where a client meets it, not the warning's
+            warning = None
         if warning is not None:  # once per run, before its first exchange
             LOGGER.warning("%s", warning)
 

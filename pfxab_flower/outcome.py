@@ -130,7 +130,7 @@ class RunOutcome:
             server=self.machine,
             ledger=score(self.federation, settings.alpha, settings.horizon, self.pull_logs(), lost),
             lost_clients=self.lost_client_records(),
-            communication=self.communication.frame(),
+            communication=self.communication,
             parameters=run_parameters(self.algorithm, self.federation.name, engine, settings, describe),
             wall_seconds=time.perf_counter() - self.started,
             evaluations=evaluation_counts([self.harness.get(m) for m in range(self.num_clients)]),

@@ -10,34 +10,75 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
-from pfxab_flower.accounting import Ledger
+from pfxab_flower.accounting import CommunicationLog, Ledger
 from pfxab_flower.algorithms.phased import ServerMachine
 from pfxab_flower.outputs import write_files_atomically
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.optimum import Optimum
 from pfxab_flower.sampling import SiteCosts
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: The columns of ``phases.csv``, one row per completed phase (the server machine's history).
+PHASE_COLUMNS = (
+    "phase", "depth", "active_nodes", "eliminated", "global_pulls", "local_pulls", "phase_length", "time",
+    "next_active_nodes", "communication_rounds", "failed_local_means", "failed_active_sets", "mean_observed_reward",
+)
+
 
 @dataclass
 class RunResult:
-    """Everything a run reports. ``summary`` is what ``pfxab run --json`` prints."""
+    """Everything a run reports. ``summary`` is what ``pfxab run --json`` prints.
+
+    The tables (``clients``, ``curve``, ``phases``, ``communication``) are pandas DataFrames
+    made on first use from the columns the run kept: pandas costs ~0.2 s to import, which a
+    run that only prints its summary (``pfxab run``) does not pay.
+    """
 
     summary: dict[str, Any]
-    clients: pd.DataFrame
-    curve: pd.DataFrame
-    phases: pd.DataFrame
-    communication: pd.DataFrame
     ledger: Ledger
+    client_columns: dict[str, Any] = field(repr=False)
+    phase_rows: list[Mapping[str, Any]] = field(repr=False)
+    communication_log: CommunicationLog = field(repr=False)
+
+    @cached_property
+    def clients(self) -> pd.DataFrame:
+        """One row per client: regret, final node and point, optimum, mean rewards, evaluations, ..."""
+        import pandas as pd
+
+        frame = pd.DataFrame(self.client_columns)
+        frame["final_node"] = pd.array(self.client_columns["final_node"], dtype="Int64")  # null for a lost client
+        return frame
+
+    @cached_property
+    def curve(self) -> pd.DataFrame:
+        """The total cumulative regret at every client's segment end (and t = 0)."""
+        return self.ledger.curve()
+
+    @cached_property
+    def phases(self) -> pd.DataFrame:
+        """One row per completed phase (:data:`PHASE_COLUMNS`)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.phase_rows, columns=list(PHASE_COLUMNS))
+
+    @cached_property
+    def communication(self) -> pd.DataFrame:
+        """One row per exchange: what crossed the network."""
+        return self.communication_log.frame()
 
     def curve_at(self, times: np.ndarray) -> pd.DataFrame:
         """The cumulative regret (summed over clients) sampled at ``times``."""
+        import pandas as pd
+
         times = np.asarray(times)
         return pd.DataFrame({"t": times, "regret": self.ledger.curve_at(times)})
 
@@ -98,7 +139,7 @@ def build_result(
     federation: Federation,
     server: ServerMachine,
     ledger: Ledger,
-    communication: pd.DataFrame,
+    communication: CommunicationLog,
     parameters: Mapping[str, Any],
     wall_seconds: float,
     evaluations: list[int] | None = None,
@@ -130,18 +171,19 @@ def build_result(
     optimum = truth.optimum(settings.alpha) if truth is not None else _unknown_optimum(M, federation.domain.ndim)
     names = federation.domain.names
 
-    clients = pd.DataFrame({"client": np.arange(M)})
+    final_node = [None if m in lost else int(n) for m, n in enumerate(final_nodes)]
+    clients: dict[str, Any] = {"client": np.arange(M)}
     clients["regret"] = [c.regret for c in ledger.clients]
-    clients["final_node"] = pd.array([None if m in lost else int(n) for m, n in enumerate(final_nodes)], dtype="Int64")
+    clients["final_node"] = final_node
     clients["pulls_scored"] = [c.pulls for c in ledger.clients]
     for j, name in enumerate(names):
         clients[f"final_{name}"] = final_points[:, j]
     clients["optimum_personalised"] = optimum.values
     for j, name in enumerate(names):
         clients[f"optimum_{name}"] = optimum.points[:, j]
-    clients["mean_reward_personalised"] = [c.reward_personalised / max(c.pulls, 1) for c in ledger.clients]
-    clients["mean_reward_global"] = [c.reward_global / max(c.pulls, 1) for c in ledger.clients]
-    clients["mean_reward_local"] = [c.reward_local / max(c.pulls, 1) for c in ledger.clients]
+    for kind in ("personalised", "global", "local"):
+        clients[f"mean_reward_{kind}"] = np.array([getattr(c, f"reward_{kind}") / max(c.pulls, 1)
+                                                   for c in ledger.clients], dtype=float)
     if evaluations is not None:
         clients["evaluations"] = [int(e) for e in evaluations]
     observed = _observed_means(federation, ledger, costs)
@@ -157,16 +199,16 @@ def build_result(
     summary: dict[str, Any] = dict(parameters)
     summary.update(
         regret=known(ledger.regret),
-        regret_per_client=known(clients["regret"].tolist()),
+        regret_per_client=known(list(clients["regret"])),
         phases=server.completed,
         communication_rounds=server.communication_rounds,
-        values_down=int(communication["values_down"].sum()),
-        values_up=int(communication["values_up"].sum()),
-        bytes_down=int(communication["bytes_down"].sum()),
-        bytes_up=int(communication["bytes_up"].sum()),
+        values_down=communication.total("values_down"),
+        values_up=communication.total("values_up"),
+        bytes_down=communication.total("bytes_down"),
+        bytes_up=communication.total("bytes_up"),
         rejected_replies=len(server.rejected),
         failures=server.failures,
-        final_nodes=[None if m in lost else int(n) for m, n in enumerate(final_nodes)],
+        final_nodes=list(final_node),
         lost_clients=[dict(record) for record in lost_clients],
         flower_nodes=list(flower_nodes) if flower_nodes is not None else [None] * M,
         sites=list(sites) if sites is not None else [None] * M,
@@ -188,12 +230,4 @@ def build_result(
         mean_observed_reward=None if observed is None else float(np.mean(observed)),
         mean_observed_reward_per_client=observed,
     )
-    phases = pd.DataFrame(
-        server.history,
-        columns=[
-            "phase", "depth", "active_nodes", "eliminated", "global_pulls", "local_pulls",
-            "phase_length", "time", "next_active_nodes", "communication_rounds", "failed_local_means",
-            "failed_active_sets", "mean_observed_reward",
-        ],
-    )
-    return RunResult(summary, clients, ledger.curve(), phases, communication, ledger)
+    return RunResult(summary, ledger, clients, [dict(row) for row in server.history], communication)

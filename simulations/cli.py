@@ -11,22 +11,25 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import pfxab_flower
 from pfxab_flower.errors import ConfigError, ObjectiveError, RunStoppedError, spelled_as
 
-#: Modules that each add one sub-command with ``register(subparsers)``.
-COMMANDS = (
-    "pfxab_flower.simulations.commands.run",
-    "pfxab_flower.simulations.commands.compare",
-    "pfxab_flower.simulations.commands.calibrate",
-    "pfxab_flower.simulations.commands.sweep",
-    "pfxab_flower.simulations.commands.plot",
-    "pfxab_flower.simulations.commands.report",
-    "pfxab_flower.simulations.commands.simulate",
-    "pfxab_flower.simulations.commands.landmine_table",
-)
+#: Each sub-command: the module that adds its arguments (``add_arguments(parser)``) and runs it
+#: (``handle(args)``), and its one-line help. Order is ``pfxab --help``'s.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("run", "run one algorithm on one federation"),
+    "compare": ("compare", "run every algorithm on the same federation and seeds; print mean and sd per algorithm"),
+    "calibrate": ("calibrate",
+                  "sample each site's objective and propose nu1 and rho that eliminate within the horizon"),
+    "sweep": ("sweep", "run every configuration of an experiment TOML (resumable)"),
+    "plot": ("plot", "draw the figure of a finished sweep or comparison directory"),
+    "report": ("report", "print Markdown tables of a finished sweep or comparison directory"),
+    "simulate": ("simulate", "run on Flower's Ray simulation engine through `flwr run .`"),
+    "landmine-table": ("landmine_table", "compute the landmine reward table shipped in the package"),
+}
+COMMANDS_PACKAGE = "pfxab_flower.simulations.commands"
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -45,18 +48,34 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The ``pfxab`` parser; only the sub-commands in ``commands`` (default: all) get their arguments.
+
+    A sub-command's module (and what it imports: numpy, the algorithms, ...) is imported
+    only to add its arguments, so ``pfxab --version`` and ``pfxab --help`` import none of
+    them and answer at once (``benchmarks/cli_startup.py``).
+    """
     parser = OneLineParser(prog="pfxab", description="Personalised federated X-armed bandits on Flower.")
     parser.add_argument("--version", action="version", version=f"pfxab {pfxab_flower.__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    for name in COMMANDS:
-        importlib.import_module(name).register(subparsers)
+    for name, (module_name, help_text) in COMMANDS.items():
+        sub = subparsers.add_parser(name, help=help_text)
+        if commands is None or name in commands:
+            module = importlib.import_module(f"{COMMANDS_PACKAGE}.{module_name}")
+            module.add_arguments(sub)
+            sub.set_defaults(handler=module.handle)
     return parser
 
 
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The sub-command ``argv`` names: its first word that is not an option (``pfxab`` has no option with a value)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(commands=[command] if (command := chosen_command(words)) in COMMANDS else [])
+    args = parser.parse_args(words)
     try:
         with spelled_as("flag"):
             return int(args.handler(args) or 0)

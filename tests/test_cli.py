@@ -109,3 +109,28 @@ def test_compare_takes_the_confidence_and_reports_it(tmp_path, capsys):
     header = runs[0].split(",")
     assert {row.split(",")[header.index("confidence")] for row in runs[1:]} == {"bernstein"}
     assert "pulls_per_phase" in header
+
+
+@pytest.mark.parametrize("arguments", [["--version"], ["--help"]])
+def test_version_and_help_import_neither_numpy_nor_the_algorithms(arguments):
+    """The command line answers at once: its top level imports no sub-command (benchmarks/cli_startup.py times it)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom pfxab_flower.simulations.cli import main\ntry:\n    main(sys.argv[1:])\n"
+            "except SystemExit:\n    pass\nheavy = sorted(m for m in ('numpy', 'pandas', 'scipy', 'flwr', "
+            "'pfxab_flower.algorithms', 'pfxab_flower.engine') if m in sys.modules)\nprint('HEAVY', heavy)")
+    done = subprocess.run([sys.executable, "-c", code, *arguments], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "HEAVY []"
+    assert "pfxab" in done.stdout
+
+
+def test_a_run_that_only_prints_does_not_import_pandas():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom pfxab_flower.simulations.cli import main\n"
+            "main(['run', '--horizon', '20000', '--clients', '3'])\nprint('PANDAS', 'pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "PANDAS False"
+    assert "regret" in done.stdout

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.optimize import minimize, minimize_scalar
 
 from pfxab_flower.partition import Partition, nodes_at_depth
 
@@ -115,6 +114,8 @@ def _refine(
     federation: Federation, alpha: float, client: int, start: np.ndarray, spacing: float
 ) -> tuple[np.ndarray, float]:
     """Local maximum near ``start`` (unit coordinates) of one client's personalised objective."""
+    from scipy.optimize import minimize, minimize_scalar  # here: scipy costs ~0.2 s to import, most runs need none
+
     if len(start) == 1:
         lo, hi = max(0.0, start[0] - spacing), min(1.0, start[0] + spacing)
         res = minimize_scalar(

@@ -15,19 +15,16 @@ from pfxab_flower.errors import ConfigError
 from pfxab_flower.simulations.commands.options import add_run_options, config_from_args
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sub-command's arguments (``pfxab_flower.simulations.cli`` names it and gives its one-line help)."""
     from pfxab_flower.calibration import DEFAULT_SAMPLES
 
-    parser = subparsers.add_parser(
-        "calibrate", help="sample each site's objective and propose nu1 and rho that eliminate within the horizon"
-    )
     add_run_options(parser, skip=("nu1", "rho"))
     parser.add_argument("--samples", default=str(DEFAULT_SAMPLES), metavar="N",
                         help=f"evaluations per site (default: {DEFAULT_SAMPLES})")
     parser.add_argument("--plot", default=None, metavar="FILE",
                         help="draw the observed variation against cell size here (.png or .pdf)")
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
-    parser.set_defaults(handler=handle)
 
 
 def _samples(text: str) -> int:

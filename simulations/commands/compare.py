@@ -14,10 +14,8 @@ from pfxab_flower.simulations.cluster import executor_address, fits_on, ray_runn
 from pfxab_flower.simulations.commands.options import add_parameter_flag, add_run_options, config_from_args
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "compare", help="run every algorithm on the same federation and seeds; print mean and sd per algorithm"
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sub-command's arguments (``pfxab_flower.simulations.cli`` names it and gives its one-line help)."""
     add_run_options(parser, skip=("algorithm", "seed"))
     parser.add_argument("--seeds", default=None, metavar="SEEDS",
                         help="seeds: an integer, a range like 0-9, or a list like 0,3,5 (default: 0-9)")
@@ -29,7 +27,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_parameter_flag(parser, "executor")
     add_parameter_flag(parser, "ray_address")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:

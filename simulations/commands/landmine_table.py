@@ -18,16 +18,15 @@ from pfxab_flower.simulations.commands.options import add_parameter_flag
 _MAX_DEPTH = 16
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sub-command's arguments (``pfxab_flower.simulations.cli`` names it and gives its one-line help)."""
     from pfxab_flower.problems.landmine_table import PACKAGE_TABLE
 
-    parser = subparsers.add_parser("landmine-table", help="compute the landmine reward table shipped in the package")
     parser.add_argument("--depth", default="12", metavar="D", help="every cell centre of depths 0..D (default: 12)")
     add_parameter_flag(parser, "workers", default=1)
     parser.add_argument("--landmine-data", default=None, metavar="PATH", help="path to LandmineData.mat")
     parser.add_argument("--output", default=str(PACKAGE_TABLE), metavar="FILE",
                         help=f"where to write the table (default: {PACKAGE_TABLE})")
-    parser.set_defaults(handler=handle)
 
 
 def _int_in(name: str, value: str, low: int, high: int) -> int:

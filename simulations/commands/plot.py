@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("plot", help="draw the figure of a finished sweep or comparison directory")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sub-command's arguments (``pfxab_flower.simulations.cli`` names it and gives its one-line help)."""
     parser.add_argument("dir", help="directory written by `pfxab sweep --out` or `pfxab compare --out`")
     parser.add_argument("--out", required=True, metavar="FILE", help="figure file (.png or .pdf)")
     parser.add_argument("--log-x", action="store_true",
                         help="log-scale time axis (a sweep's regret figure; a comparison's curves always have one)")
-    parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("report", help="print Markdown tables of a finished sweep or comparison directory")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sub-command's arguments (``pfxab_flower.simulations.cli`` names it and gives its one-line help)."""
     parser.add_argument("dir", help="directory written by `pfxab sweep --out` or `pfxab compare --out`")
-    parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:

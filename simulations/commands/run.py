@@ -7,12 +7,11 @@ import sys
 
 from pfxab_flower.config import parse
 from pfxab_flower.outputs import check_output_dir, save_or_keep
-from pfxab_flower.results import RESULT_FILES
 from pfxab_flower.simulations.commands.options import add_parameter_flag, add_run_options, config_from_args
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("run", help="run one algorithm on one federation")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sub-command's arguments (``pfxab_flower.simulations.cli`` names it and gives its one-line help)."""
     add_run_options(parser)
     add_parameter_flag(parser, "engine", default="inprocess")
     parser.add_argument("--api", default=None, metavar="API",
@@ -20,10 +19,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_parameter_flag(parser, "ray_address")
     parser.add_argument("--out", default=None, metavar="DIR", help="write summary.json, clients.csv, curve.csv here")
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
-    parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
+    from pfxab_flower.results import RESULT_FILES  # here, not at the top: `pfxab --help` need not import pandas
+
     config = config_from_args(args)
     args.engine = parse("engine", args.engine)
     if args.out is not None:

@@ -17,8 +17,8 @@ from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.simulations.commands.options import add_parameter_flag, add_run_options, config_from_args
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("simulate", help="run on Flower's Ray simulation engine through `flwr run .`")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sub-command's arguments (``pfxab_flower.simulations.cli`` names it and gives its one-line help)."""
     add_run_options(parser)
     add_parameter_flag(parser, "out_dir", flag="--out", dest="out", typed=True)
     parser.add_argument("--json", action="store_true", help="print the run's summary.json on stdout (log on stderr)")
@@ -29,7 +29,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         add_parameter_flag(parser, name)
     parser.add_argument("--app-dir", default=None, metavar="DIR",
                         help="your own Flower app (default: one generated around the installed pfxab_flower)")
-    parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -15,8 +15,8 @@ from pfxab_flower.simulations.cluster import executor_address
 from pfxab_flower.simulations.commands.options import add_parameter_flag
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("sweep", help="run every configuration of an experiment TOML (resumable)")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The sub-command's arguments (``pfxab_flower.simulations.cli`` names it and gives its one-line help)."""
     parser.add_argument("config", help="experiment TOML, or a bundled one by name: figure1, figure2, figure3, figure4")
     parser.add_argument("--out", required=True, metavar="DIR", help="results directory (created; reruns resume)")
     add_parameter_flag(parser, "workers", default=min(2, os.cpu_count() or 1))
@@ -24,7 +24,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_parameter_flag(parser, "executor")
     add_parameter_flag(parser, "ray_address")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
