@@ -62,9 +62,8 @@ def test_cli_flags_carry_the_declared_help_for_every_run_parameter() -> None:
 
 
 def test_simulate_flags_are_derived_from_the_declaration() -> None:
-    parser = argparse.ArgumentParser()
-    simulate.register(parser.add_subparsers())
-    sub = parser._subparsers._group_actions[0].choices["simulate"]
+    sub = argparse.ArgumentParser()
+    simulate.add_arguments(sub)
     by_dest = {a.dest: a for a in sub._actions}
     assert by_dest["round_timeout"].default == PARAMETERS["round_timeout"].default == 600.0
     assert by_dest["num_cpus"].default == PARAMETERS["num_cpus"].default
