@@ -213,3 +213,33 @@ def test_a_global_update_without_its_bounds_statistics_raises_wire_error() -> No
 def test_unreadable_record_content_is_a_wire_error() -> None:
     with pytest.raises(serde.WireError, match="cannot be read"):
         records.from_record(RecordDict({"config": ConfigRecord({"phase": 1})}))
+
+
+@pytest.mark.parametrize("values", [
+    np.arange(5), np.zeros((3, 2)), np.array([], dtype=np.int64), np.array(3.5), np.array([True, False]),
+    np.arange(6, dtype=np.uint8).reshape(2, 3), np.asfortranarray(np.arange(6.0).reshape(2, 3)),
+    np.array(["a", "b"]), np.arange(1000, dtype=">f4"),
+], ids=lambda a: f"{a.dtype.str}{a.shape}")
+def test_an_array_is_read_fast_exactly_as_numpy_reads_it(values: np.ndarray) -> None:
+    """The fast reading of ``.npy`` bytes (records.array_of) gives what ``Array.numpy()`` gives, or falls back to it."""
+    from flwr.app import Array
+
+    from pfxab_flower.strategies.records import array_of
+
+    array = Array(values)
+    got, expected = array_of(array), array.numpy()
+    assert got.dtype == expected.dtype and got.shape == expected.shape and got.flags.writeable
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_a_truncated_array_is_not_read_fast_but_fails_as_numpy_fails() -> None:
+    from flwr.app import Array
+
+    from pfxab_flower.strategies.records import array_of
+
+    good = Array(np.arange(10.0))
+    short = Array(dtype=good.dtype, shape=good.shape, stype=good.stype, data=good.data[:-8])
+    with pytest.raises(ValueError):
+        short.numpy()
+    with pytest.raises(ValueError):
+        array_of(short)
