@@ -45,10 +45,10 @@ def handle_message(session_fn: SessionFn, algorithms: CarriedAlgorithms, message
     return Message(records.to_record(*payload), reply_to=message)
 
 
-def message_client_app(session_fn: SessionFn) -> ClientApp:
-    """A Message-API ``ClientApp`` running the sessions ``session_fn`` builds."""
+def message_client_app(session_fn: SessionFn, algorithms: CarriedAlgorithms | None = None) -> ClientApp:
+    """A Message-API ``ClientApp`` running the sessions ``session_fn`` builds (carrying ``algorithms``, or its own)."""
     app = ClientApp(mods=[keep_state_on_disk, answer_foreign_messages])
-    algorithms = CarriedAlgorithms()
+    algorithms = algorithms if algorithms is not None else CarriedAlgorithms()
 
     @app.train()
     def train(message: Message, context: Context) -> Message:

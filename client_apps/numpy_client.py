@@ -58,13 +58,15 @@ class PhasedNumPyClient(NumPyClient):
         return 0.0, 1, metrics
 
 
-def legacy_client_app(session_fn: SessionFn, secure_aggregation: bool = False) -> ClientApp:
+def legacy_client_app(
+    session_fn: SessionFn, secure_aggregation: bool = False, algorithms: CarriedAlgorithms | None = None
+) -> ClientApp:
     """A legacy ``ClientApp`` of the sessions ``session_fn`` builds (through ``secaggplus_mod`` if secure).
 
     Like the Message API's app, it carries the algorithm registry into the processes it is
     pickled into (:class:`~pfxab_flower.algorithms.registry.CarriedAlgorithms`).
     """
-    algorithms = CarriedAlgorithms()
+    algorithms = algorithms if algorithms is not None else CarriedAlgorithms()
 
     def client_fn(context: Context) -> Client:
         algorithms.register()  # before the client decodes a message naming its algorithm

@@ -116,19 +116,28 @@ def remember_assignment(config: Mapping[str, Any], context: Context) -> None:
         context.state[ASSIGNED_STATE] = ConfigRecord({"client-index": index})
 
 
-def federation_sessions(federation: Federation | None = None, faults: FaultPlan | None = None) -> SessionFn:
-    """Simulation nodes of ``federation``, or of the built-in problem the run config names (``flwr run``).
+def federation_sessions(
+    federation: Federation | None = None, faults: FaultPlan | None = None, *, config: RunConfig | None = None
+) -> SessionFn:
+    """Simulation nodes of ``federation``, of the problem ``config`` names, or of the run config's (``flwr run``).
 
-    ``faults`` (or the run config's ``fail-rate``, ``fail-clients``, ``straggle-seconds``)
-    injects dropouts and stragglers, as the in-process engine does with the same plan.
+    ``config`` instead of ``federation`` builds the problem once in each process that runs a
+    node (:func:`cached_federation`): Flower's Ray engine pickles the ClientApp, closure
+    included, with every message, and a closure over a federation of ``M`` clients made each
+    message cost O(M) (60 KB and ~2.5 ms to pickle at M = 1000, then as much to unpickle:
+    docs/performance.md); a ``RunConfig`` is a few hundred bytes. ``faults`` (or the run
+    config's ``fail-rate``, ``fail-clients``, ``straggle-seconds``) injects dropouts and
+    stragglers, as the in-process engine does with the same plan.
     """
 
     def session_fn(context: Context) -> ClientSession:
         fed, plan = federation, faults
+        if fed is None and config is not None:
+            fed = cached_federation(config)
         if fed is None or plan is None:
-            config, options = problem_of(context.run_config)
-            fed = fed if fed is not None else cached_federation(config)
-            plan = plan if plan is not None else options.faults(config.seed)
+            run_config, options = problem_of(context.run_config)
+            fed = fed if fed is not None else cached_federation(run_config)
+            plan = plan if plan is not None else options.faults(run_config.seed)
         client = client_index(context)
         make_env = lambda saved: SimulatedEnvironment.restored(fed, client, saved)  # noqa: E731
         return ClientSession(client, FlowerStore(context.state), make_env, plan)

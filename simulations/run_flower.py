@@ -33,9 +33,15 @@ def run_flower_simulation(
     config: RunConfig, *, round_timeout: float = DEFAULT_ROUND_TIMEOUT, num_cpus: float = 1.0,
     options: AppOptions | None = None, ray_address: str | None = None,
 ) -> RunResult:
-    """Run a validated :class:`RunConfig` on Flower's simulation engine (its built-in problem)."""
-    return run_flower(build_federation(config), config, describe=describe_problem(config),
-                      round_timeout=round_timeout, num_cpus=num_cpus, options=options, ray_address=ray_address)
+    """Run a validated :class:`RunConfig` on Flower's simulation engine (its built-in problem).
+
+    The clients carry the config, not the federation: each Ray worker builds the problem once
+    (see :func:`~pfxab_flower.client_apps.federation_sessions`).
+    """
+    options = options or AppOptions(round_timeout=round_timeout)
+    sessions = federation_sessions(faults=options.faults(config.seed), config=config)
+    return run_flower(build_federation(config), config, describe=describe_problem(config), session_fn=sessions,
+                      num_cpus=num_cpus, options=options, ray_address=ray_address)
 
 
 def run_flower(

@@ -47,9 +47,14 @@ from pfxab_flower.strategies.common import (
     too_few_nodes,
 )
 
-#: Seconds between two polls for replies of the simulation's in-memory grid (Flower: 0.1 s).
-#: Measured (docs/performance.md): ~0.05 s less per phase at M = 10; no cost seen at M = 100.
-PULL_INTERVAL = 0.01
+#: Seconds between two polls for replies of the simulation's in-memory grid, per message awaited
+#: (Flower: 0.1 s whatever the number). A poll scans every message awaited, in the process and
+#: under the GIL that Flower's simulation threads need: 10 ms saved ~0.05 s per phase at M = 10,
+#: but at M = 1000 polling every 10 ms cost ~4 s per phase (docs/performance.md). So the interval
+#: grows with the exchange, from PULL_INTERVAL_MIN to Flower's own 0.1 s at 1000 messages.
+PULL_INTERVAL_PER_MESSAGE = 1e-4
+PULL_INTERVAL_MIN = 0.01
+PULL_INTERVAL_MAX = 0.1
 #: Seconds a simulation's node count must hold before the strategy concludes no more nodes will come.
 SIMULATION_SETTLE = 3.0
 
@@ -97,8 +102,6 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
         the server stopped the run: too few nodes, or fewer than ``min_fraction`` of the
         clients answered an exchange.
         """
-        if isinstance(grid, InMemoryGrid):  # the simulation's grid polls for replies
-            grid.pull_interval = min(grid.pull_interval, PULL_INTERVAL)
         arrays = initial_arrays if initial_arrays is not None else ArrayRecord()
         limit = num_rounds or self.num_rounds
         self._timeout = float(timeout or self.round_timeout)
@@ -136,6 +139,8 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
         return result
 
     def _send(self, grid: Grid, messages: list[Message]) -> Iterable[Message]:
+        if isinstance(grid, InMemoryGrid):  # the simulation's grid polls for replies: see PULL_INTERVAL_PER_MESSAGE
+            grid.pull_interval = pull_interval(len(messages))
         return grid.send_and_receive(messages, timeout=self._timeout) if messages else []
 
     def _fill(self, result: Result, last_round: int) -> None:
@@ -271,6 +276,11 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
         sent = len(self._sent)
         self.driver.record(phase, kind, down_values * sent, down_bytes * sent, up_values, up_bytes)
         return exchange
+
+
+def pull_interval(awaited: int) -> float:
+    """Seconds between two polls for the replies to ``awaited`` messages (see :data:`PULL_INTERVAL_PER_MESSAGE`)."""
+    return min(PULL_INTERVAL_MAX, max(PULL_INTERVAL_MIN, PULL_INTERVAL_PER_MESSAGE * awaited))
 
 
 def _round_name(instruction: Any) -> str:

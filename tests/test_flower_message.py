@@ -175,3 +175,11 @@ def test_client_state_survives_context_state() -> None:
     for key, value in environment.items():
         np.testing.assert_array_equal(back_env[key], value)
     np.testing.assert_array_equal(back.statistics["variance"], state.statistics["variance"])
+
+
+def test_the_reply_polling_slows_with_the_number_of_messages_awaited() -> None:
+    """10 ms at small M (measured faster there), Flower's own 0.1 s from 1000 messages (each poll scans them all)."""
+    from pfxab_flower.strategies.message import pull_interval
+
+    intervals = [pull_interval(n) for n in (1, 10, 100, 300, 1000, 5000)]
+    assert intervals == pytest.approx([0.01, 0.01, 0.01, 0.03, 0.1, 0.1])
