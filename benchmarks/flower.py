@@ -58,6 +58,8 @@ def flower_case(spec: dict) -> dict:
         **timeline.figures(),
         "phases": result.summary["phases"],
         "rounds": result.summary["communication_rounds"],
+        "run_seconds": result.summary["run_seconds"],
+        "scoring_seconds": result.summary.get("scoring_seconds"),  # absent before it was measured apart
         "peak_rss_mib": memory.peak_rss_mib,
         "peak_pss_mib": memory.peak_pss_mib,
         "processes": memory.peak_processes,
@@ -94,7 +96,9 @@ def floor_case(spec: dict) -> dict:
     A Message-API ServerApp sends ``rounds`` times a train then an evaluate message to
     each of ``clients`` nodes of the same Ray engine and waits for the (empty) replies;
     the mean time of a train + evaluate pair after the first is the least a phase can
-    cost on this machine, whatever the algorithm does.
+    cost on this machine, whatever the algorithm does. With ``"final": true`` one more
+    train exchange follows, as our final round: ``final_round_s`` is its time and
+    ``run_s`` the whole, first message to last reply (what our ``run_seconds`` measures).
     """
     from flwr.app import Context, Message, MessageType, RecordDict
     from flwr.clientapp import ClientApp
@@ -120,19 +124,29 @@ def floor_case(spec: dict) -> dict:
     def main(grid: Grid, context: Context) -> None:
         while len(nodes := sorted(grid.get_node_ids())) < spec["clients"]:
             time.sleep(0.1)
+
+        def exchange(kind: str) -> None:
+            replies = grid.send_and_receive(
+                [Message(RecordDict(), dst_node_id=node, message_type=kind) for node in nodes],
+                timeout=DEFAULT_ROUND_TIMEOUT)
+            assert len(list(replies)) == len(nodes)
+
+        stamps.append(time.perf_counter())
         for _ in range(spec["rounds"]):
             for kind in (MessageType.TRAIN, MessageType.EVALUATE):
-                replies = grid.send_and_receive(
-                    [Message(RecordDict(), dst_node_id=node, message_type=kind) for node in nodes],
-                    timeout=DEFAULT_ROUND_TIMEOUT)
-                assert len(list(replies)) == len(nodes)
+                exchange(kind)
+            stamps.append(time.perf_counter())
+        if spec.get("final"):
+            exchange(MessageType.TRAIN)
             stamps.append(time.perf_counter())
 
     with PeakMemory() as memory, ray_environment() as ray_dir:
         run_simulation(server_app, client_app, num_supernodes=spec["clients"],
                        backend_config=backend_config(1.0, ray_dir))
-    later = [b - a for a, b in itertools.pairwise(stamps)]
-    return {"per_phase_s": sum(later) / len(later), "max_phase_s": max(later), "phases": len(stamps),
+    phases = [b - a for a, b in itertools.pairwise(stamps[:spec["rounds"] + 1])]
+    later = phases[1:]
+    final = {"final_round_s": stamps[-1] - stamps[-2], "run_s": stamps[-1] - stamps[0]} if spec.get("final") else {}
+    return {"per_phase_s": sum(later) / len(later), "max_phase_s": max(later), "phases": len(phases), **final,
             "peak_rss_mib": memory.peak_rss_mib, "peak_pss_mib": memory.peak_pss_mib}
 
 

@@ -63,6 +63,7 @@ class ServerDriver(RunOutcome):
         self.outgoing: Outgoing | None = None  # the exchange whose replies are awaited
         self.global_update: GlobalUpdate | None = None  # a phase's update, between its two exchanges
         self.started = time.perf_counter()
+        self.ended: float | None = None  # when the final exchange's replies were in (``run_seconds`` ends there)
         try:
             warning = uniform_exploration_warning(settings.spec, federation.truth() if federation is not None else None)
         except ObjectiveError:  # a broken objective is the run's to report, where a client meets it, not the warning's
@@ -218,7 +219,7 @@ class ServerDriver(RunOutcome):
                 self.machine.reject(report.client, phase, "finish", reason)
         self.machine.finish(valid)
         self._keep_harness(pending)
-        self.finished = True
+        self.finished, self.ended = True, time.perf_counter()
         LOGGER.info("final exchange: %d of %d clients sent their final point; %d phases, %d exchanges in all",
                     len(self.final_reports), self.num_clients, self.machine.completed,
                     self.machine.communication_rounds)

@@ -188,7 +188,8 @@ def run_config(config: RunConfig, federation: Federation | None = None) -> RunRe
     """Run a :class:`RunConfig` in process, on ``federation`` if given (reused, e.g. across seeds).
 
     ``wall_seconds`` is the whole call, building the federation included (loading
-    data, reading tables): ``setup_seconds`` is that part, ``run_seconds`` the rest.
+    data, reading tables): ``setup_seconds`` is that part, ``scoring_seconds`` the scoring
+    after the last exchange, ``run_seconds`` the rest.
     """
     started = time.perf_counter()
     if federation is None:
@@ -197,6 +198,7 @@ def run_config(config: RunConfig, federation: Federation | None = None) -> RunRe
     spec = AlgorithmSpec.from_config(config, federation.reward_range)
     result = run_checked(federation, spec, describe=describe_problem(config))
     wall_seconds = time.perf_counter() - started
+    scoring_seconds = result.summary["scoring_seconds"]
     result.summary.update(wall_seconds=wall_seconds, setup_seconds=setup_seconds,
-                          run_seconds=wall_seconds - setup_seconds)
+                          run_seconds=wall_seconds - setup_seconds - scoring_seconds)
     return result

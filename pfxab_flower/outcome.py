@@ -36,6 +36,7 @@ class RunOutcome:
     problems: dict[int, tuple[int, str]]
     stop_reason: str | None
     finished: bool
+    ended: float | None
     started: float
     sites: dict[int, str]
 
@@ -116,7 +117,12 @@ class RunOutcome:
         return logs
 
     def result(self, engine: str, describe: Mapping[str, Any] | None = None) -> RunResult:
-        """The scored result of a finished simulated run (the same for every engine but ``engine`` and bytes)."""
+        """The scored result of a finished simulated run (the same for every engine but ``engine`` and bytes).
+
+        Its ``run_seconds`` is the run up to the last reply, ``scoring_seconds`` what this call's
+        scoring took (the optimum of every client, computed once per federation and alpha, and the
+        regret: at M = 1000 seconds), and ``wall_seconds`` both.
+        """
         if self.federation is None:
             raise IncompleteRunError("the run has no ground truth to score (no federation was given)")
         if self.stop_reason is not None:
@@ -125,19 +131,26 @@ class RunOutcome:
             raise IncompleteRunError(f"the run stopped after {self.machine.completed} phases, before the final round")
         settings = self.settings
         lost = frozenset(self.lost_clients())
-        return build_result(
+        scoring_started = time.perf_counter()
+        run_seconds = (self.ended or scoring_started) - self.started  # the exchanges, up to the last reply
+        result = build_result(
             federation=self.federation,
             server=self.machine,
             ledger=score(self.federation, settings.alpha, settings.horizon, self.pull_logs(), lost),
             lost_clients=self.lost_client_records(),
             communication=self.communication,
             parameters=run_parameters(self.algorithm, self.federation.name, engine, settings, describe),
-            wall_seconds=time.perf_counter() - self.started,
+            wall_seconds=run_seconds,
             evaluations=evaluation_counts([self.harness.get(m) for m in range(self.num_clients)]),
             costs=site_costs([self.harness.get(m) for m in range(self.num_clients)]),
             flower_nodes=[self.nodes.get(m) for m in range(self.num_clients)],
             sites=[self.sites.get(m) for m in range(self.num_clients)],
         )
+        # scoring (each client's optimum, its regret) comes after the last reply, off the exchanges' clock
+        scoring_seconds = time.perf_counter() - scoring_started
+        result.summary.update(wall_seconds=run_seconds + scoring_seconds, run_seconds=run_seconds,
+                              scoring_seconds=scoring_seconds)
+        return result
 
 
 def run_parameters(

@@ -100,10 +100,11 @@ def run_flower(
     if not results:
         raise IncompleteRunError("the Flower simulation ended without a result (see the log above)")
     result = results[0]
-    # the whole call, Ray's start and stop included; run_seconds is the run itself (first round to result)
+    # the whole call, Ray's start and stop included; run_seconds is the run itself (first round to the last
+    # reply), scoring_seconds the scoring after it, setup_seconds the rest (Ray's start and stop)
     wall = time.perf_counter() - started
-    run_seconds = result.summary["wall_seconds"]
-    result.summary.update(wall_seconds=wall, setup_seconds=wall - run_seconds, run_seconds=run_seconds)
+    run_seconds, scoring_seconds = result.summary["run_seconds"], result.summary["scoring_seconds"]
+    result.summary.update(wall_seconds=wall, setup_seconds=wall - run_seconds - scoring_seconds)
     return result
 
 

@@ -92,7 +92,9 @@ def test_noise_none_rewards_are_the_means_whatever_sigma():
 def test_wall_seconds_covers_building_the_federation():
     summary = run_config(RunConfig(problem="garland", clients=3, horizon=20_000)).summary
     assert summary["setup_seconds"] > 0 and summary["run_seconds"] > 0
-    assert summary["wall_seconds"] == pytest.approx(summary["setup_seconds"] + summary["run_seconds"])
+    assert summary["scoring_seconds"] > 0
+    assert summary["wall_seconds"] == pytest.approx(summary["setup_seconds"] + summary["run_seconds"]
+                                                    + summary["scoring_seconds"])
 
 
 def test_the_memo_survives_a_wire_that_carries_only_int64():

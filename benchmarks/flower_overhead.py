@@ -1,0 +1,98 @@
+"""``python -m benchmarks.flower_overhead``: our Flower runs against Flower alone, M = 10, 100 and 1000, one session.
+
+For each M, two cases, each in a fresh process (:mod:`benchmarks.flower`), one after the
+other on the same machine:
+
+* **ours**: ``run_flower_simulation`` of PF-XAB on Garland (alpha 0.5, T = 2e5, seed 0),
+  what ``pfxab run --engine flower`` runs, Message API; checked equal to the in-process run;
+* **Flower alone**: the same Ray engine and number of nodes, a ServerApp making the same
+  exchanges (as many phases of a train and an evaluate exchange, then one final train
+  exchange) to a ClientApp that replies at once with an empty message.
+
+It prints, per M, the later phases' mean time, the final round's and the whole run's (first
+message to last reply: our summary's ``run_seconds``, which leaves out the scoring after
+the last reply, printed apart), each with the ratio ours / Flower alone, and at the end
+how each grew from M = 100 to M = 1000. Targets (issue "Flower at Flower's own cost"):
+every ratio <= 1.3 at M = 1000, and ours growing no faster than Flower alone's. Printed,
+never asserted. Runs inside a loopback-only network namespace, like the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from benchmarks.run import run_case
+
+HORIZON = 200_000
+TARGET_RATIO = 1.3
+
+
+def _progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def measure(clients: int) -> dict[str, dict]:
+    """Ours, then Flower alone with the same exchanges, for ``clients`` nodes."""
+    from benchmarks.flower import _run_isolated
+
+    config = {"problem": "garland", "algorithm": "pf-xab", "clients": clients, "alpha": 0.5, "horizon": HORIZON,
+              "seed": 0}
+    _progress(f"M={clients}: ours (run_flower_simulation, Message API, T={HORIZON:.0e})")
+    ours = _run_isolated(run_case, {"kind": "flower", "config": config, "api": "message"}, _progress)
+    phases = int(ours.get("phases") or 1)
+    _progress(f"M={clients}: Flower alone ({phases} phases of 2 exchanges, then 1 final exchange)")
+    alone = _run_isolated(run_case, {"kind": "floor", "clients": clients, "rounds": phases, "final": True}, _progress)
+    return {"ours": ours, "alone": alone}
+
+
+def ratio(ours: float | None, alone: float | None) -> str:
+    return f"{ours / alone:.2f}" if ours and alone else "n/a"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.flower_overhead",
+                                     description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--clients", default="10,100,1000", help="values of M (default: 10,100,1000)")
+    parser.add_argument("--out", default=None, help="also write the figures as JSON here")
+    args = parser.parse_args(argv)
+    try:
+        clients = [int(m) for m in args.clients.split(",")]
+    except ValueError:
+        parser.error(f"--clients={args.clients!r} is invalid; allowed: integers >= 2, comma-separated")
+    if not clients or min(clients) < 2:
+        parser.error(f"--clients={args.clients!r} is invalid; allowed: integers >= 2, comma-separated")
+    figures = {m: measure(m) for m in clients}
+    print(f"{'M':>5} {'what':<22} {'ours s':>8} {'alone s':>8} {'ratio':>6}  target <= {TARGET_RATIO}")
+    for m, pair in figures.items():
+        ours, alone = pair["ours"], pair["alone"]
+        for what, ours_key, alone_key in (("per later phase", "per_phase_s", "per_phase_s"),
+                                          ("final round", "final_round_s", "final_round_s"),
+                                          ("whole run (exchanges)", "run_seconds", "run_s")):
+            o, a = ours.get(ours_key), alone.get(alone_key)
+            print(f"{m:>5} {what:<22} {o or float('nan'):>8.2f} {a or float('nan'):>8.2f} {ratio(o, a):>6}")
+        print(f"{m:>5} {'scoring after the run':<22} {ours.get('scoring_seconds') or float('nan'):>8.2f}"
+              f"{'':>9} {'':>6}  same as in-process: {ours.get('same_as_inprocess')}")
+    if 100 in figures and 1000 in figures:
+        grow_ours = ratio(figures[1000]["ours"].get("per_phase_s"), figures[100]["ours"].get("per_phase_s"))
+        grow_alone = ratio(figures[1000]["alone"].get("per_phase_s"), figures[100]["alone"].get("per_phase_s"))
+        print(f"per later phase, M = 100 -> 1000: ours x{grow_ours}, Flower alone x{grow_alone}")
+    if args.out:
+        from pfxab_flower.outputs import atomic_file
+
+        with atomic_file(args.out) as tmp:
+            tmp.write_text(json.dumps({str(m): pair for m, pair in figures.items()}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    from tests.loopback_namespace import enter
+
+    reason = enter([sys.executable, *sys.orig_argv[1:]], "python -m benchmarks.flower_overhead")
+    if reason is not None:
+        print(f"python -m benchmarks.flower_overhead: error: needs a loopback-only network namespace ({reason})",
+              file=sys.stderr)
+        raise SystemExit(2)
+    raise SystemExit(main())
