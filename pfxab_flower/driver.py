@@ -64,6 +64,7 @@ class ServerDriver(RunOutcome):
         self.global_update: GlobalUpdate | None = None  # a phase's update, between its two exchanges
         self.started = time.perf_counter()
         self.ended: float | None = None  # when the final exchange's replies were in (``run_seconds`` ends there)
+        self._centres: dict[int, np.ndarray] = {}  # node id -> its cell's centre, for the final points' check
         try:
             warning = uniform_exploration_warning(settings.spec, federation.truth() if federation is not None else None)
         except ObjectiveError:  # a broken objective is the run's to report, where a client meets it, not the warning's
@@ -242,7 +243,10 @@ class ServerDriver(RunOutcome):
         """
         if self.federation is None:
             return None
-        expected = self.federation.partition.midpoints(np.array([report.node_id], dtype=np.int64))[0]
+        node = int(report.node_id)
+        if node not in self._centres:  # clients share final cells: one midpoint per distinct cell, not per client
+            self._centres[node] = self.federation.partition.midpoints(np.array([node], dtype=np.int64))[0]
+        expected = self._centres[node]
         point = np.asarray(report.point, dtype=float)
         if point.shape != expected.shape:
             return f"final point has {point.size} values, expected {expected.size} (the domain's dimension)"

@@ -13,9 +13,6 @@ their position so that their order survives; config values are the legacy ones
 
 from __future__ import annotations
 
-import math
-import re
-import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,9 +23,6 @@ from pfxab_flower.strategies import serde
 
 ARRAYS = "arrays"
 CONFIG = "config"
-#: The ``.npy`` header ``np.save`` writes for a C-ordered array of a plain dtype (version 1.0).
-NPY_HEADER = re.compile(rb"\{'descr': '([<>|=]?[biuf]\d{1,2})', 'fortran_order': False, 'shape': \(([\d, ]*)\), \} *\n")
-NPY_MAGIC = b"\x93NUMPY\x01\x00"
 
 
 def to_record(arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> RecordDict:
@@ -39,12 +33,13 @@ def to_record(arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> Record
 
 def from_record(record: RecordDict) -> tuple[list[np.ndarray], dict[str, Any]]:
     """The payload of a ``RecordDict``; :class:`serde.WireError` (what it holds, what was expected) if it holds none."""
-    if ARRAYS not in record.array_records or CONFIG not in record.config_records:
+    array_records, config_records = record.array_records, record.config_records  # each a view Flower builds anew
+    if ARRAYS not in array_records or CONFIG not in config_records:
         raise serde.WireError(f"message content cannot be read: it holds {describe(record)}; expected records "
                               f"{ARRAYS!r} (ArrayRecord) and {CONFIG!r} (ConfigRecord)")
     try:
-        tensors = record.array_records[ARRAYS]
-        config = dict(record.config_records[CONFIG])
+        tensors = array_records[ARRAYS]
+        config = dict(config_records[CONFIG])
         arrays = [array_of(tensors[key]) for key in sorted(tensors)]
     except Exception as exc:  # any failure to read foreign content is the peer's fault
         raise serde.WireError(f"message content cannot be read: {exc!r}") from exc
@@ -60,15 +55,10 @@ def array_of(array: Array) -> np.ndarray:
     matched exactly, and the data must be exactly as long as its shape says; anything else
     (another writer, another version, a foreign sender) goes through ``numpy()`` unchanged.
     """
-    data = array.data
-    if array.stype == "numpy.ndarray" and data[:8] == NPY_MAGIC and len(data) >= 10:
-        (length,) = struct.unpack_from("<H", data, 8)
-        header = NPY_HEADER.fullmatch(data[10:10 + length])
-        if header is not None:
-            shape = tuple(int(n) for n in header.group(2).split(b",") if n.strip())
-            dtype = np.dtype(header.group(1).decode())
-            if len(data) - 10 - length == math.prod(shape) * dtype.itemsize:
-                return np.frombuffer(data, dtype=dtype, offset=10 + length).reshape(shape).copy()
+    layout = serde.npy_layout(array.data) if array.stype == "numpy.ndarray" else None
+    if layout is not None:
+        dtype, shape, offset = layout
+        return np.frombuffer(array.data, dtype=dtype, offset=offset).reshape(shape).copy()
     return array.numpy()
 
 
