@@ -52,7 +52,8 @@ for name in ("tests", "benchmarks", "docs", "build"):
 print(json.dumps({
     "files": {n: m.__file__ for n, m in sys.modules.items() if n.split(".")[0] == "pfxab_flower"
               and getattr(m, "__file__", None)},
-    "apps": [type(sys.modules[n].app).__name__ for n in sys.argv[1:] if hasattr(sys.modules[n], "app")],
+    "apps": [next(c.__name__ for c in type(sys.modules[n].app).__mro__ if c.__module__.startswith("flwr."))
+             for n in sys.argv[1:] if hasattr(sys.modules[n], "app")],  # the Flower class each app is
     "refused": refused,
     "editable_finder": any("__editable__" in getattr(f, "__module__", "") for f in sys.meta_path),
 }))
