@@ -58,13 +58,24 @@ class Certificates:
     server_key: Path
 
 
+def refuse_existing(paths: Sequence[Path], what: str) -> None:
+    """One ``ConfigError`` line naming the first of ``paths`` that exists: a credential is never replaced
+    (a CA the SuperNodes trust, a registered site's key), so nothing is written if any is there."""
+    existing = [str(path) for path in paths if path.exists()]
+    if existing:
+        raise ConfigError(f"{existing[0]!r} exists; allowed: {what} files that do not exist yet (never replaced: "
+                          "remove it yourself, or choose another directory or name)")
+
+
 def make_certificates(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> Certificates:
-    """A throw-away CA and a server certificate for ``hosts`` (valid for one day)."""
+    """A throw-away CA and a server certificate for ``hosts`` (valid for one day); existing files are never replaced."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
+    files = Certificates(directory / "ca.pem", directory / "server.pem", directory / "server.key")
+    refuse_existing([files.ca, files.server_cert, files.server_key], "certificate")
     directory.mkdir(parents=True, exist_ok=True)
     now = dt.datetime.now(dt.UTC)
 
@@ -94,12 +105,13 @@ def make_certificates(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "l
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
-    files = Certificates(directory / "ca.pem", directory / "server.pem", directory / "server.key")
-    files.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    files.server_cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
-    files.server_key.write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ))
+    for path, content in ((files.ca, ca.public_bytes(serialization.Encoding.PEM)),
+                          (files.server_cert, server.public_bytes(serialization.Encoding.PEM)),
+                          (files.server_key, key.private_bytes(serialization.Encoding.PEM,
+                                                               serialization.PrivateFormat.PKCS8,
+                                                               serialization.NoEncryption()))):
+        with open(path, "xb") as written:
+            written.write(content)
     return files
 
 
@@ -120,6 +132,8 @@ def make_site_keys(directory: Path, sites: Sequence[str]) -> list[SiteKeys]:
     """An ECDSA P-384 key pair per site, in OpenSSH format (``ssh-keygen -t ecdsa -b 384`` makes the same).
 
     The private key is written readable by its owner only (0600): it is the site's identity.
+    An existing key file is never replaced (it may be a registered site's only key): if any of
+    the files exists, nothing is written and the one-line error names it.
     """
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -130,17 +144,19 @@ def make_site_keys(directory: Path, sites: Sequence[str]) -> list[SiteKeys]:
                               "starting with a letter or digit")
     if len(set(sites)) != len(sites):
         raise ConfigError(f"sites={list(sites)!r} repeat a name; allowed: one key pair per distinct site")
+    pairs = [SiteKeys(site, directory / site, directory / f"{site}.pub") for site in sites]
+    refuse_existing([path for files in pairs for path in (files.private_key, files.public_key)], "key")
     directory.mkdir(parents=True, exist_ok=True)
     made = []
-    for site in sites:
+    for files in pairs:
         key = ec.generate_private_key(ec.SECP384R1())
-        files = SiteKeys(site, directory / site, directory / f"{site}.pub")
-        descriptor = os.open(files.private_key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        descriptor = os.open(files.private_key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "wb") as private:
             private.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
                                             serialization.NoEncryption()))
-        files.public_key.write_bytes(key.public_key().public_bytes(
-            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH) + f" {site}\n".encode())
+        public_key = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        with open(files.public_key, "xb") as public:
+            public.write(public_key + f" {files.site}\n".encode())
         made.append(files)
     return made
 
@@ -331,7 +347,11 @@ def main(argv: list[str] | None = None) -> int:
     """The recipe's files: ``certificates DIR`` (TLS) or ``keys DIR SITE...`` (a SuperNode key pair per site)."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) == 2 and args[0] == "certificates":
-        files = make_certificates(Path(args[1]))
+        try:
+            files = make_certificates(Path(args[1]))
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         print(f"CA {files.ca}, server certificate {files.server_cert} and key {files.server_key} "
               "(for 127.0.0.1 and localhost, valid one day)")
         return 0

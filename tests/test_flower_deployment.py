@@ -93,6 +93,15 @@ def test_certificates_name_loopback(tmp_path: Path) -> None:
     assert "insecure = true" in dep.config_toml("127.0.0.1:1", None)
 
 
+def test_existing_certificates_are_never_replaced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A CA the SuperNodes already trust is kept: making certificates again in its directory writes nothing."""
+    files = dep.make_certificates(tmp_path)
+    before = {path: path.read_bytes() for path in (files.ca, files.server_cert, files.server_key)}
+    assert dep.main(["certificates", str(tmp_path)]) == 2
+    assert "ca.pem' exists; allowed: certificate files that do not exist yet" in capsys.readouterr().err
+    assert {path: path.read_bytes() for path in before} == before
+
+
 def test_supernodes_killed_mid_phase_and_between_phases_lose_nothing_else(tmp_path: Path) -> None:
     """Two of four SuperNodes die by SIGKILL: one while it holds a phase message, one while idle.
 

@@ -85,6 +85,16 @@ def test_the_keys_command_makes_one_pair_per_site(tmp_path: Path, capsys: pytest
     assert "site='bad name' is invalid" in capsys.readouterr().err
 
 
+def test_an_existing_key_is_never_replaced(tmp_path: Path) -> None:
+    """Making keys again for a site that has them refuses, before any file is written: its key may be registered."""
+    (first,) = dep.make_site_keys(tmp_path, ["site-0"])
+    before = {path: path.read_bytes() for path in (first.private_key, first.public_key)}
+    with pytest.raises(ConfigError, match=r"site-0. exists; allowed: key files that do not exist yet"):
+        dep.make_site_keys(tmp_path, ["site-1", "site-0"])
+    assert {path: path.read_bytes() for path in before} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site-0", "site-0.pub"]  # site-1's pair not begun
+
+
 def test_a_state_dir_that_is_not_a_string_is_named() -> None:
     context = Context(run_id=7, node_id=1, node_config={STATE_DIR: 3}, state=RecordDict(), run_config={})
     with pytest.raises(ConfigError, match="state-dir=3 is invalid; allowed: a directory path"):
