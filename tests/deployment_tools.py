@@ -44,10 +44,7 @@ def flwr_run_streaming(
 
 def kill_node(running: Deployment, partition_id: int) -> None:
     """SIGKILL SuperNode ``partition_id`` and everything in its process group (a machine that dies)."""
-    process = running.processes[1 + partition_id]  # processes[0] is the SuperLink
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    signal_node(running.processes[1 + partition_id], signal.SIGKILL)  # processes[0] is the SuperLink
 
 
 def log_tail(running: Deployment, lines: int = 20) -> str:
@@ -89,6 +86,11 @@ def start_until_accepted(running: Deployment, name: str, node_config: str, keys:
 
 def sign_off(process: subprocess.Popen, timeout: float = 30.0) -> None:
     """SIGTERM a SuperNode's process group (it signs off from the SuperLink) and wait for it to exit."""
+    signal_node(process, signal.SIGTERM, timeout)
+
+
+def signal_node(process: subprocess.Popen, sig: signal.Signals, timeout: float | None = None) -> None:
+    """Send ``sig`` to a SuperNode's whole process group and wait for the SuperNode to exit."""
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
+        os.killpg(process.pid, sig)
     process.wait(timeout=timeout)
