@@ -19,14 +19,13 @@ Every check of a declared parameter runs the same code, by its snake_case name:
 * :func:`parse` for text (flags, run-config keys, CSV or TOML rows): ``"0.5"`` is
   converted to the declared type first, then :func:`check`-ed.
 
-A bad value raises :class:`ConfigError` with one line, ``"{name}={value!r} is invalid;
-allowed: {what}"``, before any work starts (and before Ray starts). The name is spelled the way the value was given
-(:func:`~pfxab_flower.errors.spelled_as`): ``noise_sigma`` from Python, ``--noise-sigma``
-from the command line, ``noise-sigma`` from a Flower run config or a sweep's TOML file.
+A bad value raises :class:`ConfigError` with one line, ``"{name}={value!r} is invalid; allowed: {what}"``,
+before any work starts (and before Ray starts). The name is spelled the way the value was given
+(:func:`~pfxab_flower.errors.spelled_as`): ``noise_sigma`` from Python, ``--noise-sigma`` from the
+command line, ``noise-sigma`` from a Flower run config or a sweep's TOML file.
 
-The limits (``MAX_*``) are :mod:`pfxab_flower.limits`', each from a measurement; the values of one
-run and of the Flower app are :class:`~pfxab_flower.run_parameters.RunConfig` and
-:class:`~pfxab_flower.run_parameters.AppOptions`, built from these declarations.
+The limits (``MAX_*``) are :mod:`pfxab_flower.limits`', each from a measurement; the values of one run and of the
+Flower app are :class:`~pfxab_flower.run_parameters.RunConfig` and ``AppOptions``, built from these declarations.
 """
 
 from __future__ import annotations
