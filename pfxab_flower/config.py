@@ -16,8 +16,7 @@ Every check of a declared parameter runs the same code, by its snake_case name:
 * :func:`check` for Python values (API keyword arguments, a strategy's constructor): the type must be right
   (numpy integers and floats count as integers and numbers, ``bool`` is not a number), the value is returned as a
   plain Python value.
-* :func:`parse` for text (flags, run-config keys, CSV or TOML rows): ``"0.5"`` is converted to the declared type
-  first, then :func:`check`-ed.
+* :func:`parse` for text (flags, run-config keys, CSV or TOML rows): converted to the declared type, then checked.
 
 A bad value raises :class:`ConfigError` with one line, ``"{name}={value!r} is invalid; allowed: {what}"``,
 before any work starts (and before Ray starts). The name is spelled the way the value was given
