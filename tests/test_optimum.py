@@ -65,3 +65,25 @@ def test_user_objective_optimum_is_estimated_and_close(tent):
     global_opt = tent.optimum(0.0)
     assert np.allclose(global_opt.points[:, 0], 0.5, atol=1e-6)
     assert np.allclose(global_opt.values, 1 - (0.3 + 0.2) / 3, atol=1e-6)
+
+
+def test_a_refined_optimum_is_read_back_exactly_and_only_for_the_same_content(tmp_path, monkeypatch):
+    """The cache spares later runs scipy's import; it must never return another federation's optimum."""
+    from pfxab_flower.problems import optimum as optimum_module
+
+    monkeypatch.setenv("PFXAB_CACHE_DIR", str(tmp_path))
+    refined = []
+    real_refine = optimum_module._refine
+    monkeypatch.setattr(optimum_module, "_refine", lambda *a: refined.append(a[2]) or real_refine(*a))
+
+    computed = synthetic_federation("garland", 3).optimum(0.5)
+    assert len(refined) == 3 * optimum_module.REFINE_CANDIDATES
+    read_back = synthetic_federation("garland", 3).optimum(0.5)  # a new federation: its own memo is empty
+    assert len(refined) == 3 * optimum_module.REFINE_CANDIDATES  # nothing refined again
+    assert np.array_equal(read_back.values, computed.values)
+    assert np.array_equal(read_back.points, computed.points)
+
+    refined.clear()
+    synthetic_federation("garland", 3, spread=0.2).optimum(0.5)  # other objectives: other grid values
+    synthetic_federation("garland", 3).optimum(0.4)  # another alpha
+    assert len(refined) == 2 * 3 * optimum_module.REFINE_CANDIDATES

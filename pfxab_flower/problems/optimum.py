@@ -10,6 +10,9 @@ Method (deterministic, documented in ``docs/algorithms/index.md``):
    exactly. A cusp maximum is therefore evaluated exactly, never approximated.
 2. Refine the best grid points of each client locally: bounded Brent on the
    grid cell around the point in 1-D, bounded Nelder-Mead in higher dimensions.
+   The result is kept in the evaluation cache under a digest of the grid's values
+   (``optimum_store``): a later run of the same federation reads it back, exactly,
+   without importing scipy.
 3. Keep the best value found. For the built-in problems this is verified to
    1e-6 by the tests (against 0.997772... at pi/6 and a fine brute force); for a
    user's objectives it is an *estimate* and is marked as such.
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pfxab_flower.partition import Partition, nodes_at_depth
+from pfxab_flower.problems.optimum_store import RefinementKey, load_refined, save_refined
 
 if TYPE_CHECKING:
     from pfxab_flower.problems.federation import Federation
@@ -65,11 +69,14 @@ def maximise_personalised(federation: Federation, alpha: float) -> Optimum:
     spacing = 0.5 ** (depth // domain.ndim)  # only the 1-D refinement uses it
 
     M = federation.num_clients
+    key = RefinementKey(alpha, repr(domain), REFINE_CANDIDATES, M)
+    key.update(unit_grid)
     chunk_best = []
     chunk_index = []
     for start in range(0, len(unit_grid), _CHUNK):
         block = unit_grid[start : start + _CHUNK]
         personalised = _personalised(federation, alpha, domain.to_user(block))
+        key.update(personalised)
         arg = personalised.argmax(axis=1)
         chunk_best.append(personalised[np.arange(M), arg])
         chunk_index.append(arg + start)
@@ -79,17 +86,7 @@ def maximise_personalised(federation: Federation, alpha: float) -> Optimum:
     values = best.max(axis=1)
     points = unit_grid[index[np.arange(M), best.argmax(axis=1)]].copy()
     if federation.refine_optimum:
-        top = np.argsort(-best, axis=1)[:, :REFINE_CANDIDATES]
-        clients = [0] if alpha == 0 else range(M)  # with alpha = 0 every client has the same objective
-        for m in clients:
-            for c in top[m]:
-                origin = unit_grid[index[m, c]]
-                x, v = _refine(federation, alpha, m, origin, spacing)
-                if v > values[m]:
-                    values[m], points[m] = v, x
-        if alpha == 0:
-            values[:] = values[0]
-            points[:] = points[0]
+        values, points = _refined(federation, alpha, key.namespace, unit_grid, best, index, spacing, (values, points))
     return Optimum(
         values=values,
         points=domain.to_user(points),
@@ -97,6 +94,31 @@ def maximise_personalised(federation: Federation, alpha: float) -> Optimum:
         method=f"grid of 2^{depth} cell centres + {'kinks + ' if federation.kinks else ''}"
         + ("local refinement" if federation.refine_optimum else "no refinement"),
     )
+
+
+def _refined(
+    federation: Federation, alpha: float, namespace: str, unit_grid: np.ndarray, best: np.ndarray,
+    index: np.ndarray, spacing: float, grid_optimum: tuple[np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Step 2 of the module docstring, read from the cache when this very refinement was done before."""
+    M, ndim = len(best), unit_grid.shape[1]
+    stored = load_refined(namespace, M, ndim)
+    if stored is not None:
+        return stored
+    values, points = grid_optimum
+    top = np.argsort(-best, axis=1)[:, :REFINE_CANDIDATES]
+    clients = [0] if alpha == 0 else range(M)  # with alpha = 0 every client has the same objective
+    for m in clients:
+        for c in top[m]:
+            origin = unit_grid[index[m, c]]
+            x, v = _refine(federation, alpha, m, origin, spacing)
+            if v > values[m]:
+                values[m], points[m] = v, x
+    if alpha == 0:
+        values[:] = values[0]
+        points[:] = points[0]
+    save_refined(namespace, values, points)
+    return values, points
 
 
 def _personalised(federation: Federation, alpha: float, points: np.ndarray) -> np.ndarray:
