@@ -24,7 +24,8 @@ from flwr.common.logger import log
 from pfxab_flower import __version__
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.session import Instruction
-from pfxab_flower.strategies import records, serde
+from pfxab_flower.strategies import records
+from pfxab_flower.wire import codec
 
 #: The node's ``context.state`` entry that marks the reason as logged.
 LOGGED_KEY = "pfxab-foreign-message"
@@ -47,13 +48,17 @@ class ForeignMessageError(ValueError):
 
 
 def read_instruction(
-    api: str, message_type: str, arrays: Sequence[np.ndarray], config: Mapping[str, Any]
+    api: str, message_type: str, arrays: Mapping[str, np.ndarray] | Sequence[np.ndarray], config: Mapping[str, Any]
 ) -> Instruction:
     """The server message in a payload, its parameters checked (by their decoding, ``AlgorithmSpec.from_wire``);
-    :class:`ForeignMessageError` if there is none."""
+    :class:`ForeignMessageError` if there is none. ``arrays`` is the legacy API's tensor list or the
+    Message API's named arrays."""
     try:
-        instruction = serde.read_broadcast(arrays, config)
-    except (serde.WireError, ConfigError) as exc:
+        if not isinstance(arrays, Mapping):  # the legacy API: names in the config, if it is one of ours
+            arrays, config = codec.from_positional(arrays, config) if codec.carries_parameters(config) else \
+                ({f"tensor {i}": a for i, a in enumerate(arrays)}, config)
+        instruction = codec.read_broadcast(arrays, config)
+    except (codec.WireError, ConfigError) as exc:
         raise ForeignMessageError(api, message_type, str(exc)) from None
     return instruction
 
@@ -63,7 +68,7 @@ def read_message(message: Message) -> Instruction:
     message_type = message.metadata.message_type
     try:
         payload = records.from_record(message.content)
-    except serde.WireError as exc:
+    except codec.WireError as exc:
         raise ForeignMessageError("Message API", message_type, str(exc)) from None
     return read_instruction("Message API", message_type, *payload)
 

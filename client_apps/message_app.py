@@ -1,7 +1,7 @@
 """The Message API's ``ClientApp`` (``@app.train()`` / ``@app.evaluate()``): a codec over a :class:`ClientSession`.
 
 Each message is unpacked (:mod:`pfxab_flower.strategies.records`), decoded into the core
-message (:mod:`pfxab_flower.strategies.serde`), handed to the node's session, and its reply
+message (:mod:`pfxab_flower.wire.codec`), handed to the node's session, and its reply
 packed back. A session that raises (an objective error, an injected failure) makes Flower
 send an error reply, which the strategy counts as a failure of that client. A message
 that is not a pfxab-flower server message (another strategy, another version) gets an
@@ -21,7 +21,8 @@ from pfxab_flower.algorithms.registry import CarriedAlgorithms
 from pfxab_flower.client_apps.foreign import answer_foreign_messages, read_message
 from pfxab_flower.client_apps.sessions import SessionFn, remember_assignment
 from pfxab_flower.client_apps.site_state import keep_state_on_disk
-from pfxab_flower.strategies import records, serde
+from pfxab_flower.strategies import records
+from pfxab_flower.wire import codec
 
 
 def handle_message(session_fn: SessionFn, algorithms: CarriedAlgorithms, message: Message, context: Context) -> Message:
@@ -38,10 +39,10 @@ def handle_message(session_fn: SessionFn, algorithms: CarriedAlgorithms, message
         remember_assignment(records.from_record(message.content)[1], context)
     session = session_fn(context)
     if session.stands_by(instruction.parameters):
-        return Message(records.to_record(*serde.standby_payload(session.client)), reply_to=message)
+        return Message(records.to_record(*codec.standby_payload(session.client)), reply_to=message)
     reply = session.handle(instruction)
-    site = context.node_config.get(serde.SITE)
-    payload = serde.reply_payload(reply.report, reply.harness, site if isinstance(site, str) else None)
+    site = context.node_config.get(codec.SITE)
+    payload = codec.reply_payload(reply.report, reply.harness, site if isinstance(site, str) else None)
     return Message(records.to_record(*payload), reply_to=message)
 
 

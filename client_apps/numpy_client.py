@@ -3,7 +3,7 @@
 ``fit`` carries the phase instruction (or the final one) and returns the local means (or the
 final point); ``evaluate`` carries the global update and returns the next active set. With
 ``secure_aggregation`` the local means go out as the masked vector SecAgg+ sums
-(:mod:`pfxab_flower.strategies.secure`), and the final reply's content in its metrics.
+(:mod:`pfxab_flower.wire.summed`), and the final reply's arrays in its metrics.
 A message that is not a pfxab-flower server message of the legacy API (another strategy,
 another version, the Message API) gets an error reply saying so, logged once per node
 (:mod:`.foreign`). A node whose config has a ``state-dir`` keeps its state there too
@@ -25,7 +25,7 @@ from pfxab_flower.client_apps.foreign import answer_foreign_messages, read_instr
 from pfxab_flower.client_apps.sessions import SessionFn
 from pfxab_flower.client_apps.site_state import keep_state_on_disk
 from pfxab_flower.session import ClientSession
-from pfxab_flower.strategies import secure, serde
+from pfxab_flower.wire import codec, summed
 
 
 class PhasedNumPyClient(NumPyClient):
@@ -38,24 +38,24 @@ class PhasedNumPyClient(NumPyClient):
     def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[list[np.ndarray], int, dict]:
         instruction = read_instruction("legacy API", "train", parameters, config)
         if self.session.stands_by(instruction.parameters):
-            arrays, metrics = serde.standby_payload(self.session.client)
+            arrays, metrics = codec.positional(codec.standby_payload(self.session.client))
             return arrays, 0, metrics
         reply = self.session.handle(instruction)
-        arrays, metrics = serde.reply_payload(reply.report, reply.harness)
+        payload = codec.reply_payload(reply.report, reply.harness)
         if self.secure_aggregation and isinstance(instruction, FinishInstruction):
-            arrays, metrics = secure.finish_payload(arrays, metrics)
-        elif self.secure_aggregation:
+            return [np.zeros(1)], 1, codec.arrays_to_config(payload)  # SecAgg+ sums every fit reply's tensors
+        if self.secure_aggregation:
             assert isinstance(reply.report, LocalReport)
-            arrays = [secure.local_vector(reply.report)]
+            return [summed.local_vector(reply.report)], 1, payload[1]
+        arrays, metrics = codec.positional(payload)
         return arrays, 1, metrics
 
     def evaluate(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[float, int, dict]:
         update = read_instruction("legacy API", "evaluate", parameters, config)
         if self.session.stands_by(update.parameters):
-            return 0.0, 0, serde.standby_payload(self.session.client)[1]
+            return 0.0, 0, codec.standby_payload(self.session.client)[1]
         reply = self.session.handle(update)
-        _, metrics = serde.reply_payload(reply.report, reply.harness)
-        return 0.0, 1, metrics
+        return 0.0, 1, codec.arrays_to_config(codec.reply_payload(reply.report, reply.harness))  # no tensors back
 
 
 def legacy_client_app(

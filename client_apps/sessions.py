@@ -30,7 +30,7 @@ from pfxab_flower.problems.federation import VALUE_LIMIT, Federation, Objective
 from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.sampling import SimulatedEnvironment
 from pfxab_flower.session import ClientSession
-from pfxab_flower.strategies import serde
+from pfxab_flower.wire import codec
 
 #: A node's session, built for every message from its context.
 SessionFn = Callable[[Context], ClientSession]
@@ -111,7 +111,7 @@ def remember_assignment(config: Mapping[str, Any], context: Context) -> None:
     """Keep the client index the run's first message assigns this node (only a node without a partition-id)."""
     if "partition-id" in context.node_config:
         return
-    index = serde.assigned_index(config, context.node_id)
+    index = codec.assigned_index(config, context.node_id)
     if index is not None:
         context.state[ASSIGNED_STATE] = ConfigRecord({"client-index": index})
 

@@ -25,7 +25,8 @@ from pfxab_flower.exchanges import Exchange, Failure, Unreadable
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT, required_replies
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.spec import AlgorithmSpec
-from pfxab_flower.strategies import ray_diagnosis, serde
+from pfxab_flower.strategies import ray_diagnosis
+from pfxab_flower.wire import codec
 
 LOGGER = logging.getLogger("pfxab_flower")
 
@@ -159,20 +160,20 @@ def decode_replies(
             exchange.unreadable.append(payload)
         else:
             readable.append(payload)
-    for arrays, config, node in sorted(readable, key=lambda p: repr(p.config.get(serde.PARTITION_ID))):
-        claimed = config.get(serde.PARTITION_ID)
-        if serde.is_standby(config):
+    for arrays, config, node in sorted(readable, key=lambda p: repr(p.config.get(codec.PARTITION_ID))):
+        claimed = config.get(codec.PARTITION_ID)
+        if codec.is_standby(config):
             if claimed not in standby:
                 standby.add(claimed)  # type: ignore[arg-type]
                 LOGGER.info("a node with partition-id %r stands by: the run has %d clients",
                             claimed, driver.num_clients)
             continue
         try:
-            report = serde.read_reply(arrays, config, expected, driver.settings.bound.statistics)
-        except serde.WireError as exc:
+            report = codec.read_reply(arrays, config, expected, driver.settings.bound.statistics)
+        except codec.WireError as exc:
             exchange.unreadable.append(Unreadable(claimed, str(exc), node))
             continue
-        exchange.add(report, node, serde.read_harness(config), serde.site_of(config))
+        exchange.add(report, node, codec.read_harness(config), codec.site_of(config))
     return exchange
 
 

@@ -43,7 +43,7 @@ from pfxab_flower.algorithms.messages import (
     PhaseInstruction,
 )
 from pfxab_flower.exchanges import Exchange, Failure, Outgoing, Unreadable
-from pfxab_flower.strategies import secure, serde
+from pfxab_flower.session import Instruction
 from pfxab_flower.strategies.base import DriverStrategy
 from pfxab_flower.strategies.common import (
     Reply,
@@ -55,6 +55,7 @@ from pfxab_flower.strategies.common import (
     stop_on_foreign_ray,
     too_few_nodes,
 )
+from pfxab_flower.wire import codec, summed
 
 LOGGER = logging.getLogger("pfxab_flower")
 
@@ -93,8 +94,8 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
         outgoing = self.driver.next_exchange()
         if outgoing is None:
             return []
-        arrays, config = serde.broadcast_payload(outgoing.message)
-        fit_ins = FitIns(ndarrays_to_parameters(arrays), config)
+        tensors, config = codec.positional(codec.broadcast_payload(outgoing.message))
+        fit_ins = FitIns(ndarrays_to_parameters(tensors), config)
         return [(client, fit_ins) for client in self._sent]
 
     def aggregate_fit(
@@ -123,8 +124,8 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
     ) -> list[tuple[ClientProxy, EvaluateIns]]:
         if not self.driver.second_exchange_due or (outgoing := self.driver.next_exchange()) is None:
             return []
-        arrays, config = serde.broadcast_payload(outgoing.message)
-        evaluate_ins = EvaluateIns(ndarrays_to_parameters(arrays), config)
+        tensors, config = codec.positional(codec.broadcast_payload(outgoing.message))
+        evaluate_ins = EvaluateIns(ndarrays_to_parameters(tensors), config)
         return [(client, evaluate_ins) for client in self._sent]
 
     def aggregate_evaluate(
@@ -171,21 +172,17 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
         for proxy, res in results:
             node = _node(proxy)
             tensors = list(res.parameters.tensors) if isinstance(res, FitRes) else []
-            values, nbytes = serde.wire_size(tensors, res.metrics)
+            values, nbytes = codec.wire_size(tensors, res.metrics)
             up_values, up_bytes = up_values + values, up_bytes + nbytes
-            if self.secure_aggregation and expected is FinishReport:  # the content travels in the metrics
-                payloads.append(Reply(*secure.unpack_finish(dict(res.metrics)), node))
-                continue
+            secure_final = self.secure_aggregation and expected is FinishReport  # its arrays travel in the metrics
             try:
-                arrays = parameters_to_ndarrays(res.parameters) if isinstance(res, FitRes) else []
+                arrays = [] if secure_final or not isinstance(res, FitRes) else parameters_to_ndarrays(res.parameters)
+                payloads.append(Reply(*codec.from_positional(arrays, dict(res.metrics)), node))
             except Exception as exc:  # any decoding failure of foreign bytes is the peer's fault
-                payloads.append(Unreadable(res.metrics.get(serde.PARTITION_ID), f"tensors cannot be decoded: {exc!r}",
-                                           node))
-                continue
-            payloads.append(Reply(arrays, dict(res.metrics), node))
+                reason = str(exc) if isinstance(exc, codec.WireError) else f"tensors cannot be decoded: {exc!r}"
+                payloads.append(Unreadable(res.metrics.get(codec.PARTITION_ID), reason, node))
         exchange = decode_replies(self.driver, payloads, expected, self._standby)
-        arrays, config = serde.broadcast_payload(outgoing.message)
-        down_values, down_bytes = serde.wire_size(list(ndarrays_to_parameters(arrays).tensors), config)
+        down_values, down_bytes = _broadcast_size(outgoing.message)
         sent = len(self._sent)
         self.driver.record(outgoing.phase, outgoing.kind, down_values * sent, down_bytes * sent, up_values, up_bytes)
         return exchange
@@ -196,20 +193,19 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
         assert isinstance(instruction, PhaseInstruction)
         exchange = Exchange(failures=self._failures(results, failures))
         clients: dict[int, FitRes] = {}
-        for proxy, res in sorted(results, key=lambda pair: repr(pair[1].metrics.get(serde.PARTITION_ID))):
+        for proxy, res in sorted(results, key=lambda pair: repr(pair[1].metrics.get(codec.PARTITION_ID))):
             try:
-                client = serde.partition_id(res.metrics)
-            except serde.WireError as exc:
-                exchange.unreadable.append(Unreadable(res.metrics.get(serde.PARTITION_ID), str(exc), _node(proxy)))
+                client = codec.partition_id(res.metrics)
+            except codec.WireError as exc:
+                exchange.unreadable.append(Unreadable(res.metrics.get(codec.PARTITION_ID), str(exc), _node(proxy)))
                 continue
             if client in clients or not 0 <= client < self.driver.num_clients:
                 exchange.unreadable.append(Unreadable(client, f"client id {client} is repeated or out of range"))
                 continue
             clients[client] = res
             exchange.add(client, _node(proxy))  # the driver counts the reporters
-        arrays, config = serde.broadcast_payload(instruction)
-        down_values, down_bytes = serde.wire_size(list(ndarrays_to_parameters(arrays).tensors), config)
-        up = [serde.wire_size(list(res.parameters.tensors), res.metrics) for res in clients.values()]
+        down_values, down_bytes = _broadcast_size(instruction)
+        up = [codec.wire_size(list(res.parameters.tensors), res.metrics) for res in clients.values()]
         sent = len(self._sent)
         self.driver.record(outgoing.phase, outgoing.kind, down_values * sent, down_bytes * sent,
                            sum(v for v, _ in up), sum(b for _, b in up))
@@ -219,7 +215,7 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
             vectors = []
         average = vectors[0] if len(vectors) == 1 else np.zeros(0)
         names = self.driver.settings.bound.statistics
-        sums, holders, statistic_sums = secure.split_aggregate(average, len(clients), len(instruction.node_ids), names)
+        sums, holders, statistic_sums = summed.split_aggregate(average, len(clients), len(instruction.node_ids), names)
         self.driver.deliver_sums(sums, holders, exchange, statistic_sums)
 
     def _failures(self, results: list[tuple[ClientProxy, Any]], failures: list) -> list[Failure]:
@@ -231,6 +227,12 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
         alone = _node(silent[0]) if len(silent) == 1 and len(exceptions) == 1 else None
         return [Failure(failure_reason(_exception_text(f)), alone) if isinstance(f, BaseException) else
                 Failure(failure_reason(f[1].status.message), _node(f[0])) for f in failures]
+
+
+def _broadcast_size(message: Instruction) -> tuple[int, int]:
+    """``(values, bytes)`` of one broadcast as the legacy API sends it."""
+    tensors, config = codec.positional(codec.broadcast_payload(message))
+    return codec.wire_size(list(ndarrays_to_parameters(tensors).tensors), config)
 
 
 def _exception_text(failure: BaseException) -> str:

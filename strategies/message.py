@@ -34,7 +34,7 @@ from flwr.superlink.grid import InMemoryGrid
 from pfxab_flower.algorithms.messages import FinishInstruction
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.exchanges import Exchange, Failure, Outgoing, Unreadable
-from pfxab_flower.strategies import records, serde
+from pfxab_flower.strategies import records
 from pfxab_flower.strategies.base import DriverStrategy
 from pfxab_flower.strategies.common import (
     NO_REPLY,
@@ -46,6 +46,7 @@ from pfxab_flower.strategies.common import (
     stop_on_foreign_ray,
     too_few_nodes,
 )
+from pfxab_flower.wire import codec
 
 #: Seconds between two polls for replies of the simulation's in-memory grid, per message awaited
 #: (Flower: 0.1 s whatever the number). A poll scans every message awaited, in the process and
@@ -236,9 +237,9 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
                 self._gone.discard(node)
                 self.driver.node_back(node, outgoing.phase)
         self._sent = [node for node in self._nodes or [] if node in online]
-        arrays, config = serde.broadcast_payload(outgoing.message)
+        arrays, config = codec.broadcast_payload(outgoing.message)
         if not self._assigned:  # the run's first message: a node without a partition-id learns its index
-            config, self._assigned = {**config, **serde.assignment(self._nodes or [])}, True
+            config, self._assigned = {**config, **codec.assignment(self._nodes or [])}, True
         self._broadcast = records.to_record(arrays, config)
         return [Message(content=self._broadcast, message_type=message_type, dst_node_id=node) for node in self._sent]
 
@@ -266,7 +267,7 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
             up_values, up_bytes = up_values + values, up_bytes + nbytes
             try:
                 payloads.append(Reply(*records.from_record(reply.content), node))
-            except serde.WireError as exc:
+            except codec.WireError as exc:
                 payloads.append(Unreadable(None, str(exc), node))
         payloads += [Failure(f"{NO_REPLY[1]} ({self._timeout:g} s)", node)
                      for node in self._sent if node not in answered]

@@ -1,65 +1,59 @@
-"""The Message API's wire: a payload (tensors + config, :mod:`.serde`) as a ``RecordDict``, and back.
+"""The Message API's wire: a payload (named arrays + config, :mod:`pfxab_flower.wire.codec`) as a ``RecordDict``.
 
 ::
 
-    RecordDict {"arrays": ArrayRecord {"0000": tensor 0, "0001": tensor 1, ...},
+    RecordDict {"arrays": ArrayRecord {"node-ids": Array, "means": Array, ...},
                 "config": ConfigRecord {config or metrics}}
 
-Tensors are numpy ``Array``s (``.npy`` bytes, as in the legacy ``Parameters``), keyed by
-their position so that their order survives; config values are the legacy ones
-(``bool | bytes | float | int | str``). :func:`record_size` counts what crossed Flower with
-:func:`serde.wire_size`, so both APIs log the same values.
+Arrays are numpy ``Array``s (``.npy`` bytes) keyed by the codec's names, as Flower's own
+strategies key theirs; config values are ``bool | bytes | float | int | str``.
+:func:`record_size` counts what crossed Flower with the codec's ``wire_size``, so both APIs
+log the same values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
-from pfxab_flower.strategies import serde
+from pfxab_flower.wire import codec
+from pfxab_flower.wire.npy import from_npy
 
 ARRAYS = "arrays"
 CONFIG = "config"
 
 
-def to_record(arrays: Sequence[np.ndarray], config: Mapping[str, Any]) -> RecordDict:
+def to_record(arrays: Mapping[str, np.ndarray], config: Mapping[str, Any]) -> RecordDict:
     """A payload as a ``RecordDict``."""
-    tensors = ArrayRecord({f"{i:04d}": Array(np.ascontiguousarray(a)) for i, a in enumerate(arrays)})
+    tensors = ArrayRecord({name: Array(np.ascontiguousarray(a)) for name, a in arrays.items()})
     return RecordDict({ARRAYS: tensors, CONFIG: ConfigRecord(dict(config))})
 
 
-def from_record(record: RecordDict) -> tuple[list[np.ndarray], dict[str, Any]]:
-    """The payload of a ``RecordDict``; :class:`serde.WireError` (what it holds, what was expected) if it holds none."""
+def from_record(record: RecordDict) -> codec.Payload:
+    """The payload of a ``RecordDict``; :class:`codec.WireError` (what it holds, what was expected) if it holds none."""
     array_records, config_records = record.array_records, record.config_records  # each a view Flower builds anew
     if ARRAYS not in array_records or CONFIG not in config_records:
-        raise serde.WireError(f"message content cannot be read: it holds {describe(record)}; expected records "
+        raise codec.WireError(f"message content cannot be read: it holds {describe(record)}; expected records "
                               f"{ARRAYS!r} (ArrayRecord) and {CONFIG!r} (ConfigRecord)")
     try:
         tensors = array_records[ARRAYS]
         config = dict(config_records[CONFIG])
-        arrays = [array_of(tensors[key]) for key in sorted(tensors)]
+        arrays = {name: array_of(tensors[name]) for name in tensors}
     except Exception as exc:  # any failure to read foreign content is the peer's fault
-        raise serde.WireError(f"message content cannot be read: {exc!r}") from exc
+        raise codec.WireError(f"message content cannot be read: {exc!r}") from exc
     return arrays, config
 
 
 def array_of(array: Array) -> np.ndarray:
     """An ``Array``'s values: read straight from its ``.npy`` bytes when ``np.save`` wrote them, else ``numpy()``.
 
-    ``Array.numpy()`` runs ``np.load``, which parses the header with ``ast.literal_eval``:
-    measured at M = 1000 (docs/performance.md) that was a quarter of a client's time per
-    message. The header ``np.save`` writes for a C-ordered array of booleans or numbers is
-    matched exactly, and the data must be exactly as long as its shape says; anything else
-    (another writer, another version, a foreign sender) goes through ``numpy()`` unchanged.
+    ``Array.numpy()`` runs ``np.load``, whose header parsing (``ast.literal_eval``) was a
+    quarter of a client's time per message at M = 1000 (docs/performance.md).
     """
-    layout = serde.npy_layout(array.data) if array.stype == "numpy.ndarray" else None
-    if layout is not None:
-        dtype, shape, offset = layout
-        return np.frombuffer(array.data, dtype=dtype, offset=offset).reshape(shape).copy()
-    return array.numpy()
+    return from_npy(array.data) if array.stype == "numpy.ndarray" else array.numpy()
 
 
 def describe(record: RecordDict) -> str:
@@ -73,7 +67,7 @@ def describe(record: RecordDict) -> str:
 
 
 def record_size(record: RecordDict) -> tuple[int, int]:
-    """``(values, bytes)`` of a payload record, counted by :func:`serde.wire_size`."""
+    """``(values, bytes)`` of a payload record, counted by :func:`codec.wire_size`."""
     tensors = record.array_records.get(ARRAYS, ArrayRecord())
     config = record.config_records.get(CONFIG, ConfigRecord())
-    return serde.wire_size([tensors[key].data for key in sorted(tensors)], config)
+    return codec.wire_size([tensors[key].data for key in tensors], config)

@@ -23,6 +23,7 @@ from flwr.common import (
     FitRes,
     Status,
     ndarrays_to_parameters,
+    parameters_to_ndarrays,
 )
 from flwr.server import History, Server, SimpleClientManager
 from flwr.server.client_proxy import ClientProxy
@@ -30,6 +31,7 @@ from flwr.server.client_proxy import ClientProxy
 from pfxab_flower.client_apps import PhasedNumPyClient
 from pfxab_flower.client_apps.sessions import SessionFn
 from pfxab_flower.strategies import LegacyPhasedEliminationStrategy
+from pfxab_flower.wire import codec
 
 
 class LoopbackProxy(ClientProxy):
@@ -89,6 +91,18 @@ def run_loopback(
 def ok_fit_res(arrays: list[np.ndarray], num_examples: int, metrics: dict[str, Any]) -> FitRes:
     """The ``FitRes`` Flower's NumPyClient wrapper makes of a ``fit`` return."""
     return FitRes(Status(Code.OK, "Success"), ndarrays_to_parameters(arrays), num_examples, metrics)
+
+
+def legacy_fit_res(arrays: dict[str, np.ndarray], metrics: dict[str, Any], num_examples: int = 1) -> FitRes:
+    """The ``FitRes`` of a legacy client replying with these named arrays (tensors in order, names in the metrics)."""
+    tensors, config = codec.positional((arrays, metrics))
+    return ok_fit_res(tensors, num_examples, config)
+
+
+def legacy_payload(res: FitRes | EvaluateRes) -> codec.Payload:
+    """The named arrays and config of a legacy reply (an evaluate reply's arrays ride in its metrics)."""
+    tensors = parameters_to_ndarrays(res.parameters) if isinstance(res, FitRes) else []
+    return codec.from_positional(tensors, dict(res.metrics))
 
 
 def ok_evaluate_res(loss: float, num_examples: int, metrics: dict[str, Any]) -> EvaluateRes:

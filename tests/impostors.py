@@ -12,21 +12,22 @@ from collections.abc import Callable
 import numpy as np
 from flwr.app import Message
 
-from pfxab_flower.strategies import records, serde
+from pfxab_flower.strategies import records
+from pfxab_flower.wire import codec
 
-PULL_NODES = serde.HARNESS_PREFIX + "pull-nodes"
-PULL_COUNTS = serde.HARNESS_PREFIX + "pull-counts"
+PULL_NODES = codec.HARNESS_PREFIX + "pull-nodes"
+PULL_COUNTS = codec.HARNESS_PREFIX + "pull-counts"
 
 
 def is_final(message: Message) -> bool:
     """Whether the server's message is the final exchange's."""
-    return serde.FINISH_KEY in message.content.config_records[records.CONFIG]
+    return codec.FINISH_KEY in message.content.config_records[records.CONFIG]
 
 
 def phase_of(message: Message) -> int:
     """The phase of a server message (the final exchange's: a large number, after every phase)."""
     config = message.content.config_records[records.CONFIG]
-    return 1_000_000 if serde.FINISH_KEY in config else int(config["phase"])
+    return 1_000_000 if codec.FINISH_KEY in config else int(config["phase"])
 
 
 def rewrite(reply: Message, message: Message, edit: Callable[[list[np.ndarray], dict], None]) -> Message:
@@ -55,7 +56,7 @@ def claim(client: int) -> Callable[[Message, Message], Message]:
     """A rewrite that makes a reply claim to come from ``client``."""
 
     def edit(arrays: list[np.ndarray], config: dict) -> None:
-        config[serde.PARTITION_ID] = client
+        config[codec.PARTITION_ID] = client
 
     return lambda message, reply: rewrite(reply, message, edit)
 

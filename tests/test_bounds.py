@@ -28,7 +28,7 @@ from pfxab_flower.config import CONFIDENCES
 from pfxab_flower.problems import build_federation
 from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.sampling import SimulatedEnvironment
-from pfxab_flower.strategies import secure, serde
+from pfxab_flower.wire import codec, summed
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,8 +68,8 @@ class Counted(ConfidenceBound):
 def through_the_wire(message, names):
     """A message after the codec (a broadcast names its statistics from its own parameters, a reply from ``names``)."""
     if isinstance(message, LocalReport):
-        return serde.read_reply(*serde.reply_payload(message), LocalReport, names)
-    return serde.read_broadcast(*serde.broadcast_payload(message))
+        return codec.read_reply(*codec.reply_payload(message), LocalReport, names)
+    return codec.read_broadcast(*codec.broadcast_payload(message))
 
 
 @pytest.mark.parametrize("algorithm", federated_names())  # the baselines run no phase
@@ -88,8 +88,8 @@ def test_a_new_bound_runs_through_the_machines_and_codecs_unchanged(algorithm, m
         for report in reports:  # the statistic travelled by name
             np.testing.assert_array_equal(report.statistics["pulls"], report.counts)
         size = len(instruction.node_ids)
-        sums, holders, totals = secure.split_aggregate(
-            np.mean([secure.local_vector(r) for r in reports], axis=0), len(reports), size, names)
+        sums, holders, totals = summed.split_aggregate(
+            np.mean([summed.local_vector(r) for r in reports], axis=0), len(reports), size, names)
         np.testing.assert_allclose(sums, np.sum([np.where(r.counts > 0, r.means, 0.0) for r in reports], axis=0))
         np.testing.assert_allclose(totals["pulls"], np.sum([r.counts for r in reports], axis=0))
         update = through_the_wire(server.aggregate(reports), names)

@@ -24,15 +24,24 @@ from pfxab_flower.partition import children
 from pfxab_flower.problems import build_federation
 from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import strategy_of
-from pfxab_flower.strategies import serde
-from tests.flower_loopback import LoopbackProxy, numpy_client_fn, ok_evaluate_res, ok_fit_res
+from pfxab_flower.wire import codec
+from pfxab_flower.wire.npy import to_npy
+from tests.flower_loopback import (
+    LoopbackProxy,
+    legacy_fit_res,
+    legacy_payload,
+    numpy_client_fn,
+    ok_evaluate_res,
+    ok_fit_res,
+)
 from tests.test_hostile_replies import finish_with
 
 M = 6
 FIT_BREAKS = (
     "short", "long", "2d", "nan", "inf", "-inf", "int-means", "str-means", "bool-means", "complex-means",
     "garbage-bytes", "no-metrics", "pid-str", "pid-bool", "pid-float", "pid-negative", "pid-too-large",
-    "duplicate", "negative-counts", "float-counts", "ids-shifted", "two-tensors", "four-tensors", "no-tensors",
+    "duplicate", "negative-counts", "float-counts", "ids-shifted", "no-counts", "means-renamed", "no-tensors",
+    "unnamed-tensors",
 )
 SET_BREAKS = ("garbage", "odd-bytes", "not-children", "duplicate-ids", "empty", "no-pid", "pid-str", "twice")
 
@@ -50,48 +59,50 @@ def sent_phase(seed: int):
 
 
 def report_of(res: FitRes) -> LocalReport:
-    return serde.read_reply(parameters_to_ndarrays(res.parameters), dict(res.metrics), LocalReport)
+    return codec.read_reply(*legacy_payload(res), LocalReport)
 
 
 def broken_fit(kind: str, res: FitRes, rng: np.random.Generator, valid: list) -> FitRes:
-    ids, means, counts = (np.array(a) for a in parameters_to_ndarrays(res.parameters))
-    metrics = dict(res.metrics)
-    pid = metrics[serde.PARTITION_ID]
-    arrays = [ids, means, counts]
+    arrays, metrics = legacy_payload(res)
+    ids, means, counts = (np.array(arrays[name]) for name in (codec.NODE_IDS, codec.MEANS, codec.COUNTS))
+    pid = metrics[codec.PARTITION_ID]
     if kind == "short":
-        arrays[1] = means[:-1]
+        arrays[codec.MEANS] = means[:-1]
     elif kind == "long":
-        arrays[1] = np.append(means, 0.5)
+        arrays[codec.MEANS] = np.append(means, 0.5)
     elif kind == "2d":
-        arrays[1] = means.reshape(1, -1)
+        arrays[codec.MEANS] = means.reshape(1, -1)
     elif kind in ("nan", "inf", "-inf"):
-        arrays[1] = means.copy()
-        arrays[1][rng.integers(means.size)] = float(kind)
+        arrays[codec.MEANS] = means.copy()
+        arrays[codec.MEANS][rng.integers(means.size)] = float(kind)
     elif kind.endswith("-means"):
         dtype = {"int-means": np.int64, "str-means": str, "bool-means": bool, "complex-means": complex}[kind]
-        arrays[1] = means.astype(dtype)
+        arrays[codec.MEANS] = means.astype(dtype)
     elif kind == "garbage-bytes":
-        return FitRes(Status(Code.OK, ""), Parameters([rng.bytes(40) for _ in range(3)], "numpy.ndarray"), 1, metrics)
+        metrics[codec.ARRAY_NAMES] = ",".join(arrays)
+        return FitRes(Status(Code.OK, ""), Parameters([rng.bytes(40) for _ in arrays], "numpy.ndarray"), 1, metrics)
     elif kind == "no-metrics":
         metrics = {}
     elif kind.startswith("pid-"):
-        metrics[serde.PARTITION_ID] = {"pid-str": str(pid), "pid-bool": True, "pid-float": float(pid),
+        metrics[codec.PARTITION_ID] = {"pid-str": str(pid), "pid-bool": True, "pid-float": float(pid),
                                        "pid-negative": -1, "pid-too-large": M + 3}[kind]
     elif kind == "duplicate":  # a second copy of a valid client's reply
         return valid[int(rng.integers(len(valid)))]
     elif kind == "negative-counts":
-        arrays[2] = -counts
+        arrays[codec.COUNTS] = -counts
     elif kind == "float-counts":
-        arrays[2] = counts.astype(float)
+        arrays[codec.COUNTS] = counts.astype(float)
     elif kind == "ids-shifted":
-        arrays[0] = ids + 2
-    elif kind == "two-tensors":
-        arrays = arrays[:2]
-    elif kind == "four-tensors":
-        arrays = [*arrays, counts]
+        arrays[codec.NODE_IDS] = ids + 2
+    elif kind == "no-counts":
+        del arrays[codec.COUNTS]
+    elif kind == "means-renamed":  # the means under another name (an earlier or later version's)
+        arrays["local-means"] = arrays.pop(codec.MEANS)
     elif kind == "no-tensors":
-        arrays = []
-    return ok_fit_res(arrays, 1, metrics)
+        arrays = {}
+    elif kind == "unnamed-tensors":  # an earlier version's reply: tensors by position, no names
+        return ok_fit_res([ids, means, counts], 1, metrics)
+    return legacy_fit_res(arrays, metrics)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -99,10 +110,10 @@ def test_random_malformed_local_reports_are_never_averaged(seed: int) -> None:
     rng = np.random.default_rng(seed)
     strategy, results = sent_phase(seed)
     broken = set(rng.choice(M, size=int(rng.integers(1, M)), replace=False).tolist())
-    valid_res = [res for _, res in results if res.metrics[serde.PARTITION_ID] not in broken]
+    valid_res = [res for _, res in results if res.metrics[codec.PARTITION_ID] not in broken]
     replies, failures = [], []
     for proxy, res in results:
-        pid = res.metrics[serde.PARTITION_ID]
+        pid = res.metrics[codec.PARTITION_ID]
         if pid not in broken:
             replies.append((proxy, res))
         elif rng.random() < 0.15:
@@ -114,9 +125,9 @@ def test_random_malformed_local_reports_are_never_averaged(seed: int) -> None:
     update = strategy.driver.global_update
     assert update is not None
     # a copy of a valid reply sent by another node disputes that client: no node holds it yet, so neither is used
-    disputed = {res.metrics[serde.PARTITION_ID] for proxy, res in replies
-                if res in valid_res and proxy.node_id != 100 + res.metrics[serde.PARTITION_ID]}
-    used = [r for r in valid_res if r.metrics[serde.PARTITION_ID] not in disputed]
+    disputed = {res.metrics[codec.PARTITION_ID] for proxy, res in replies
+                if res in valid_res and proxy.node_id != 100 + res.metrics[codec.PARTITION_ID]}
+    used = [r for r in valid_res if r.metrics[codec.PARTITION_ID] not in disputed]
     expected = pooled_means(update.node_ids, [report_of(r) for r in used])
     np.testing.assert_array_equal(update.global_means, expected)
     assert len(strategy.driver.machine.rejected) == len(replies) - len(used)
@@ -125,20 +136,21 @@ def test_random_malformed_local_reports_are_never_averaged(seed: int) -> None:
 
 def broken_set(kind: str, res, rng: np.random.Generator, pid: int):
     metrics = dict(res.metrics)
+    key = codec.CONFIG_ARRAY_PREFIX + codec.NODE_IDS  # a legacy evaluate reply carries its arrays in its metrics
     if kind == "garbage":
-        metrics[serde.NODE_IDS] = rng.bytes(16)  # 2 random int64s: not children of the set
+        metrics[key] = to_npy(rng.integers(-2**62, 2**62, size=2))  # 2 random int64s: not children of the set
     elif kind == "odd-bytes":
-        metrics[serde.NODE_IDS] = b"\x01\x02\x03"
+        metrics[key] = b"\x01\x02\x03"
     elif kind == "not-children":
-        metrics[serde.NODE_IDS] = np.array([1, 2], dtype="<i8").tobytes()
+        metrics[key] = to_npy(np.array([1, 2], dtype="<i8"))
     elif kind == "duplicate-ids":
-        metrics[serde.NODE_IDS] = np.array([4, 4], dtype="<i8").tobytes()
+        metrics[key] = to_npy(np.array([4, 4], dtype="<i8"))
     elif kind == "empty":
-        metrics[serde.NODE_IDS] = b""
+        metrics[key] = to_npy(np.array([], dtype="<i8"))
     elif kind == "no-pid":
-        del metrics[serde.PARTITION_ID]
+        del metrics[codec.PARTITION_ID]
     elif kind == "pid-str":
-        metrics[serde.PARTITION_ID] = str(pid)
+        metrics[codec.PARTITION_ID] = str(pid)
     return ok_evaluate_res(0.0, 1, metrics)
 
 
@@ -149,11 +161,11 @@ def test_random_malformed_active_sets_fall_back_to_the_superset(seed: int) -> No
     strategy.aggregate_fit(1, results, [])
     evaluations = strategy.configure_evaluate(1, Parameters([], ""), SimpleClientManager())
     replies = [(proxy, proxy.evaluate(ins, None, None)) for proxy, ins in evaluations]
-    good = {res.metrics[serde.PARTITION_ID]: res for _, res in replies}
+    good = {res.metrics[codec.PARTITION_ID]: res for _, res in replies}
     broken = set(rng.choice(M, size=int(rng.integers(1, M)), replace=False).tolist())
     sent = []
     for proxy, res in replies:
-        pid = res.metrics[serde.PARTITION_ID]
+        pid = res.metrics[codec.PARTITION_ID]
         kind = str(rng.choice(SET_BREAKS))
         if pid not in broken:
             sent.append((proxy, res))
@@ -169,7 +181,7 @@ def test_random_malformed_active_sets_fall_back_to_the_superset(seed: int) -> No
         if m in broken:
             np.testing.assert_array_equal(server.client_sets[m], children(FIRST_ACTIVE_SET))
         else:
-            reported = np.sort(serde.read_reply([], good[m].metrics, ActiveSetReport).node_ids)
+            reported = np.sort(codec.read_reply(*legacy_payload(good[m]), ActiveSetReport).node_ids)
             np.testing.assert_array_equal(server.client_sets[m], reported)
     assert server.history[0]["failed_active_sets"] == len(broken)
 
@@ -178,15 +190,15 @@ def test_random_malformed_active_sets_fall_back_to_the_superset(seed: int) -> No
 def test_every_kind_of_broken_local_report_is_rejected(kind: str) -> None:
     rng = np.random.default_rng(0)
     strategy, results = sent_phase(0)
-    valid_res = [res for _, res in results if res.metrics[serde.PARTITION_ID] != 0]
-    replies = [(p, broken_fit(kind, res, rng, valid_res) if res.metrics[serde.PARTITION_ID] == 0 else res)
+    valid_res = [res for _, res in results if res.metrics[codec.PARTITION_ID] != 0]
+    replies = [(p, broken_fit(kind, res, rng, valid_res) if res.metrics[codec.PARTITION_ID] == 0 else res)
                for p, res in results]
     strategy.aggregate_fit(1, replies, [])
     # a copy of another client's reply from node 0 disputes that client (neither node holds it yet): both refused
-    disputed = {res.metrics[serde.PARTITION_ID] for p, res in replies
-                if res in valid_res and p.node_id != 100 + res.metrics[serde.PARTITION_ID]}
+    disputed = {res.metrics[codec.PARTITION_ID] for p, res in replies
+                if res in valid_res and p.node_id != 100 + res.metrics[codec.PARTITION_ID]}
     assert len(strategy.driver.machine.rejected) == 1 + len(disputed), kind
-    used = [r for r in valid_res if r.metrics[serde.PARTITION_ID] not in disputed]
+    used = [r for r in valid_res if r.metrics[codec.PARTITION_ID] not in disputed]
     expected = pooled_means(strategy.driver.global_update.node_ids, [report_of(r) for r in used])
     np.testing.assert_array_equal(strategy.driver.global_update.global_means, expected)
 
@@ -245,8 +257,8 @@ def holds(driver, client: int, node: int) -> bool:
 WIRE_FINAL_BREAKS = (
     "2^62", "int64-max", "negative", "zero", "root", "off-branch", "float-node", "integral-float-node", "bool-node",
     "two-node-ids", "nan-point", "inf-point", "-inf-point", "empty-point", "long-point", "moved-point", "int-point",
-    "one-tensor",
-    "three-tensors", "garbage-bytes", "no-pid", "pid-too-large", "pid-negative", "duplicate", "impersonate",
+    "point-missing",
+    "point-renamed", "garbage-bytes", "no-pid", "pid-too-large", "pid-negative", "duplicate", "impersonate",
 )
 
 
@@ -277,9 +289,9 @@ def off_branch(strategy, client: int, node: int) -> int:
 
 def broken_final_res(kind: str, res: FitRes, strategy, rng: np.random.Generator, valid: dict[int, FitRes]) -> FitRes:
     """A client's final ``FitRes`` (``[[node id], point]``, ``{partition-id}``), broken in one way."""
-    node_ids, point = parameters_to_ndarrays(res.parameters)
-    metrics = dict(res.metrics)
-    pid, node = metrics[serde.PARTITION_ID], int(node_ids[0])
+    arrays, metrics = legacy_payload(res)
+    node_ids, point = arrays[codec.NODE_ID], arrays[codec.POINT]
+    pid, node = metrics[codec.PARTITION_ID], int(node_ids[0])
     nodes: np.ndarray = node_ids
     if kind in ("2^62", "int64-max", "negative", "zero", "root", "off-branch"):
         value = {"2^62": 2**62, "int64-max": 2**63 - 1, "negative": -int(rng.integers(1, 100)), "zero": 0, "root": 1,
@@ -295,30 +307,31 @@ def broken_final_res(kind: str, res: FitRes, strategy, rng: np.random.Generator,
                  "-inf-point": np.full_like(point, -np.inf), "empty-point": np.array([], dtype=float),
                  "long-point": np.append(point, 0.5), "moved-point": point + 1e-3,
                  "int-point": np.ones(point.size, dtype=np.int64)}[kind]
-    elif kind == "one-tensor":
-        return ok_fit_res([nodes], 1, metrics)
-    elif kind == "three-tensors":
-        return ok_fit_res([nodes, point, point], 1, metrics)
+    elif kind == "point-missing":
+        return legacy_fit_res({codec.NODE_ID: nodes}, metrics)
+    elif kind == "point-renamed":
+        return legacy_fit_res({codec.NODE_ID: nodes, "final-point": point}, metrics)
     elif kind == "garbage-bytes":
+        metrics[codec.ARRAY_NAMES] = f"{codec.NODE_ID},{codec.POINT}"
         return FitRes(Status(Code.OK, ""), Parameters([rng.bytes(40), rng.bytes(40)], "numpy.ndarray"), 1, metrics)
     elif kind == "no-pid":
-        del metrics[serde.PARTITION_ID]
+        del metrics[codec.PARTITION_ID]
     elif kind in ("pid-too-large", "pid-negative"):
-        metrics[serde.PARTITION_ID] = M + 3 if kind == "pid-too-large" else -1
+        metrics[codec.PARTITION_ID] = M + 3 if kind == "pid-too-large" else -1
     elif kind == "duplicate":  # a second copy of another client's valid reply
         return valid[int(rng.choice(sorted(valid)))]
     elif kind == "impersonate":  # its own node, claiming to be another (valid) client
-        metrics[serde.PARTITION_ID] = int(rng.choice(sorted(valid)))
-    return ok_fit_res([nodes, point], 1, metrics)
+        metrics[codec.PARTITION_ID] = int(rng.choice(sorted(valid)))
+    return legacy_fit_res({codec.NODE_ID: nodes, codec.POINT: point}, metrics)
 
 
 def send_final(seed: int, kinds: dict[int, str]):
     """Break the final replies of the clients in ``kinds``; the strategy and what its final round returned."""
     rng = np.random.default_rng(500 + seed)
     strategy, server_round, results = final_round(seed)
-    honest = {res.metrics[serde.PARTITION_ID]: res for _, res in results}
+    honest = {res.metrics[codec.PARTITION_ID]: res for _, res in results}
     valid = {m: res for m, res in honest.items() if m not in kinds}
-    replies = [(p, broken_final_res(kinds[m], res, strategy, rng, valid) if (m := res.metrics[serde.PARTITION_ID])
+    replies = [(p, broken_final_res(kinds[m], res, strategy, rng, valid) if (m := res.metrics[codec.PARTITION_ID])
                 in kinds else res) for p, res in results]
     order = rng.permutation(len(replies))
     parameters, metrics = strategy.aggregate_fit(server_round, [replies[i] for i in order], [])
@@ -335,7 +348,7 @@ def check_final_round(strategy, honest: dict[int, FitRes], parameters, kinds: di
     points = parameters_to_ndarrays(parameters)[0]
     assert points.shape[0] == M
     for m in range(M):
-        node_ids, point = parameters_to_ndarrays(honest[m].parameters)
+        node_ids, point = (legacy_payload(honest[m])[0][name] for name in (codec.NODE_ID, codec.POINT))
         if m in refused:
             assert np.all(np.isnan(points[m]))
         else:
@@ -365,9 +378,9 @@ def test_final_points_of_another_length_or_place_are_refused_and_the_honest_ones
     """A simulation's server knows the domain: a point must be its node's cell centre, of the domain's length."""
     strategy, honest, parameters, _ = send_final(1, {0: "long-point", 4: "moved-point", 5: "empty-point"})
     points = parameters_to_ndarrays(parameters)[0]
-    assert points.shape == (M, parameters_to_ndarrays(honest[1].parameters)[1].size)
+    assert points.shape == (M, legacy_payload(honest[1])[0][codec.POINT].size)
     for m in (1, 2, 3):
-        np.testing.assert_array_equal(points[m], parameters_to_ndarrays(honest[m].parameters)[1])
+        np.testing.assert_array_equal(points[m], legacy_payload(honest[m])[0][codec.POINT])
     assert not {0, 4, 5} & set(strategy.driver.final_reports)
     reasons = {r["client"]: r["reason"] for r in strategy.driver.machine.rejected}
     assert "expected" in reasons[0] and "domain's dimension" in reasons[0], reasons

@@ -25,7 +25,8 @@ from pfxab_flower.config import ALGORITHMS, APIS, CONFIDENCES
 from pfxab_flower.errors import ConfigError, RunStoppedError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.run_parameters import AppOptions, RunConfig, parse_run_config, to_run_config
-from pfxab_flower.strategies import PFPNE, PFXAB, STRATEGIES, FedPNE, records, serde
+from pfxab_flower.strategies import PFPNE, PFXAB, STRATEGIES, FedPNE, records
+from pfxab_flower.wire import codec
 from tests.message_loopback import LoopbackGrid, run_loopback
 
 SAME_KEYS = (
@@ -85,12 +86,12 @@ def test_unreadable_and_error_replies_are_logged_and_skipped(caplog) -> None:
     def tamper(message: Message, reply: Message) -> Message:
         # phase 1 only: client 2's local report loses its tensors, client 3's active set is an error reply
         config_in = message.content.config_records["config"]
-        partition = reply.content.config_records["config"].get(serde.PARTITION_ID)
+        partition = reply.content.config_records["config"].get(codec.PARTITION_ID)
         if config_in.get("phase") != 1:
             return reply
         if message.metadata.message_type == MessageType.TRAIN and partition == 2:
             tampered.append("unreadable")
-            return Message(RecordDict({"config": ConfigRecord({serde.PARTITION_ID: 2})}), reply_to=message)
+            return Message(RecordDict({"config": ConfigRecord({codec.PARTITION_ID: 2})}), reply_to=message)
         if message.metadata.message_type == MessageType.EVALUATE and partition == 3:
             tampered.append("error")
             return Message(Error(code=0, reason="client crashed"), reply_to=message)
@@ -111,17 +112,18 @@ def test_malformed_final_replies_are_rejected_and_never_crash_the_result() -> No
 
     def tamper(message: Message, reply: Message) -> Message:
         # the final round: client 1 names node 2^62, client 2 a NaN point, client 3 a point of another length
-        if serde.FINISH_KEY not in message.content.config_records["config"]:
+        if codec.FINISH_KEY not in message.content.config_records["config"]:
             return reply
-        (node, point), metrics = records.from_record(reply.content)
-        partition = metrics[serde.PARTITION_ID]
+        arrays, metrics = records.from_record(reply.content)
+        node, point = arrays[codec.NODE_ID], arrays[codec.POINT]
+        partition = metrics[codec.PARTITION_ID]
         if partition == 1:
             node = np.array([2**62], dtype=np.int64)
         elif partition == 2:
             point = np.full_like(point, np.nan)
         elif partition == 3:
             point = np.append(point, 0.5)
-        return Message(records.to_record([node, point], metrics), reply_to=message)
+        return Message(records.to_record({codec.NODE_ID: node, codec.POINT: point}, metrics), reply_to=message)
 
     result, strategy = loopback(config, tamper=tamper)
     honest = engine.run_config(config).summary["final_points"]

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 from flwr.app import ConfigRecord, RecordDict
-from flwr.common import ndarrays_to_parameters
+from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
 
 from pfxab_flower.algorithms.messages import (
     ActiveSetReport,
@@ -23,7 +23,8 @@ from pfxab_flower.algorithms.messages import (
     payload_size,
 )
 from pfxab_flower.spec import AlgorithmSpec
-from pfxab_flower.strategies import records, serde
+from pfxab_flower.strategies import records
+from pfxab_flower.wire import codec
 
 UNION = np.array([4, 5, 7, 9], dtype=np.int64)
 PARAMS = AlgorithmSpec.build("pf-pne", num_clients=5, horizon=10_000, alpha=0.3, seed=7, nu1=2.0, rho=0.4,
@@ -92,7 +93,7 @@ EARLIER_WIRE = [
 def test_the_spec_sends_the_keys_values_and_types_of_earlier_versions(spec, earlier) -> None:
     assert [[key, value, type(value).__name__] for key, value in spec.to_wire().items()] == earlier
     assert AlgorithmSpec.from_wire(spec.to_wire()) == spec
-    config = records.to_record([], spec.to_wire())
+    config = records.to_record({}, spec.to_wire())
     assert records.from_record(config)[1] == {key: value for key, value, _ in earlier}
 
 
@@ -111,8 +112,16 @@ def assert_same(a: object, b: object) -> None:
             assert value == other
 
 
-def wire_values(arrays: list[np.ndarray], config: dict) -> int:
-    return serde.wire_size(list(ndarrays_to_parameters(arrays).tensors), config)[0]
+def wire_values(arrays: dict[str, np.ndarray], config: dict) -> int:
+    """Values counted as the legacy API sends a payload: its tensors in order, their names in the config."""
+    tensors, legacy_config = codec.positional((arrays, config))
+    return codec.wire_size(list(ndarrays_to_parameters(tensors).tensors), legacy_config)[0]
+
+
+def legacy_round_trip(payload: codec.Payload) -> codec.Payload:
+    """A payload through the legacy API's ``Parameters`` (tensors in order, names in the config)."""
+    tensors, config = codec.positional(payload)
+    return codec.from_positional(parameters_to_ndarrays(ndarrays_to_parameters(tensors)), config)
 
 
 BROADCASTS = [
@@ -126,10 +135,12 @@ BROADCASTS = [
 
 @pytest.mark.parametrize("message", BROADCASTS, ids=["phase", "update", "finish", "update-with-statistics"])
 def test_broadcasts_round_trip_with_the_parameters_and_count_as_the_core(message) -> None:
-    arrays, config = serde.broadcast_payload(message)
-    assert_same(serde.read_broadcast(arrays, config), message)
-    assert_same(serde.read_broadcast(*records.from_record(records.to_record(arrays, config))), message)
+    arrays, config = codec.broadcast_payload(message)
+    assert_same(codec.read_broadcast(arrays, config), message)
+    assert_same(codec.read_broadcast(*records.from_record(records.to_record(arrays, config))), message)
+    assert_same(codec.read_broadcast(*legacy_round_trip((arrays, config))), message)
     assert wire_values(arrays, config) == payload_size(message)[0]
+    assert records.record_size(records.to_record(arrays, config))[0] == payload_size(message)[0]
 
 
 REPLIES = [
@@ -145,73 +156,96 @@ REPLIES = [
 def test_replies_round_trip_and_harness_is_carried_but_not_counted(report) -> None:
     harness = {"pull-nodes": np.array([2, 5, 37]), "pull-counts": np.array([10, 20, 970])}
     names = tuple(getattr(report, "statistics", ()))  # what the server's bound declares
-    arrays, config = serde.reply_payload(report)
-    assert_same(serde.read_reply(arrays, config, type(report), names), report)
+    arrays, config = codec.reply_payload(report)
+    assert_same(codec.read_reply(arrays, config, type(report), names), report)
     assert wire_values(arrays, config) == payload_size(report)[0]
-    with_harness = serde.reply_payload(report, harness)
+    with_harness = codec.reply_payload(report, harness)
     back_arrays, back_config = records.from_record(records.to_record(*with_harness))
-    assert_same(serde.read_reply(back_arrays, back_config, type(report), names), report)
-    for key, value in serde.read_harness(back_config).items():
+    assert_same(codec.read_reply(back_arrays, back_config, type(report), names), report)
+    for key, value in codec.read_harness(back_config).items():
         np.testing.assert_array_equal(value, harness[key])
     assert wire_values(*with_harness) == payload_size(report)[0]
     assert records.record_size(records.to_record(*with_harness))[0] == payload_size(report)[0]
+    assert_same(codec.read_reply(*legacy_round_trip(with_harness), type(report), names), report)
+    in_config = codec.arrays_to_config(with_harness)  # a legacy evaluate reply, or a final reply under SecAgg+
+    assert_same(codec.read_reply(*codec.from_positional([], in_config), type(report), names), report)
+    assert codec.wire_size([], in_config)[0] == payload_size(report)[0]
 
 
 def test_wire_bytes_are_the_serialised_tensors() -> None:
-    arrays, config = serde.broadcast_payload(BROADCASTS[0])
+    arrays, config = codec.positional(codec.broadcast_payload(BROADCASTS[0]))
     tensors = list(ndarrays_to_parameters(arrays).tensors)
-    _, nbytes = serde.wire_size(tensors, config)
+    _, nbytes = codec.wire_size(tensors, config)
     config_bytes = sum(len(v.encode()) if isinstance(v, str) else 1 if isinstance(v, bool) else 8
                        for v in config.values())
     assert nbytes == sum(len(t) for t in tensors) + config_bytes
 
 
 def test_a_stand_by_reply_is_recognised() -> None:
-    arrays, config = serde.standby_payload(12)
-    assert arrays == [] and serde.is_standby(config) and serde.partition_id(config) == 12
+    arrays, config = codec.standby_payload(12)
+    assert arrays == {} and codec.is_standby(config) and codec.partition_id(config) == 12
 
 
 @pytest.mark.parametrize(
     ("arrays", "config", "expected", "match"),
     [
-        ([UNION], {}, LocalReport, "partition-id"),
-        ([UNION], {serde.PARTITION_ID: "2"}, LocalReport, "not an integer"),
-        ([UNION], {serde.PARTITION_ID: True}, LocalReport, "not an integer"),
-        ([UNION, UNION], {serde.PARTITION_ID: 2}, LocalReport, "expected 3"),
-        ([UNION, UNION, UNION, UNION], {serde.PARTITION_ID: 2}, LocalReport, r"4 tensors, expected 3 \(node ids"),
-        ([np.array([1, 2])], {serde.PARTITION_ID: 2}, FinishReport, "one node id"),
-        ([np.array([1.5]), np.array([0.5])], {serde.PARTITION_ID: 2}, FinishReport, "not an integer"),
-        ([], {serde.PARTITION_ID: 2, serde.NODE_IDS: b"\x01\x02\x03"}, ActiveSetReport, "int64 bytes"),
-        ([], {serde.PARTITION_ID: 2}, ActiveSetReport, "int64 bytes"),
+        ({codec.NODE_IDS: UNION}, {}, LocalReport, "partition-id"),
+        ({codec.NODE_IDS: UNION}, {codec.PARTITION_ID: "2"}, LocalReport, "not an integer"),
+        ({codec.NODE_IDS: UNION}, {codec.PARTITION_ID: True}, LocalReport, "not an integer"),
+        ({codec.NODE_IDS: UNION, codec.MEANS: UNION}, {codec.PARTITION_ID: 2}, LocalReport,
+         "local report has no 'counts' array"),
+        ({"0000": UNION, "0001": UNION, "0002": UNION}, {codec.PARTITION_ID: 2}, LocalReport,
+         r"no 'node-ids' array \(arrays: 0000, 0001, 0002\)"),
+        ({codec.NODE_ID: np.array([1, 2]), codec.POINT: np.array([0.5])}, {codec.PARTITION_ID: 2}, FinishReport,
+         "not one integer"),
+        ({codec.NODE_ID: np.array([1.5]), codec.POINT: np.array([0.5])}, {codec.PARTITION_ID: 2}, FinishReport,
+         "not one integer"),
+        ({codec.NODE_ID: np.array([1])}, {codec.PARTITION_ID: 2}, FinishReport, "final reply has no 'point' array"),
+        ({codec.NODE_IDS: np.array([0.5])}, {codec.PARTITION_ID: 2}, ActiveSetReport, "not integers"),
+        ({}, {codec.PARTITION_ID: 2}, ActiveSetReport, "active-set reply has no 'node-ids' array"),
     ],
 )
 def test_unreadable_replies_raise_wire_error(arrays, config, expected, match) -> None:
-    with pytest.raises(serde.WireError, match=match):
-        serde.read_reply(arrays, config, expected)
+    with pytest.raises(codec.WireError, match=match):
+        codec.read_reply(arrays, config, expected)
 
 
 @pytest.mark.parametrize("drop", ["param-alpha", "phase", "param-algorithm"])
 def test_a_malformed_broadcast_raises_wire_error(drop: str) -> None:
-    arrays, config = serde.broadcast_payload(BROADCASTS[0])
+    arrays, config = codec.broadcast_payload(BROADCASTS[0])
     del config[drop]
-    with pytest.raises(serde.WireError, match="malformed"):
-        serde.read_broadcast(arrays, config)
-    arrays, config = serde.broadcast_payload(BROADCASTS[0])
-    with pytest.raises(serde.WireError, match="malformed"):
-        serde.read_broadcast(arrays, {**config, "param-horizon": "many"})
+    with pytest.raises(codec.WireError, match="malformed"):
+        codec.read_broadcast(arrays, config)
+    arrays, config = codec.broadcast_payload(BROADCASTS[0])
+    with pytest.raises(codec.WireError, match="malformed"):
+        codec.read_broadcast(arrays, {**config, "param-horizon": "many"})
 
 
 def test_a_global_update_without_its_bounds_statistics_raises_wire_error() -> None:
-    arrays, config = serde.broadcast_payload(BROADCASTS[-1])
-    with pytest.raises(serde.WireError, match="4 tensors, expected 5 under confidence=bernstein"):
-        serde.read_broadcast(arrays[:4], config)
-    _, plain_config = serde.broadcast_payload(BROADCASTS[1])
-    with pytest.raises(serde.WireError, match="5 tensors, expected 3 under confidence=hoeffding"):
-        serde.read_broadcast(arrays, plain_config)
+    arrays, config = codec.broadcast_payload(BROADCASTS[-1])
+    without = {name: values for name, values in arrays.items() if name != "statistic:variance"}
+    with pytest.raises(codec.WireError, match=r"no 'statistic:variance' array \(confidence=bernstein\)"):
+        codec.read_broadcast(without, config)
+    _, plain_config = codec.broadcast_payload(BROADCASTS[1])  # parts a bound does not declare are not read
+    update = codec.read_broadcast(arrays, plain_config)
+    assert update.holders is None and dict(update.statistics) == {}
+
+
+def test_a_local_report_without_a_declared_statistic_raises_wire_error() -> None:
+    arrays, config = codec.reply_payload(REPLIES[0])
+    with pytest.raises(codec.WireError, match="local report has no 'statistic:variance' array"):
+        codec.read_reply(arrays, config, LocalReport, ("variance",))
+
+
+def test_legacy_tensors_must_come_with_their_names() -> None:
+    with pytest.raises(codec.WireError, match="2 tensors but 0 names in 'arrays'"):
+        codec.from_positional([UNION, UNION], {codec.PARTITION_ID: 2})
+    with pytest.raises(codec.WireError, match="'array:point' cannot be read as an array"):
+        codec.from_positional([], {codec.PARTITION_ID: 2, "array:point": b"not npy"})
 
 
 def test_unreadable_record_content_is_a_wire_error() -> None:
-    with pytest.raises(serde.WireError, match="cannot be read"):
+    with pytest.raises(codec.WireError, match="cannot be read"):
         records.from_record(RecordDict({"config": ConfigRecord({"phase": 1})}))
 
 

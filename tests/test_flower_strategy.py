@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 import pytest
-from flwr.common import Parameters, parameters_to_ndarrays
+from flwr.common import Parameters
 from flwr.server import SimpleClientManager
 
 from pfxab_flower import engine
@@ -27,8 +27,16 @@ from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import strategy_of
-from pfxab_flower.strategies import LEGACY_STRATEGIES, FedPNEStrategy, PFPNEStrategy, PFXABStrategy, serde
-from tests.flower_loopback import LoopbackProxy, numpy_client_fn, ok_evaluate_res, ok_fit_res, run_loopback
+from pfxab_flower.strategies import LEGACY_STRATEGIES, FedPNEStrategy, PFPNEStrategy, PFXABStrategy
+from pfxab_flower.wire import codec
+from tests.flower_loopback import (
+    LoopbackProxy,
+    legacy_fit_res,
+    legacy_payload,
+    numpy_client_fn,
+    ok_evaluate_res,
+    run_loopback,
+)
 
 SAME_KEYS = (
     "algorithm", "problem", "regret", "regret_per_client", "final_nodes", "final_points", "phases",
@@ -94,7 +102,7 @@ def first_phase():
 
 
 def report_of(res):
-    return serde.read_reply(parameters_to_ndarrays(res.parameters), dict(res.metrics), LocalReport)
+    return codec.read_reply(*legacy_payload(res), LocalReport)
 
 
 def bad_reply(report, kind: str):
@@ -109,8 +117,9 @@ def bad_reply(report, kind: str):
     elif kind == "unknown node ids":
         ids = ids + 100
     elif kind == "no partition id":
-        return ok_fit_res([ids, means, counts], 1, {})
-    return ok_fit_res([ids, means, counts], 1, {serde.PARTITION_ID: report.client})
+        return legacy_fit_res({codec.NODE_IDS: ids, codec.MEANS: means, codec.COUNTS: counts}, {})
+    return legacy_fit_res({codec.NODE_IDS: ids, codec.MEANS: means, codec.COUNTS: counts},
+                          {codec.PARTITION_ID: report.client})
 
 
 @pytest.mark.parametrize(
@@ -127,7 +136,7 @@ def test_malformed_local_report_is_logged_and_skipped(kind: str, reason: str, ca
     strategy, results = first_phase()
     reports = {report_of(res).client: report_of(res) for _, res in results}
     bad = 2
-    results = [(p, bad_reply(reports[bad], kind) if res.metrics[serde.PARTITION_ID] == bad else res)
+    results = [(p, bad_reply(reports[bad], kind) if res.metrics[codec.PARTITION_ID] == bad else res)
                for p, res in results]
     with caplog.at_level(logging.WARNING, logger="pfxab_flower"):
         strategy.aggregate_fit(1, results, [])
@@ -145,8 +154,9 @@ def test_malformed_active_set_is_logged_and_the_phase_closes(caplog) -> None:
     evaluations = strategy.configure_evaluate(1, Parameters([], ""), SimpleClientManager())
     replies = [(proxy, proxy.evaluate(ins, None, None)) for proxy, ins in evaluations]
     replies = [
-        (p, ok_evaluate_res(0.0, 1, {serde.PARTITION_ID: 1, serde.NODE_IDS: np.array([999]).tobytes()}))
-        if res.metrics[serde.PARTITION_ID] == 1 else (p, res)
+        (p, ok_evaluate_res(0.0, 1, codec.arrays_to_config(({codec.NODE_IDS: np.array([999])},
+                                                            {codec.PARTITION_ID: 1}))))
+        if res.metrics[codec.PARTITION_ID] == 1 else (p, res)
         for p, res in replies
     ]
     with caplog.at_level(logging.WARNING, logger="pfxab_flower"):

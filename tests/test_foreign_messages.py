@@ -33,7 +33,8 @@ from pfxab_flower.client_apps import legacy_client_app, message_client_app, obje
 from pfxab_flower.client_apps.foreign import LOGGED_KEY
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.spec import AlgorithmSpec
-from pfxab_flower.strategies import PFXAB, PFXABStrategy, records, serde
+from pfxab_flower.strategies import PFXAB, PFXABStrategy, records
+from pfxab_flower.wire import codec
 from tests.flower_loopback import run_loopback as run_legacy_loopback
 from tests.foreign_apps import echo_client
 from tests.message_loopback import LoopbackGrid, run_loopback
@@ -95,7 +96,7 @@ def test_the_message_app_answers_fedavg_with_one_error_per_node(caplog) -> None:
     ({"param-horizon": None}, "server message is malformed: its config has no 'param-horizon' (config keys: "),
 ])
 def test_a_message_of_another_version_is_answered_with_what_is_wrong(change: dict, expected: str) -> None:
-    arrays, config = serde.broadcast_payload(OURS)
+    arrays, config = codec.broadcast_payload(OURS)
     config = {k: v for k, v in {**config, **change}.items() if v is not None}
     message = Message(records.to_record(arrays, config), dst_node_id=100, message_type=MessageType.TRAIN)
     reply = ask(message_client_app(SESSIONS), message, node())
@@ -118,7 +119,7 @@ def test_the_legacy_app_answers_foreign_messages_with_one_error_per_node(caplog)
         foreign.error.reason
     assert len(logged(caplog)) == 1  # once per node
     # our own legacy message is answered as before
-    arrays, config = serde.broadcast_payload(OURS)
+    arrays, config = codec.positional(codec.broadcast_payload(OURS))
     ours = Message(fitins_to_recorddict(FitIns(ndarrays_to_parameters(arrays), config), True), dst_node_id=100,
                    message_type=MessageType.TRAIN)
     assert ask(app, ours, context).has_content()

@@ -24,7 +24,8 @@ from pfxab_flower.client_apps import federation_sessions, message_client_app
 from pfxab_flower.problems import build_federation
 from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import strategy_of
-from pfxab_flower.strategies import PFXAB, serde
+from pfxab_flower.strategies import PFXAB
+from pfxab_flower.wire import codec
 from tests.flower_loopback import LoopbackProxy
 from tests.flower_loopback import run_loopback as run_legacy_loopback
 from tests.message_loopback import LoopbackGrid, run_loopback
@@ -41,7 +42,7 @@ class NodeDiesGrid(LoopbackGrid):
 
 
 def final_error_for_client_3(message: Message, reply: Message) -> Message:
-    if serde.FINISH_KEY in message.content.config_records["config"] and message.metadata.dst_node_id == 103:
+    if codec.FINISH_KEY in message.content.config_records["config"] and message.metadata.dst_node_id == 103:
         return Message(Error(code=0, reason="disk full"), reply_to=message)
     return reply
 

@@ -24,19 +24,19 @@ from pfxab_flower.errors import ObjectiveError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.run_parameters import AppOptions, RunConfig, parse_run_config
 from pfxab_flower.sampling import SimulatedEnvironment
-from pfxab_flower.strategies import secure
+from pfxab_flower.wire import summed
 
 MODULUS = 2**32
-STEP = 2 * secure.SECURE_CLIP / secure.QUANTIZATION_RANGE
+STEP = 2 * summed.SECURE_CLIP / summed.QUANTIZATION_RANGE
 
 
 def secagg_average(vectors: list[np.ndarray]) -> np.ndarray:
     """What SecAgg+ reveals for these client vectors (weight 1 each): their average, after quantisation."""
-    total = sum(quantize([v], secure.SECURE_CLIP, secure.QUANTIZATION_RANGE)[0].astype(np.int64) for v in vectors)
+    total = sum(quantize([v], summed.SECURE_CLIP, summed.QUANTIZATION_RANGE)[0].astype(np.int64) for v in vectors)
     total = np.mod(total, MODULUS)
-    summed = dequantize([total], secure.SECURE_CLIP, secure.QUANTIZATION_RANGE)[0]
-    summed += -(len(vectors) - 1) * secure.SECURE_CLIP
-    return summed / len(vectors)
+    average = dequantize([total], summed.SECURE_CLIP, summed.QUANTIZATION_RANGE)[0]
+    average += -(len(vectors) - 1) * summed.SECURE_CLIP
+    return average / len(vectors)
 
 
 def run_secure(federation, algorithm: str, settings) -> tuple[ServerMachine, list[float]]:
@@ -52,9 +52,9 @@ def run_secure(federation, algorithm: str, settings) -> tuple[ServerMachine, lis
             server.finish([c.finish(instruction, e) for c, e in zip(clients, envs, strict=True)])
             return server, errors
         reports = [c.explore(instruction, e) for c, e in zip(clients, envs, strict=True)]
-        average = secagg_average([secure.local_vector(r) for r in reports])
+        average = secagg_average([summed.local_vector(r) for r in reports])
         names = settings.bound.statistics
-        sums, holders, statistic_sums = secure.split_aggregate(average, len(reports), len(instruction.node_ids), names)
+        sums, holders, statistic_sums = summed.split_aggregate(average, len(reports), len(instruction.node_ids), names)
         update = server.aggregate_sums(sums, holders, len(reports), statistic_sums)
         exact = pooled_means(instruction.node_ids, reports)
         errors.append(float(np.nanmax(np.abs(update.global_means - exact))))
@@ -94,16 +94,16 @@ def test_holders_are_summed_too() -> None:
         LocalReport(0, ids, np.array([0.5, 0.2, 0.0, 0.0]), np.array([3, 3, 0, 0])),
         LocalReport(1, ids, np.array([0.7, 0.0, 0.1, 0.0]), np.array([3, 0, 3, 0])),
     ]
-    sums, holders, _ = secure.split_aggregate(secagg_average([secure.local_vector(r) for r in reports]), 2, 4)
+    sums, holders, _ = summed.split_aggregate(secagg_average([summed.local_vector(r) for r in reports]), 2, 4)
     np.testing.assert_array_equal(holders, [2, 1, 1, 0])
     np.testing.assert_allclose(sums[:3], [1.2, 0.2, 0.1], atol=2 * STEP)
-    assert secure.split_aggregate(np.zeros(5), 2, 4)[1].size == 0  # a wrong length is passed on, then rejected
+    assert summed.split_aggregate(np.zeros(5), 2, 4)[1].size == 0  # a wrong length is passed on, then rejected
 
 
 def test_values_outside_the_clipping_range_are_a_clear_error() -> None:
     report = LocalReport(3, np.array([2, 3]), np.array([0.5, 12.5]), np.array([1, 1]))
     with pytest.raises(ObjectiveError, match=r"client 3: local mean 12.5 of node 3 is outside \[-8, 8\]"):
-        secure.local_vector(report)
+        summed.local_vector(report)
 
 
 def test_a_malformed_aggregate_is_rejected_not_averaged() -> None:

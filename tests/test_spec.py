@@ -23,9 +23,10 @@ from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.spec import AlgorithmSpec
-from pfxab_flower.strategies import LEGACY_STRATEGIES, STRATEGIES, records, serde
+from pfxab_flower.strategies import LEGACY_STRATEGIES, STRATEGIES, records
 from pfxab_flower.strategies.message import PhasedEliminationStrategy
 from pfxab_flower.strategies.secure import run_legacy_workflow
+from pfxab_flower.wire import codec
 from tests.message_loopback import LoopbackGrid, run_loopback
 
 
@@ -167,15 +168,15 @@ def test_the_spec_travels_the_wire_with_its_options(slack) -> None:
                                slack=0.75, confidence="bernstein", reward_range=(-1.0, 2.0))
     wire = spec.to_wire()
     assert wire["param-slack"] == 0.75 and wire["param-pf-pne-eps"] == 0.1  # sent by every algorithm, as before
-    _, values = records.from_record(records.to_record([], wire))
+    _, values = records.from_record(records.to_record({}, wire))
     assert AlgorithmSpec.from_wire(values) == spec
     with pytest.raises(ConfigError, match=r"^slack=-0\.5 is invalid; allowed: a number >= 0$"):
         AlgorithmSpec.from_wire({**wire, "param-slack": -0.5})  # the client's one check is the decoding
     with pytest.raises(KeyError):
         AlgorithmSpec.from_wire({k: v for k, v in wire.items() if k != "param-slack"})
-    with pytest.raises(serde.WireError, match="not float"):
-        serde.read_broadcast([np.array([1])], {**wire, "param-slack": "wide", "phase": 1, "global-pulls": 1,
-                                               "local-pulls": 1})
+    with pytest.raises(codec.WireError, match="not float"):
+        codec.read_broadcast({codec.NODE_IDS: np.array([1])},
+                             {**wire, "param-slack": "wide", "phase": 1, "global-pulls": 1, "local-pulls": 1})
 
 
 def test_a_run_checks_its_parameters_once_and_the_sessions_not_again(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -35,8 +35,9 @@ from pfxab_flower.exchanges import Exchange
 from pfxab_flower.problems import build_federation
 from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import strategy_of
-from pfxab_flower.strategies import PFXAB, serde
+from pfxab_flower.strategies import PFXAB
 from pfxab_flower.trust import NodeBinding, pull_log_problem
+from pfxab_flower.wire import codec
 from tests.flower_loopback import LoopbackProxy
 from tests.flower_loopback import run_loopback as run_legacy_loopback
 from tests.impostors import claim, edit_pull_log, from_node, is_final, phase_of
@@ -219,8 +220,8 @@ class ImpostorProxy(LoopbackProxy):
         return self._claim(ins, super().evaluate(ins, timeout, group_id))
 
     def _claim(self, ins, res):
-        if self.node_id == 100 and (serde.FINISH_KEY in ins.config or int(ins.config.get("phase", 0)) >= 2):
-            res.metrics[serde.PARTITION_ID] = 1
+        if self.node_id == 100 and (codec.FINISH_KEY in ins.config or int(ins.config.get("phase", 0)) >= 2):
+            res.metrics[codec.PARTITION_ID] = 1
         return res
 
 

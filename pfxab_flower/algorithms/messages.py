@@ -2,7 +2,7 @@
 
 A message holds only what a real deployment would send: node ids, means,
 counts, a few integers. A transport (the in-process engine or Flower) moves
-them and nothing else; :mod:`pfxab_flower.strategies.serde` converts them to Flower types.
+them and nothing else; :mod:`pfxab_flower.wire.codec` converts them to Flower types.
 
 One phase is two exchanges::
 
