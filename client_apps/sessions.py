@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from flwr.app import ConfigRecord, Context
 
+from pfxab_flower.client_apps.sent_once import SentOnce
 from pfxab_flower.client_apps.store import FlowerStore
 from pfxab_flower.config import parse
 from pfxab_flower.domain import Domain
@@ -125,13 +126,17 @@ def federation_sessions(
     node (:func:`cached_federation`): Flower's Ray engine pickles the ClientApp, closure
     included, with every message, and a closure over a federation of ``M`` clients made each
     message cost O(M) (60 KB and ~2.5 ms to pickle at M = 1000, then as much to unpickle:
-    docs/performance.md); a ``RunConfig`` is a few hundred bytes. ``faults`` (or the run
+    docs/performance.md); a ``RunConfig`` is a few hundred bytes. A ``federation`` given as
+    itself is put in Ray's object store once and fetched once per worker
+    (:class:`~pfxab_flower.client_apps.sent_once.SentOnce`). ``faults`` (or the run
     config's ``fail-rate``, ``fail-clients``, ``straggle-seconds``) injects dropouts and
     stragglers, as the in-process engine does with the same plan.
     """
 
+    shared = SentOnce(federation) if federation is not None else None  # pickled once under Ray, not per message
+
     def session_fn(context: Context) -> ClientSession:
-        fed, plan = federation, faults
+        fed, plan = (shared.value if shared is not None else None), faults
         if fed is None and config is not None:
             fed = cached_federation(config)
         if fed is None or plan is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 
 from pfxab_flower.config import ALGORITHMS
@@ -58,3 +59,27 @@ def test_ray_simulation_matches_inprocess(shared_ray, algorithm: str, api: str) 
         assert flower.summary[key] == inprocess.summary[key], key
     assert flower.summary["engine"] == "flower"
     assert flower.phases.equals(inprocess.phases)
+
+
+def test_a_federation_passed_as_itself_travels_once_through_rays_object_store(shared_ray) -> None:
+    """Flower's Ray engine pickles the ClientApp with every message: a federation in its closure must not ride
+    along (issue 24: O(M) bytes per message). While Ray runs it pickles as a reference, and a worker gets it back."""
+    import cloudpickle
+    import ray
+
+    from pfxab_flower.client_apps.sent_once import SentOnce
+    from pfxab_flower.client_apps.sessions import federation_sessions
+    from pfxab_flower.problems.synthetic import synthetic_federation
+    from pfxab_flower.simulations.apps import client_app
+
+    federation = synthetic_federation("garland", 1000)
+    whole = len(cloudpickle.dumps(federation))
+    app = len(cloudpickle.dumps(client_app(federation_sessions(federation))))
+    assert app < whole / 5, (app, whole)
+
+    @ray.remote
+    def values_in_a_worker(shared: SentOnce) -> np.ndarray:  # Ray pickles its arguments as Flower's engine does
+        return shared.value.local_values(np.array([[0.25], [0.5]]))
+
+    np.testing.assert_array_equal(ray.get(values_in_a_worker.remote(SentOnce(federation)), timeout=60),
+                                  federation.local_values(np.array([[0.25], [0.5]])))
