@@ -1,0 +1,160 @@
+"""The practice map: which algorithm has the least regret for each budget, noise and personalisation.
+
+``python -m pfxab_flower.simulations.practice DIR --out MAP`` reads a finished sweep of
+``simulations/configs/practice.toml`` (``pfxab sweep ... --out DIR``) and writes in ``MAP``
+(default ``DIR-map``; the sweep's own directory holds only what the sweep wrote):
+
+* ``practice_map.csv``: one row per setting (problem, horizon, alpha, noise) and algorithm
+  variant (algorithm and confidence bound): the mean and sd of the final regret over the
+  seeds, the regret per pull, and the variant's ratio to the setting's best;
+* ``practice_winners.csv``: each setting's best variant, and PF-XAB's and random search's
+  ratios to it;
+* ``practice.png`` / ``practice.pdf``: regret per pull against the horizon, one panel per
+  problem, noise and alpha, one line per variant;
+
+and prints the winners as a Markdown table (docs/practice.md). Which variant wins is what
+the runs measured: nothing here chooses or weighs the algorithms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from pfxab_flower.outputs import atomic_file
+from pfxab_flower.simulations.experiment import ALGORITHM_LABELS
+from pfxab_flower.simulations.sweep import load_sweep
+
+SETTING = ["problem", "horizon", "alpha", "noise_sigma"]
+VARIANT = ["algorithm", "confidence"]
+
+
+def variant_label(algorithm: str, confidence: str) -> str:
+    """``PF-XAB`` for the paper's widths, ``PF-XAB (bernstein)`` for the other bound."""
+    label = ALGORITHM_LABELS.get(algorithm, algorithm)
+    return label if confidence == "hoeffding" else f"{label} ({confidence})"
+
+
+def bound_blind(runs: pd.DataFrame) -> set[str]:
+    """Algorithms whose every run gave the same regret under every bound (the bound is not used: a baseline
+    that never eliminates); their variants are one, shown without a bound."""
+    blind = set()
+    for algorithm, group in runs.groupby("algorithm"):
+        by_bound = group.pivot_table(index=[*SETTING, "seed"], columns="confidence", values="regret")
+        if by_bound.shape[1] > 1 and by_bound.nunique(axis=1).eq(1).all():
+            blind.add(str(algorithm))
+    return blind
+
+
+def practice_map(runs: pd.DataFrame) -> pd.DataFrame:
+    """Mean and sd of the final regret per setting and variant, with the ratio to the setting's best mean.
+
+    An algorithm that gave the same regret under both bounds in every run (:func:`bound_blind`) is
+    one variant, kept once (under ``hoeffding``) and labelled without a bound.
+    """
+    blind = bound_blind(runs)
+    runs = runs[~(runs["algorithm"].isin(blind) & (runs["confidence"] != "hoeffding"))]
+    table = (runs.groupby([*SETTING, *VARIANT], as_index=False)
+             .agg(regret_mean=("regret", "mean"), regret_sd=("regret", "std"), seeds=("seed", "nunique")))
+    table["regret_per_pull"] = table["regret_mean"] / table["horizon"]
+    best = table.groupby(SETTING)["regret_mean"].transform("min")
+    table["ratio_to_best"] = table["regret_mean"] / best
+    table["variant"] = [variant_label(a, c) for a, c in zip(table["algorithm"], table["confidence"], strict=True)]
+    return table.sort_values([*SETTING, "regret_mean"], ignore_index=True)
+
+
+def winners(table: pd.DataFrame) -> pd.DataFrame:
+    """Each setting's best variant, its runner-up, and PF-XAB's and random search's ratios to the best."""
+    rows = []
+    for setting, group in table.groupby(SETTING, sort=True):
+        group = group.sort_values("regret_mean")
+        ratio = dict(zip(group["variant"], group["ratio_to_best"], strict=True))
+        rows.append({**dict(zip(SETTING, setting, strict=True)), "best": group["variant"].iloc[0],
+                     "best_regret": group["regret_mean"].iloc[0], "runner_up": group["variant"].iloc[1],
+                     "runner_up_ratio": group["ratio_to_best"].iloc[1],
+                     "pf_xab_ratio": ratio.get(variant_label("pf-xab", "hoeffding")),
+                     "random_search_ratio": ratio.get(variant_label("random-search", "hoeffding"))})
+    return pd.DataFrame(rows)
+
+
+def markdown(best: pd.DataFrame) -> str:
+    """The winners as a Markdown table (regret in the run's units; ratios to the best mean)."""
+    lines = ["| problem | noise sigma | alpha | T | best (mean regret) | runner-up (x best) | PF-XAB (x best) | "
+             "random search (x best) |", "|---|---|---|---|---|---|---|---|"]
+    for row in best.sort_values(["problem", "noise_sigma", "alpha", "horizon"]).itertuples():
+        lines.append(f"| {row.problem} | {row.noise_sigma:g} | {row.alpha:g} | {row.horizon:.0e} | "
+                     f"{row.best} ({row.best_regret:,.0f}) | {row.runner_up} (x{row.runner_up_ratio:.2f}) | "
+                     f"x{row.pf_xab_ratio:.2f} | x{row.random_search_ratio:.2f} |")
+    return "\n".join(lines)
+
+
+def figure(table: pd.DataFrame, stem: Path) -> list[Path]:
+    """Regret per pull against the horizon: a panel per (problem, noise) row and alpha column."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted(table.groupby(["problem", "noise_sigma"]).groups)
+    alphas = sorted(table["alpha"].unique())
+    variants = sorted(table["variant"].unique())
+    colours = {v: plt.get_cmap("tab10")(i % 10) for i, v in enumerate(variants)}
+    fig, axes = plt.subplots(len(rows), len(alphas), figsize=(3.4 * len(alphas), 2.6 * len(rows)),
+                             sharex=True, squeeze=False)
+    for r, (problem, noise) in enumerate(rows):
+        for c, alpha in enumerate(alphas):
+            ax = axes[r][c]
+            panel = table[(table["problem"] == problem) & (table["noise_sigma"] == noise) & (table["alpha"] == alpha)]
+            for variant, line in panel.groupby("variant"):
+                line = line.sort_values("horizon")
+                ax.plot(line["horizon"], line["regret_per_pull"], marker="o", markersize=3, label=variant,
+                        color=colours[variant], linestyle="--" if "bernstein" in variant else "-")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_title(f"{problem}, sigma {noise:g}, alpha {alpha:g}", fontsize=9)
+            ax.grid(True, which="major", alpha=0.3)
+            if c == 0:
+                ax.set_ylabel("regret / T (sum of M clients)")
+            if r == len(rows) - 1:
+                ax.set_xlabel("horizon T")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    written = []
+    for suffix in (".png", ".pdf"):
+        path = stem.with_suffix(suffix)
+        with atomic_file(path) as tmp:
+            fig.savefig(tmp, dpi=100, format=suffix[1:])
+        written.append(path)
+    plt.close(fig)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pfxab_flower.simulations.practice",
+                                     description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("directory", help="a finished sweep of simulations/configs/practice.toml")
+    parser.add_argument("--out", default=None, help="where to write the map (default: DIRECTORY-map)")
+    args = parser.parse_args(argv)
+    _, runs, _ = load_sweep(args.directory)
+    missing = [c for c in [*SETTING, *VARIANT, "seed", "regret"] if c not in runs.columns]
+    if missing:
+        parser.error(f"{args.directory} has no column {missing[0]!r}; allowed: a sweep of practice.toml's grid")
+    out = Path(args.out or f"{str(args.directory).rstrip('/')}-map")
+    out.mkdir(parents=True, exist_ok=True)
+    table = practice_map(runs)
+    best = winners(table)
+    for name, frame in (("practice_map.csv", table), ("practice_winners.csv", best)):
+        with atomic_file(out / name) as tmp:
+            frame.to_csv(tmp, index=False)
+    for path in figure(table, out / "practice"):
+        print(f"wrote {path}", file=sys.stderr)
+    print(markdown(best))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
