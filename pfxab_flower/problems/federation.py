@@ -115,6 +115,9 @@ class Federation:
     #: The real modes' scoring: each client's mean reward (the objectives' own, for a cheap deterministic
     #: one), or ``None``: no regret, the objectives are called only for the pulls.
     reference: Sequence[Objective] | None = None
+    #: ``exact_optimum(alpha)``: a problem's known personalised optimum (e.g. a separable one's, from its
+    #: 1-D factor), used instead of the grid search of :mod:`.optimum`.
+    exact_optimum: Callable[[float], Optimum] | None = None
     _optima: dict[float, Optimum] = field(default_factory=dict, init=False, repr=False)
     _truth: Federation | None = field(default=None, init=False, repr=False)
 
@@ -271,5 +274,5 @@ class Federation:
         """Each client's maximum of ``alpha mu_m + (1 - alpha) mu`` over the whole domain (cached)."""
         key = float(alpha)
         if key not in self._optima:
-            self._optima[key] = maximise_personalised(self, key)
+            self._optima[key] = self.exact_optimum(key) if self.exact_optimum else maximise_personalised(self, key)
         return self._optima[key]
