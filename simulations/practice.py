@@ -9,8 +9,11 @@
   seeds, the regret per pull, and the variant's ratio to the setting's best;
 * ``practice_winners.csv``: each setting's best variant, and PF-XAB's and random search's
   ratios to it;
-* ``practice.png`` / ``practice.pdf``: regret per pull against the horizon, one panel per
-  problem, noise and alpha, one line per variant;
+* ``practice.png`` / ``practice.pdf``: where each variant wins: one panel per problem family,
+  noise and alpha, horizon across and dimension up, each cell coloured by its winner and
+  marked with PF-XAB's ratio to it;
+* ``practice_curves.png`` / ``.pdf``: regret per pull against the horizon for the 1-D
+  problems, one panel per problem, noise and alpha, one line per variant;
 
 and prints the winners as a Markdown table (docs/practice.md). Which variant wins is what
 the runs measured: nothing here chooses or weighs the algorithms.
@@ -19,17 +22,25 @@ the runs measured: nothing here chooses or weighs the algorithms.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
 import pandas as pd
 
+from pfxab_flower.errors import ConfigError
 from pfxab_flower.outputs import atomic_file
 from pfxab_flower.simulations.experiment import ALGORITHM_LABELS
 from pfxab_flower.simulations.sweep import load_sweep
 
 SETTING = ["problem", "horizon", "alpha", "noise_sigma"]
 VARIANT = ["algorithm", "confidence"]
+
+
+def family_and_dimension(problem: str) -> tuple[str, int]:
+    """``("garland", 3)`` for ``garland-3d`` (:mod:`pfxab_flower.problems.separable`), ``(problem, 1)`` otherwise."""
+    match = re.fullmatch(r"(.+)-(\d+)d", problem)
+    return (match.group(1), int(match.group(2))) if match else (problem, 1)
 
 
 def variant_label(algorithm: str, confidence: str) -> str:
@@ -63,6 +74,7 @@ def practice_map(runs: pd.DataFrame) -> pd.DataFrame:
     best = table.groupby(SETTING)["regret_mean"].transform("min")
     table["ratio_to_best"] = table["regret_mean"] / best
     table["variant"] = [variant_label(a, c) for a, c in zip(table["algorithm"], table["confidence"], strict=True)]
+    table["family"], table["dimension"] = zip(*map(family_and_dimension, table["problem"]), strict=True)
     return table.sort_values([*SETTING, "regret_mean"], ignore_index=True)
 
 
@@ -72,7 +84,8 @@ def winners(table: pd.DataFrame) -> pd.DataFrame:
     for setting, group in table.groupby(SETTING, sort=True):
         group = group.sort_values("regret_mean")
         ratio = dict(zip(group["variant"], group["ratio_to_best"], strict=True))
-        rows.append({**dict(zip(SETTING, setting, strict=True)), "best": group["variant"].iloc[0],
+        rows.append({**dict(zip(SETTING, setting, strict=True)), "family": group["family"].iloc[0],
+                     "dimension": group["dimension"].iloc[0], "best": group["variant"].iloc[0],
                      "best_regret": group["regret_mean"].iloc[0], "runner_up": group["variant"].iloc[1],
                      "runner_up_ratio": group["ratio_to_best"].iloc[1],
                      "pf_xab_ratio": ratio.get(variant_label("pf-xab", "hoeffding")),
@@ -82,22 +95,79 @@ def winners(table: pd.DataFrame) -> pd.DataFrame:
 
 def markdown(best: pd.DataFrame) -> str:
     """The winners as a Markdown table (regret in the run's units; ratios to the best mean)."""
-    lines = ["| problem | noise sigma | alpha | T | best (mean regret) | runner-up (x best) | PF-XAB (x best) | "
-             "random search (x best) |", "|---|---|---|---|---|---|---|---|"]
-    for row in best.sort_values(["problem", "noise_sigma", "alpha", "horizon"]).itertuples():
-        lines.append(f"| {row.problem} | {row.noise_sigma:g} | {row.alpha:g} | {row.horizon:.0e} | "
+    lines = ["| problem | d | noise sigma | alpha | T | best (mean regret) | runner-up (x best) | PF-XAB (x best) | "
+             "random search (x best) |", "|---|---|---|---|---|---|---|---|---|"]
+    for row in best.sort_values(["family", "dimension", "noise_sigma", "alpha", "horizon"]).itertuples():
+        lines.append(f"| {row.family} | {row.dimension} | {row.noise_sigma:g} | {row.alpha:g} | {row.horizon:.0e} | "
                      f"{row.best} ({row.best_regret:,.0f}) | {row.runner_up} (x{row.runner_up_ratio:.2f}) | "
                      f"x{row.pf_xab_ratio:.2f} | x{row.random_search_ratio:.2f} |")
     return "\n".join(lines)
 
 
-def figure(table: pd.DataFrame, stem: Path) -> list[Path]:
-    """Regret per pull against the horizon: a panel per (problem, noise) row and alpha column."""
+def _pyplot():  # type: ignore[no-untyped-def]
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def _save(fig, stem: Path) -> list[Path]:  # type: ignore[no-untyped-def]
+    written = []
+    for suffix in (".png", ".pdf"):
+        path = stem.with_suffix(suffix)
+        with atomic_file(path) as tmp:
+            fig.savefig(tmp, dpi=100, format=suffix[1:])
+        written.append(path)
+    _pyplot().close(fig)
+    return written
+
+
+def winners_figure(best: pd.DataFrame, stem: Path) -> list[Path]:
+    """Where each variant wins: a panel per (family, noise) row and alpha column; horizon across, dimension up."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    plt = _pyplot()
+    variants = sorted(best["best"].unique())
+    code = {v: i for i, v in enumerate(variants)}
+    palette = [plt.get_cmap("tab10")(i % 10) for i in range(len(variants))]
+    rows = sorted(best.groupby(["family", "noise_sigma"]).groups)
+    alphas, horizons = sorted(best["alpha"].unique()), sorted(best["horizon"].unique())
+    dimensions = sorted(best["dimension"].unique())
+    fig, axes = plt.subplots(len(rows), len(alphas), figsize=(3.3 * len(alphas), 2.5 * len(rows)), squeeze=False)
+    for r, (family, noise) in enumerate(rows):
+        for c, alpha in enumerate(alphas):
+            ax = axes[r][c]
+            panel = best[(best["family"] == family) & (best["noise_sigma"] == noise) & (best["alpha"] == alpha)]
+            grid = panel.pivot(index="dimension", columns="horizon", values="best").reindex(
+                index=dimensions, columns=horizons)
+            ratio = panel.pivot(index="dimension", columns="horizon", values="pf_xab_ratio").reindex(
+                index=dimensions, columns=horizons)
+            ax.imshow(grid.apply(lambda column: column.map(code)).to_numpy(dtype=float), origin="lower",
+                      cmap=ListedColormap(palette), vmin=-0.5, vmax=len(variants) - 0.5, aspect="auto")
+            for i in range(len(dimensions)):
+                for j in range(len(horizons)):
+                    ax.text(j, i, f"x{ratio.iat[i, j]:.1f}", ha="center", va="center", fontsize=7)
+            ax.set_xticks(range(len(horizons)), [f"{h:.0e}".replace("+0", "") for h in horizons], fontsize=7)
+            ax.set_yticks(range(len(dimensions)), [str(d) for d in dimensions], fontsize=7)
+            ax.set_title(f"{family}, sigma {noise:g}, alpha {alpha:g}", fontsize=9)
+            if c == 0:
+                ax.set_ylabel("dimension d")
+            if r == len(rows) - 1:
+                ax.set_xlabel("horizon T")
+    handles = [Patch(color=palette[code[v]], label=v) for v in variants]
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False,
+               title="least mean regret (cell text: PF-XAB's regret / the winner's)", title_fontsize=8)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return _save(fig, stem)
+
+
+def curves_figure(table: pd.DataFrame, stem: Path) -> list[Path]:
+    """Regret per pull against the horizon for the 1-D problems: a panel per (problem, noise) row and alpha column."""
+    plt = _pyplot()
+    table = table[table["dimension"] == 1]
     rows = sorted(table.groupby(["problem", "noise_sigma"]).groups)
     alphas = sorted(table["alpha"].unique())
     variants = sorted(table["variant"].unique())
@@ -123,14 +193,7 @@ def figure(table: pd.DataFrame, stem: Path) -> list[Path]:
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
-    written = []
-    for suffix in (".png", ".pdf"):
-        path = stem.with_suffix(suffix)
-        with atomic_file(path) as tmp:
-            fig.savefig(tmp, dpi=100, format=suffix[1:])
-        written.append(path)
-    plt.close(fig)
-    return written
+    return _save(fig, stem)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,7 +202,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("directory", help="a finished sweep of simulations/configs/practice.toml")
     parser.add_argument("--out", default=None, help="where to write the map (default: DIRECTORY-map)")
     args = parser.parse_args(argv)
-    _, runs, _ = load_sweep(args.directory)
+    try:
+        _, runs, _ = load_sweep(args.directory)
+    except ConfigError as exc:  # not a finished sweep: one line, before any work
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
     missing = [c for c in [*SETTING, *VARIANT, "seed", "regret"] if c not in runs.columns]
     if missing:
         parser.error(f"{args.directory} has no column {missing[0]!r}; allowed: a sweep of practice.toml's grid")
@@ -150,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, frame in (("practice_map.csv", table), ("practice_winners.csv", best)):
         with atomic_file(out / name) as tmp:
             frame.to_csv(tmp, index=False)
-    for path in figure(table, out / "practice"):
+    for path in [*winners_figure(best, out / "practice"), *curves_figure(table, out / "practice_curves")]:
         print(f"wrote {path}", file=sys.stderr)
     print(markdown(best))
     return 0

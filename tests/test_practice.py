@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pfxab_flower.simulations.practice import markdown, practice_map, winners
+from pfxab_flower.simulations.practice import family_and_dimension, markdown, practice_map, winners
 
 
 def runs() -> pd.DataFrame:
@@ -31,7 +31,9 @@ def test_the_map_ranks_each_setting_by_mean_regret() -> None:
     assert best.loc[1000, "best"] == "Random-Search" and best.loc[1000, "runner_up"] == "PF-XAB (bernstein)"
     assert best.loc[10000, "best"] == "PF-XAB" and best.loc[10000, "random_search_ratio"] == 110.0 / 50.0
     text = markdown(winners(table))
-    assert "| garland | 0.1 | 0.5 | 1e+03 | Random-Search (11) | PF-XAB (bernstein) (x1.91) | x2.91 | x1.00 |" in text
+    assert family_and_dimension("garland-5d") == ("garland", 5) and family_and_dimension("landmine") == ("landmine", 1)
+    assert ("| garland | 1 | 0.1 | 0.5 | 1e+03 | Random-Search (11) | PF-XAB (bernstein) (x1.91) | x2.91 | x1.00 |"
+            in text)
 
 
 def test_a_baseline_that_ignores_the_bound_is_one_variant() -> None:
