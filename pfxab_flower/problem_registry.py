@@ -120,15 +120,7 @@ register_problem("doublesine", "pfxab_flower.problems.synthetic:doublesine_feder
                  help="1-D, DoubleSine shifted per client")
 register_problem("landmine", "pfxab_flower.problems.landmine:landmine_federation",
                  help="2-D, an RBF-SVM's C and gamma tuned on one landmine field per client")
-register_problem("garland-2d", "pfxab_flower.problems.separable:garland_2d",
-                 help="2-D, Garland in every coordinate, shifted per client")
-register_problem("garland-3d", "pfxab_flower.problems.separable:garland_3d",
-                 help="3-D, Garland in every coordinate, shifted per client")
-register_problem("garland-5d", "pfxab_flower.problems.separable:garland_5d",
-                 help="5-D, Garland in every coordinate, shifted per client")
-register_problem("doublesine-2d", "pfxab_flower.problems.separable:doublesine_2d",
-                 help="2-D, DoubleSine in every coordinate, shifted per client")
-register_problem("doublesine-3d", "pfxab_flower.problems.separable:doublesine_3d",
-                 help="3-D, DoubleSine in every coordinate, shifted per client")
-register_problem("doublesine-5d", "pfxab_flower.problems.separable:doublesine_5d",
-                 help="5-D, DoubleSine in every coordinate, shifted per client")
+for _family, _label in (("garland", "Garland"), ("doublesine", "DoubleSine")):  # problems/separable.py
+    for _dimension in (2, 3, 5):
+        register_problem(f"{_family}-{_dimension}d", f"pfxab_flower.problems.separable:{_family}_{_dimension}d",
+                         help=f"{_dimension}-D, {_label} in every coordinate, shifted per client")
