@@ -133,9 +133,9 @@ def log_summary(driver: ServerDriver, name: str) -> None:
 
 
 class Reply(NamedTuple):
-    """A reply's payload as a transport decoded it, and the Flower node it came from (if known)."""
+    """A reply's payload as a transport decoded it (named arrays, config), and the Flower node it came from."""
 
-    arrays: list[np.ndarray]
+    arrays: Mapping[str, np.ndarray]
     config: Mapping[str, Any]
     node: int | None = None
 
