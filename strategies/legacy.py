@@ -69,6 +69,7 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
         self.secure_aggregation = bool(secure_aggregation)
         self._sent: list[ClientProxy] = []
         self._standby: set[int] = set()
+        self._down: tuple[int, int] = (0, 0)  # (values, bytes) of the broadcast under way, counted as it was sent
         self._score: tuple[float, dict[str, Scalar]] | None = None
 
     @property
@@ -94,8 +95,7 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
         outgoing = self.driver.next_exchange()
         if outgoing is None:
             return []
-        tensors, config = codec.positional(codec.broadcast_payload(outgoing.message))
-        fit_ins = FitIns(ndarrays_to_parameters(tensors), config)
+        fit_ins = FitIns(*self._broadcast(outgoing.message))
         return [(client, fit_ins) for client in self._sent]
 
     def aggregate_fit(
@@ -124,8 +124,7 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
     ) -> list[tuple[ClientProxy, EvaluateIns]]:
         if not self.driver.second_exchange_due or (outgoing := self.driver.next_exchange()) is None:
             return []
-        tensors, config = codec.positional(codec.broadcast_payload(outgoing.message))
-        evaluate_ins = EvaluateIns(ndarrays_to_parameters(tensors), config)
+        evaluate_ins = EvaluateIns(*self._broadcast(outgoing.message))
         return [(client, evaluate_ins) for client in self._sent]
 
     def aggregate_evaluate(
@@ -182,7 +181,7 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
                 reason = str(exc) if isinstance(exc, codec.WireError) else f"tensors cannot be decoded: {exc!r}"
                 payloads.append(Unreadable(res.metrics.get(codec.PARTITION_ID), reason, node))
         exchange = decode_replies(self.driver, payloads, expected, self._standby)
-        down_values, down_bytes = _broadcast_size(outgoing.message)
+        down_values, down_bytes = self._down
         sent = len(self._sent)
         self.driver.record(outgoing.phase, outgoing.kind, down_values * sent, down_bytes * sent, up_values, up_bytes)
         return exchange
@@ -204,7 +203,7 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
                 continue
             clients[client] = res
             exchange.add(client, _node(proxy))  # the driver counts the reporters
-        down_values, down_bytes = _broadcast_size(instruction)
+        down_values, down_bytes = self._down
         up = [codec.wire_size(list(res.parameters.tensors), res.metrics) for res in clients.values()]
         sent = len(self._sent)
         self.driver.record(outgoing.phase, outgoing.kind, down_values * sent, down_bytes * sent,
@@ -218,6 +217,13 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
         sums, holders, statistic_sums = summed.split_aggregate(average, len(clients), len(instruction.node_ids), names)
         self.driver.deliver_sums(sums, holders, exchange, statistic_sums)
 
+    def _broadcast(self, message: Instruction) -> tuple[Parameters, dict[str, Any]]:
+        """A server message as the legacy API sends it; its size is kept for the exchange's accounting."""
+        tensors, config = codec.positional(codec.broadcast_payload(message))
+        parameters = ndarrays_to_parameters(tensors)
+        self._down = codec.wire_size(list(parameters.tensors), config)
+        return parameters, config
+
     def _failures(self, results: list[tuple[ClientProxy, Any]], failures: list) -> list[Failure]:
         """Flower's failures with their nodes: a non-OK reply names its proxy; an exception does not, unless
         it is the exchange's only one and exactly one node sent nothing else (then it is that node's)."""
@@ -227,12 +233,6 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
         alone = _node(silent[0]) if len(silent) == 1 and len(exceptions) == 1 else None
         return [Failure(failure_reason(_exception_text(f)), alone) if isinstance(f, BaseException) else
                 Failure(failure_reason(f[1].status.message), _node(f[0])) for f in failures]
-
-
-def _broadcast_size(message: Instruction) -> tuple[int, int]:
-    """``(values, bytes)`` of one broadcast as the legacy API sends it."""
-    tensors, config = codec.positional(codec.broadcast_payload(message))
-    return codec.wire_size(list(ndarrays_to_parameters(tensors).tensors), config)
 
 
 def _exception_text(failure: BaseException) -> str:
