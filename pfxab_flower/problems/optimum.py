@@ -69,14 +69,16 @@ def maximise_personalised(federation: Federation, alpha: float) -> Optimum:
     spacing = 0.5 ** (depth // domain.ndim)  # only the 1-D refinement uses it
 
     M = federation.num_clients
-    key = RefinementKey(alpha, repr(domain), REFINE_CANDIDATES, M)
-    key.update(unit_grid)
+    key = RefinementKey(alpha, repr(domain), REFINE_CANDIDATES, M) if federation.refine_optimum else None
+    if key is not None:  # hashed only where the refinement it names is done
+        key.update(unit_grid)
     chunk_best = []
     chunk_index = []
     for start in range(0, len(unit_grid), _CHUNK):
         block = unit_grid[start : start + _CHUNK]
         personalised = _personalised(federation, alpha, domain.to_user(block))
-        key.update(personalised)
+        if key is not None:
+            key.update(personalised)
         arg = personalised.argmax(axis=1)
         chunk_best.append(personalised[np.arange(M), arg])
         chunk_index.append(arg + start)
@@ -85,7 +87,7 @@ def maximise_personalised(federation: Federation, alpha: float) -> Optimum:
 
     values = best.max(axis=1)
     points = unit_grid[index[np.arange(M), best.argmax(axis=1)]].copy()
-    if federation.refine_optimum:
+    if key is not None:
         values, points = _refined(federation, alpha, key.namespace, unit_grid, best, index, spacing, (values, points))
     return Optimum(
         values=values,

@@ -68,9 +68,9 @@ def load_refined(key: str, clients: int, ndim: int) -> tuple[np.ndarray, np.ndar
     store.close()
     values = np.empty(clients)
     points = np.empty((clients, ndim))
+    names = [_VALUE, *(_coordinate(j) for j in range(ndim))]
     for m in range(clients):
         entry = stored[m]
-        names = [_VALUE, *(_coordinate(j) for j in range(ndim))]
         if any(name not in entry for name in names):
             return None
         values[m] = entry[_VALUE]

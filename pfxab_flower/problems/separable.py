@@ -24,20 +24,8 @@ from pfxab_flower.domain import Dimension, Domain
 from pfxab_flower.noise import NoiseModel
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.optimum import Optimum
-from pfxab_flower.problems.synthetic import BASE_FUNCTIONS, shifts, synthetic_federation
+from pfxab_flower.problems.synthetic import BASE_FUNCTIONS, all_shifted, shifted, shifts, synthetic_federation
 from pfxab_flower.run_parameters import RunConfig
-
-
-def _mean_shifted(name: str, shift: float, points: np.ndarray) -> np.ndarray:
-    g = BASE_FUNCTIONS[name][0]
-    values: np.ndarray = g(np.mod(points - shift, 1.0)).mean(axis=1)
-    return values
-
-
-def _all_mean_shifted(name: str, all_shifts: np.ndarray, points: np.ndarray) -> np.ndarray:
-    g = BASE_FUNCTIONS[name][0]
-    values: np.ndarray = g(np.mod(points[None, :, :] - all_shifts[:, None, None], 1.0)).mean(axis=2)
-    return values
 
 
 def _repeated_optimum(line: Federation, dimension: int, alpha: float) -> Optimum:
@@ -52,15 +40,15 @@ def separable_federation(
 ) -> Federation:
     """The ``dimension``-dimensional ``garland`` or ``doublesine`` federation (see the module docstring)."""
     line = synthetic_federation(name, num_clients, spread, noise)  # checks the name, clients and spread
-    all_shifts = shifts(num_clients, spread)
+    g, all_shifts = BASE_FUNCTIONS[name][0], shifts(num_clients, spread)
     domain = Domain(tuple(Dimension(f"x{i + 1}", 0.0, 1.0) for i in range(dimension)))
     return Federation(
-        objectives=[partial(_mean_shifted, name, float(s)) for s in all_shifts],
+        objectives=[partial(shifted, g, float(s)) for s in all_shifts],
         domain=domain,
         noise=line.noise,
         name=f"{name}-{dimension}d",
         optimum_is_estimate=False,
-        batch=partial(_all_mean_shifted, name, all_shifts),
+        batch=partial(all_shifted, g, all_shifts),
         value_range=line.value_range,
         exact_optimum=partial(_repeated_optimum, line, dimension),
     )

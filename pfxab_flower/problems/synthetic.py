@@ -64,12 +64,16 @@ def shifts(num_clients: int, spread: float) -> np.ndarray:
     return spread * (np.arange(num_clients) / (num_clients - 1) - 0.5)
 
 
-def _shifted(g: Callable[[np.ndarray], np.ndarray], shift: float, points: np.ndarray) -> np.ndarray:
-    return g(np.mod(points[:, 0] - shift, 1.0))
+def shifted(g: Callable[[np.ndarray], np.ndarray], shift: float, points: np.ndarray) -> np.ndarray:
+    """``mean_i g((x_i - shift) mod 1)`` over the coordinates of each point (in 1-D, ``g`` itself, exactly)."""
+    values: np.ndarray = g(np.mod(points - shift, 1.0)).mean(axis=1)
+    return values
 
 
-def _all_shifted(g: Callable[[np.ndarray], np.ndarray], all_shifts: np.ndarray, points: np.ndarray) -> np.ndarray:
-    return g(np.mod(points[None, :, 0] - all_shifts[:, None], 1.0))
+def all_shifted(g: Callable[[np.ndarray], np.ndarray], all_shifts: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """:func:`shifted` for every shift at once: shape ``(len(all_shifts), n)``."""
+    values: np.ndarray = g(np.mod(points[None, :, :] - all_shifts[:, None, None], 1.0)).mean(axis=2)
+    return values
 
 
 def _shifted_kinks(base_kinks: Callable[[], np.ndarray], all_shifts: np.ndarray) -> np.ndarray:
@@ -87,13 +91,13 @@ def synthetic_federation(
     g, base_kinks = BASE_FUNCTIONS[name]
     all_shifts = shifts(num_clients, spread)
     return Federation(
-        objectives=[partial(_shifted, g, float(s)) for s in all_shifts],
+        objectives=[partial(shifted, g, float(s)) for s in all_shifts],
         domain=Domain.unit_interval(),
         noise=noise or NoiseModel(),
         name=name,
         kinks=partial(_shifted_kinks, base_kinks, all_shifts),
         optimum_is_estimate=False,
-        batch=partial(_all_shifted, g, all_shifts),
+        batch=partial(all_shifted, g, all_shifts),
         value_range=(0.0, 1.0),  # both base functions map [0, 1] into [0, 1]
     )
 
