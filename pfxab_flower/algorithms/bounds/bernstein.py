@@ -8,9 +8,14 @@ probability at least ``1 - delta``::
 
     |mean - mu| <= sqrt(2 V L / n) + 3 b L / n,        L = log(3 / delta)
 
+Its range term ``3 b L / n`` makes it wider than Hoeffding's ``b sqrt(log(2 / delta) / (2 n))``
+where ``n`` is small (the first depths), so the width used is the **smaller of the two,
+each at confidence** ``delta / 2``: both hold together with probability ``1 - delta`` (a
+union bound), so the smaller holds too. Phase lengths are designed from that smaller width.
+
 ``delta`` follows the paper's schedule: Hoeffding's width with ``c = sqrt(2)`` is
-``sqrt(log(2 / delta) / (2 n))`` for ``log(2 / delta) = 4 log T``, so
-``delta = 2 T^-4`` and ``L = log(3 / 2) + 4 log T``.
+``sqrt(log(2 / delta) / (2 n))`` for ``log(2 / delta) = 4 log T``, so ``delta = 2 T^-4``;
+at ``delta / 2`` Bernstein's ``L = log 3 + 4 log T`` and Hoeffding's ``log 2 + 4 log T``.
 
 A client keeps each node's sum of squared deviations besides its sum and reports each
 node's sample ``variance``; the server pools them over the holders and designs the next
@@ -42,8 +47,29 @@ DEVIATIONS = "deviations"
 
 
 def log_term(horizon: int) -> float:
-    """``L = log(3 / delta)`` with the paper's ``delta = 2 T^-4``."""
-    return math.log(1.5) + 4.0 * math.log(horizon)
+    """Bernstein's ``L = log(3 / (delta / 2))`` with the paper's ``delta = 2 T^-4``: ``log 3 + 4 log T``."""
+    return math.log(3.0) + 4.0 * math.log(horizon)
+
+
+def hoeffding_log_term(horizon: int) -> float:
+    """Hoeffding's ``log(2 / (delta / 2))`` with the paper's ``delta = 2 T^-4``: ``log 2 + 4 log T``."""
+    return math.log(2.0) + 4.0 * math.log(horizon)
+
+
+def hoeffding_width(spread: np.ndarray | float, span: float, log_4_delta: float) -> np.ndarray:
+    """Hoeffding's width ``b sqrt(log(4 / delta) s / 2)`` of a weighted sum of rewards with ``s = sum w_i^2``.
+
+    For a mean of ``n`` pulls ``s = 1 / n``; ``inf`` where ``s`` is (no evidence).
+    """
+    spread = np.asarray(spread, dtype=float)
+    with np.errstate(invalid="ignore"):
+        value = span * np.sqrt(log_4_delta * spread / 2.0)
+    return np.where(np.isfinite(spread), value, np.inf)
+
+
+def hoeffding_samples(target: float, span: float, log_4_delta: float) -> float:
+    """The (real) ``n`` whose :func:`hoeffding_width` ``b sqrt(log(4 / delta) / (2 n))`` is ``target``."""
+    return span * span * log_4_delta / (2.0 * target * target) if target > 0 else math.inf
 
 
 def width(variance: np.ndarray | float, count: np.ndarray | float, span: float, log_3_delta: float) -> np.ndarray:
@@ -73,9 +99,10 @@ def samples_for(target: float, variance: float, span: float, log_3_delta: float)
 def round_up(value: float, digits: int = 2) -> float:
     """``value`` rounded up to ``digits`` significant digits (0 stays 0).
 
-    The next phase's length is designed for the largest pooled variance, rounded up:
-    a little conservative, and the same whether the variances arrived exactly or as
-    SecAgg+'s quantised sums (whose error is far below the rounding).
+    The next phase's length is designed for the largest pooled variance, rounded up: a
+    little conservative. Through SecAgg+ the pooled variances are off by up to a quantisation
+    step (about 1e-5), so a variance that close to a rounding boundary can round to the next
+    value there and not in the clear: a phase about 1% longer or shorter.
     """
     if value <= 0 or not math.isfinite(value):
         return max(value, 0.0)
@@ -103,6 +130,9 @@ def variance_limit(counts: np.ndarray, span: float) -> np.ndarray:
     return np.where(counts >= 2, max_variance(span) * counts / np.maximum(counts - 1.0, 1.0), max_variance(span))
 
 
+Pair = tuple[np.ndarray, np.ndarray]
+
+
 def global_widths(
     pooled_variances: np.ndarray, holders: np.ndarray, min_count: int, span: float, log_3_delta: float
 ) -> np.ndarray:
@@ -115,9 +145,6 @@ def global_widths(
     holders = np.asarray(holders, dtype=float)
     variances = np.where(np.isfinite(pooled_variances), pooled_variances, max_variance(span))
     return width(variances, holders * min_count, span, log_3_delta)
-
-
-Pair = tuple[np.ndarray, np.ndarray]
 
 
 def personalised_widths(
@@ -138,19 +165,39 @@ def personalised_widths(
     ``H = M``) every weight is ``1 / (M f)``: the width of ``M f`` pooled pulls, the
     width the phase length is designed for. A node no other client sampled (``H = 0``)
     has only its local estimate: its width is ``inf`` here (the caller falls back).
+    Hoeffding's width of the same sum is ``b sqrt(log(4 / delta) sum w^2 / 2)``
+    (:func:`personalised_weights`, :func:`hoeffding_width`).
+    """
+    spread, largest = personalised_weights(alpha, holders, own_counts, min_count)
+    variances = np.where(np.isfinite(pooled_variances), pooled_variances, max_variance(span))
+    variances = np.maximum(variances, 0.0)
+    with np.errstate(invalid="ignore"):
+        value = np.sqrt(2.0 * log_3_delta * variances * spread) + 3.0 * span * log_3_delta * largest
+    return np.where(np.isfinite(spread), value, np.inf)
+
+
+def personalised_weights(alpha: float, holders: np.ndarray, own_counts: np.ndarray, min_count: int) -> Pair:
+    """``sum w_i^2`` and ``max w_i`` of the personalised estimate's weights (see :func:`personalised_widths`).
+
+    Both are ``inf`` where the estimate does not exist (no holder, or no pull of the client's own).
     """
     holders = np.asarray(holders, dtype=float)
     own = np.asarray(own_counts, dtype=float)
-    variances = np.where(np.isfinite(pooled_variances), pooled_variances, max_variance(span))
-    variances = np.maximum(variances, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(holders > 0, (1.0 - alpha) / holders, 0.0)
         own_weight = alpha + share
         others = np.maximum(holders - 1.0, 0.0)
         spread = own_weight**2 / own + share**2 * others / min_count
         largest = np.maximum(own_weight / own, np.where(others > 0, share / min_count, 0.0))
-        value = np.sqrt(2.0 * log_3_delta * variances * spread) + 3.0 * span * log_3_delta * largest
-    return np.where((holders > 0) & (own > 0), value, np.inf)
+    exists = (holders > 0) & (own > 0)
+    return np.where(exists, spread, np.inf), np.where(exists, largest, np.inf)
+
+
+def smaller_width(bernstein_width: np.ndarray, spread: np.ndarray | float, span: float, horizon: int) -> np.ndarray:
+    """The width a run uses: the smaller of a Bernstein width (at ``delta / 2``) and Hoeffding's (at ``delta / 2``)
+    for the same estimate, whose weights have ``sum w^2 = spread``."""
+    value: np.ndarray = np.minimum(bernstein_width, hoeffding_width(spread, span, hoeffding_log_term(horizon)))
+    return value
 
 
 def combine_samples(sums: Pair, deviations: Pair, counts: Pair) -> Pair:
@@ -187,11 +234,12 @@ class Bernstein(ConfidenceBound):
         return {VARIANCE: min(largest, max_variance(settings.reward_span))}
 
     def samples(self, settings: Settings, phase: int, design: Design) -> float:
-        """Samples per client per node at which an ``M``-client pooled mean's width is ``nu1 rho^h`` for
-        rewards of the design's variance (Hoeffding's ``f(p)`` is the same with ``V = b^2/4`` and no range term)."""
-        target = settings.schedule.smoothness(phase)
-        return samples_for(target, design[VARIANCE], settings.reward_span, log_term(settings.horizon)) / \
-            settings.num_clients
+        """Samples per client per node at which an ``M``-client pooled mean's width, the smaller of Bernstein's
+        for rewards of the design's variance and Hoeffding's, is ``nu1 rho^h``."""
+        target, span, horizon = settings.schedule.smoothness(phase), settings.reward_span, settings.horizon
+        pooled = min(samples_for(target, design[VARIANCE], span, log_term(horizon)),
+                     hoeffding_samples(target, span, hoeffding_log_term(horizon)))
+        return pooled / settings.num_clients
 
     def fewest_samples(self, settings: Settings, phase: int) -> float:
         """No phase is shorter than for noiseless rewards."""
@@ -223,22 +271,32 @@ class Bernstein(ConfidenceBound):
             return "variances are not in [0, b^2 n / (4 (n - 1))] for the reward range's span b"
         return None
 
-    # -- widths -------------------------------------------------------------------------------
+    # -- widths: the smaller of Bernstein's and Hoeffding's, each at delta / 2 -----------------
     def global_widths(
         self, settings: Settings, phase: int, pooled: Mapping[str, np.ndarray], holders: np.ndarray, min_count: int
     ) -> np.ndarray:
-        """:func:`global_widths` of the pooled variances."""
-        return global_widths(pooled[VARIANCE], holders, min_count, settings.reward_span, log_term(settings.horizon))
+        """:func:`global_widths` of the pooled variances, or Hoeffding's for ``H min_count`` pulls if smaller."""
+        span, horizon = settings.reward_span, settings.horizon
+        bernstein = global_widths(pooled[VARIANCE], holders, min_count, span, log_term(horizon))
+        with np.errstate(divide="ignore"):
+            spread = 1.0 / (np.asarray(holders, dtype=float) * min_count)
+        return smaller_width(bernstein, spread, span, horizon)
 
     def local_widths(self, settings: Settings, view: ClientView) -> np.ndarray:
-        """:func:`width` of the client's own sample variances and pulls."""
-        return width(view.own_statistics[VARIANCE], view.local_counts, settings.reward_span,
-                     log_term(settings.horizon))
+        """:func:`width` of the client's own sample variances and pulls, or Hoeffding's if smaller."""
+        span, horizon = settings.reward_span, settings.horizon
+        bernstein = width(view.own_statistics[VARIANCE], view.local_counts, span, log_term(horizon))
+        with np.errstate(divide="ignore"):
+            spread = 1.0 / np.asarray(view.local_counts, dtype=float)
+        return smaller_width(bernstein, spread, span, horizon)
 
     def personalised_widths(self, settings: Settings, view: ClientView) -> np.ndarray:
-        """:func:`personalised_widths`; a node no other client reported has only its local estimate and width."""
+        """:func:`personalised_widths`, or Hoeffding's for the same weights if smaller; a node no other client
+        reported has only its local estimate and width."""
         assert view.holders is not None  # a bound with statistics gets holder counts with the global means
-        personalised = personalised_widths(
-            settings.alpha, view.pooled_statistics[VARIANCE], view.holders, view.local_counts, view.min_count,
-            settings.reward_span, log_term(settings.horizon))
+        span, horizon = settings.reward_span, settings.horizon
+        bernstein = personalised_widths(settings.alpha, view.pooled_statistics[VARIANCE], view.holders,
+                                        view.local_counts, view.min_count, span, log_term(horizon))
+        spread, _ = personalised_weights(settings.alpha, view.holders, view.local_counts, view.min_count)
+        personalised = smaller_width(bernstein, spread, span, horizon)
         return np.where(np.isfinite(personalised), personalised, self.local_widths(settings, view))
