@@ -1,7 +1,8 @@
 """The measured comparison of docs/comparison.md, "Hoeffding vs empirical-Bernstein confidence".
 
-Runs the 3 algorithms x 2 confidence options on Garland and DoubleSine at alpha 0.1,
-0.5, 0.9 and on Landmine at alpha 0.4 with the paper's noise and with ``--noise none``
+Runs the phased algorithms (the paper's three and ``pf-xab-adaptive``) x 2 confidence
+options on Garland and DoubleSine at alpha 0.1, 0.5, 0.9 and on Landmine at alpha 0.4 with
+the paper's noise and with ``--noise none``
 (10 seeds, M = 10, T = 2e6, in-process engine, the project's defaults: nothing is set
 per setting), writes every run to ``OUT/runs.parquet`` and prints the Markdown tables.
 
@@ -24,8 +25,9 @@ if not Path(sys.path[0], "pfxab_flower", "__init__.py").is_file():
 
 import pandas as pd
 
+from pfxab_flower.algorithms.registry import federated_names
 from pfxab_flower.comparison import compare
-from pfxab_flower.config import ALGORITHMS, CONFIDENCES
+from pfxab_flower.config import CONFIDENCES
 from pfxab_flower.outputs import write_files_atomically
 from pfxab_flower.run_parameters import RunConfig
 
@@ -43,7 +45,7 @@ def measure(workers: int) -> pd.DataFrame:
     for setting in SETTINGS:
         for confidence in CONFIDENCES:
             base = RunConfig(clients=10, horizon=2_000_000, confidence=confidence, **setting)
-            runs = compare(base, list(ALGORITHMS), SEEDS, workers=workers, progress=False).runs
+            runs = compare(base, list(federated_names()), SEEDS, workers=workers, progress=False).runs
             frames.append(runs.assign(noise=base.noise))
             print(f"done: {setting} {confidence}", flush=True)
     return pd.concat(frames, ignore_index=True)
@@ -58,7 +60,7 @@ def tables(runs: pd.DataFrame) -> str:
                "| PF-XAB regret bernstein / hoeffding |", "|---|---|---|---|---|---|"]
     for (problem, alpha, noise), group in runs.groupby(keys, sort=False):
         mean = group.groupby(["confidence", "algorithm"])["regret"].mean()
-        for algorithm in ALGORITHMS:
+        for algorithm in federated_names():
             for confidence in CONFIDENCES:
                 rows = group[(group.algorithm == algorithm) & (group.confidence == confidence)]
                 lines.append(

@@ -87,9 +87,9 @@ def uniform_plan(spec: AlgorithmSpec) -> UniformPlan:
     lengths: list[int] = []
     used, phase = 0, 1
     while not policy.solo and schedule.depth_allowed(phase):
-        n_global, n_local = policy.pulls(settings, schedule.f(phase))
+        n_global, n_local = policy.phase_pulls(settings, schedule.f(phase), 1 << phase, 1 << phase)
         length = (1 << phase) * (n_global + n_local)
-        if length < 1 or used + length > spec.horizon:
+        if length < 1 or not policy.phase_fits(settings, length, spec.horizon - used):
             break
         lengths.append(length)
         used += length

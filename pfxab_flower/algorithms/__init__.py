@@ -9,13 +9,26 @@ from pfxab_flower.algorithms.fedpne import FedPNE
 from pfxab_flower.algorithms.local_only import LocalOnly
 from pfxab_flower.algorithms.pfpne import PFPNE
 from pfxab_flower.algorithms.pfxab import PFXAB
+from pfxab_flower.algorithms.pfxab_adaptive import PFXABAdaptive
 from pfxab_flower.algorithms.phased import Policy
 from pfxab_flower.algorithms.random_search import RandomSearch
 from pfxab_flower.algorithms.registry import algorithm_names, make_policy, policy_class, register_algorithm
 from pfxab_flower.algorithms.solo import SoloPolicy
 
-for _policy in (PFXAB, FedPNE, PFPNE, LocalOnly, RandomSearch):
+for _policy in (PFXAB, FedPNE, PFPNE, LocalOnly, RandomSearch, PFXABAdaptive):
     register_algorithm(_policy)
 
-__all__ = ["PFPNE", "PFXAB", "FedPNE", "LocalOnly", "Policy", "RandomSearch", "SoloPolicy", "algorithm_names",
-           "make_policy", "policy_class", "register_algorithm"]
+__all__ = [
+    "PFPNE",
+    "PFXAB",
+    "FedPNE",
+    "LocalOnly",
+    "PFXABAdaptive",
+    "Policy",
+    "RandomSearch",
+    "SoloPolicy",
+    "algorithm_names",
+    "make_policy",
+    "policy_class",
+    "register_algorithm",
+]

@@ -64,6 +64,19 @@ class Policy:
         """``(global pulls per node of A(p), local pulls per node of A^m(p))`` for the phase's ``f(p)``."""
         raise NotImplementedError
 
+    def phase_pulls(self, settings: Settings, f: float, union_size: int, own_size: int) -> tuple[int, int]:
+        """:meth:`pulls` for a phase whose union ``A(p)`` has ``union_size`` nodes and whose largest own set
+        ``A^m(p)`` has ``own_size``: what the server asks. A policy whose split depends on the sets' sizes
+        overrides this; the paper's algorithms do not look at them."""
+        return self.pulls(settings, f)
+
+    def phase_fits(self, settings: Settings, length: int, remaining: int) -> bool:
+        """Whether a phase of ``length`` pulls per client starts with ``remaining`` pulls of the horizon left.
+
+        The paper's rule: whenever it fits. A policy may ask more of a phase before it trades
+        exploitation for it."""
+        return length <= remaining
+
     def server_eliminated(
         self, settings: Settings, phase: int, pooled_means: np.ndarray, pooled_widths: Widths
     ) -> np.ndarray:

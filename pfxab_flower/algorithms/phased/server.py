@@ -75,14 +75,15 @@ class ServerMachine(ReplyChecks):
             self.done = True
             return FinishInstruction(self.completed, self.parameters)
         union = self.union()
-        n_global, n_local = self.policy.pulls(self.settings, self.base_samples(phase))
         own = max(len(a) for a in self.client_sets)
+        n_global, n_local = self.policy.phase_pulls(self.settings, self.base_samples(phase), len(union), own)
         length = len(union) * n_global + own * n_local
         # every node of a phase is new (a new depth): a client pulls the union's (global pulls) or its own
         points = len(union) if n_global > 0 else own
         budget = self.settings.spec.max_evaluations
         schedule = self.settings.schedule
-        if (schedule.depth_allowed(phase) and length >= 1 and self.pulls + length <= schedule.horizon
+        if (schedule.depth_allowed(phase) and length >= 1
+                and self.policy.phase_fits(self.settings, length, schedule.horizon - self.pulls)
                 and (budget is None or self.points + points <= budget)):
             self.points += points
             self.plan = PhasePlan(phase, union, n_global, n_local, length)
