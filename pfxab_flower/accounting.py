@@ -89,6 +89,7 @@ def score(
         local = np.full((federation.num_clients, len(nodes)), np.nan)
         optimum = np.full(federation.num_clients, np.nan)
     else:
+        truth.start_scoring()  # an optimum estimated from evaluated points: this run's points only
         local = truth.local_values(truth.partition.midpoints(nodes))  # (M, nodes)
         optimum = truth.optimum(alpha).values
     global_ = local.mean(axis=0)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pfxab_flower.cache import EvaluationStore, cache_dir
-from pfxab_flower.engine import run_config
+from pfxab_flower.engine import run, run_config
 from pfxab_flower.noise import NoiseModel
 from pfxab_flower.partition import nodes_at_depth
 from pfxab_flower.problems import landmine
@@ -138,6 +138,19 @@ def test_small_landmine_run_completes(splits, monkeypatch):
     assert all(0.0 <= v <= 1.0 for v in summary["optimum_personalised"])
     again = run_config(config).summary  # warm (memory and disk cache): same numbers
     assert again["regret_per_client"] == summary["regret_per_client"]
+
+
+def test_a_runs_regret_does_not_depend_on_what_the_federation_evaluated_before(splits, monkeypatch):
+    """The optimum is estimated from the grid and evaluated points: a run is scored with its own points only."""
+    monkeypatch.setattr(landmine, "OPTIMUM_GRID_DEPTH", 2)  # 7 cell centres: random points beat them
+    config = RunConfig(problem="landmine", fields="0,15,27", clients=2, alpha=0.4)
+    keywords = {"alpha": 0.4, "horizon": 3_000, "seed": 0}
+    alone = run(landmine_federation(config, NoiseModel()), "pf-xab", **keywords).summary
+    federation = landmine_federation(config, NoiseModel())
+    federation.local_values(_points(200, seed=5))  # what an earlier run (random search, say) evaluated
+    assert (federation.optimum(0.4).values > np.array(alone["optimum_personalised"])).any()  # the test can fail
+    after = run(federation, "pf-xab", **keywords).summary
+    assert after["regret"] == alone["regret"] and after["optimum_personalised"] == alone["optimum_personalised"]
 
 
 def test_federation_pickles_for_flower_workers(splits, monkeypatch):

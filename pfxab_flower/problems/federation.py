@@ -270,6 +270,10 @@ class Federation:
             )
         return values
 
+    def start_scoring(self) -> None:
+        """Called before a run's pulls are scored: a federation whose optimum is estimated from the points it
+        has evaluated forgets those of earlier runs (landmine), so a run's regret depends on that run alone."""
+
     def optimum(self, alpha: float) -> Optimum:
         """Each client's maximum of ``alpha mu_m + (1 - alpha) mu`` over the whole domain (cached)."""
         key = float(alpha)

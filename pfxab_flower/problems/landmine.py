@@ -17,11 +17,15 @@ worker processes (a reused loky pool whose workers exit if this process dies).
 The personalised optimum cannot be computed exactly. It is *estimated* as the
 maximum over every partition cell centre down to the table's depth (every arm an
 algorithm can pull at those depths; at depth 12 a 64 x 64 log-spaced grid) plus
-every other point this federation has evaluated: the oracle evaluates the pulled
-midpoints before it asks for the optimum, so no pulled arm beats the "optimum".
-As long as no run pulls deeper than that (none of the runs measured at T = 2e6
-did), the estimate does not depend on what else the process ran: runs that share
-a federation object (``pfxab compare``) get the same numbers as standalone runs.
+every point the run being scored pulled: the oracle evaluates the pulled midpoints
+before it asks for the optimum, so no pulled arm beats the "optimum". Scoring starts
+by forgetting the points of earlier runs (:meth:`LandmineFederation.start_scoring`),
+so the estimate, and the regret, depend on the run alone, not on what else the
+process ran: runs that share a federation object (``pfxab compare``, a sweep's
+worker) get the same numbers as standalone runs. (Before, the points of every run
+the process had scored counted too: a run that pulls deeper than the grid, random
+search's points, ``bernstein`` runs past depth 12, then scored differently after
+another such run.)
 """
 
 from __future__ import annotations
@@ -121,6 +125,10 @@ class SvmEvaluator:
     @property
     def seen_count(self) -> int:
         return len(self._seen)
+
+    def forget_seen(self) -> None:
+        """Start a new list of evaluated points (a new run's scoring); the values stay cached."""
+        self._seen.clear()
 
     def seen_points(self) -> np.ndarray:
         """Every distinct point evaluated through this evaluator, shape ``(n, 2)``."""
@@ -241,6 +249,13 @@ class LandmineFederation(Federation):
     evaluator: SvmEvaluator | None = None
     grid_depth: int = OPTIMUM_GRID_DEPTH
     _estimates: dict[float, tuple[int, Optimum]] = field(default_factory=dict, init=False, repr=False)
+
+    def start_scoring(self) -> None:
+        """Forget the points evaluated before this run's scoring (the values stay cached): the estimate is then
+        the best of the cell centres and of this run's pulled points, whatever else this process ran before."""
+        assert self.evaluator is not None
+        self.evaluator.forget_seen()
+        self._estimates.clear()
 
     def optimum(self, alpha: float) -> Optimum:
         """The estimated optimum, recomputed if points were evaluated since it was last computed."""
