@@ -54,6 +54,8 @@ class Problem:
     name: str
     builder: Builder | str
     help: str
+    #: the domain's dimension if declared (tables and maps group by it without building the federation)
+    dimension: int | None = None
 
     def build(self, config: RunConfig, noise: NoiseModel) -> Federation:
         """The federation of ``config`` (the builder is imported first if it was registered by reference)."""
@@ -67,12 +69,13 @@ class Problem:
 _PROBLEMS: dict[str, Problem] = {}
 
 
-def register_problem(name: str, builder: Builder | str, *, help: str) -> Problem:
+def register_problem(name: str, builder: Builder | str, *, help: str, dimension: int | None = None) -> Problem:
     """Make ``name`` a problem every entry point accepts (``RunConfig(problem=name)``, ``--problem name``).
 
     ``builder(config, noise)`` returns the :class:`~pfxab_flower.problems.federation.Federation` of
     ``config.clients`` clients; ``"module:function"`` defers its import to the first build.
-    ``help`` is the short description ``--problem``'s help shows. A name already taken is refused
+    ``help`` is the short description ``--problem``'s help shows; ``dimension``, if given, the
+    domain's dimension (read by tables that group problems by it). A name already taken is refused
     (:func:`unregister_problem` first to replace one).
     """
     if not isinstance(name, str) or not _NAME.fullmatch(name):
@@ -86,7 +89,9 @@ def register_problem(name: str, builder: Builder | str, *, help: str) -> Problem
                           "builder(config, noise), or 'module:function' naming one")
     if not isinstance(help, str) or not help.strip():
         raise ConfigError(f"help={help!r} of problem {name!r} is invalid; allowed: a one-line description")
-    _PROBLEMS[name] = Problem(name, builder, help.strip())
+    if dimension is not None and not (isinstance(dimension, int) and dimension >= 1):
+        raise ConfigError(f"dimension={dimension!r} of problem {name!r} is invalid; allowed: an integer >= 1")
+    _PROBLEMS[name] = Problem(name, builder, help.strip(), dimension)
     return _PROBLEMS[name]
 
 
@@ -115,12 +120,12 @@ def problem_help() -> dict[str, str]:
 
 # The built-in problems (one line each; imported when a run builds them).
 register_problem("garland", "pfxab_flower.problems.synthetic:garland_federation",
-                 help="1-D, Garland shifted per client")
+                 help="1-D, Garland shifted per client", dimension=1)
 register_problem("doublesine", "pfxab_flower.problems.synthetic:doublesine_federation",
-                 help="1-D, DoubleSine shifted per client")
+                 help="1-D, DoubleSine shifted per client", dimension=1)
 register_problem("landmine", "pfxab_flower.problems.landmine:landmine_federation",
-                 help="2-D, an RBF-SVM's C and gamma tuned on one landmine field per client")
+                 help="2-D, an RBF-SVM's C and gamma tuned on one landmine field per client", dimension=2)
 for _family, _label in (("garland", "Garland"), ("doublesine", "DoubleSine")):  # problems/separable.py
     for _dimension in (2, 3, 5):
         register_problem(f"{_family}-{_dimension}d", f"pfxab_flower.problems.separable:{_family}_{_dimension}d",
-                         help=f"{_dimension}-D, {_label} in every coordinate, shifted per client")
+                         help=f"{_dimension}-D, {_label} in every coordinate, shifted per client", dimension=_dimension)

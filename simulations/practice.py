@@ -1,8 +1,9 @@
 """The practice map: which algorithm has the least regret for each budget, noise and personalisation.
 
-``python -m pfxab_flower.simulations.practice DIR --out MAP`` reads a finished sweep of
-``simulations/configs/practice.toml`` (``pfxab sweep ... --out DIR``) and writes in ``MAP``
-(default ``DIR-map``; the sweep's own directory holds only what the sweep wrote):
+``python -m pfxab_flower.simulations.practice DIR [DIR ...] --out MAP`` reads finished sweeps
+of ``simulations/configs/practice.toml`` and ``practice_landmine.toml`` (``pfxab sweep ... --out
+DIR``) and writes in ``MAP`` (default ``DIR-map`` of the first; a sweep's own directory holds
+only what the sweep wrote):
 
 * ``practice_map.csv``: one row per setting (problem, horizon, alpha, noise) and algorithm
   variant (algorithm and confidence bound): the mean and sd of the final regret over the
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from pfxab_flower import problem_registry
 from pfxab_flower.config import PARAMETERS
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.outputs import atomic_file
@@ -41,9 +43,10 @@ VARIANT = ["algorithm", "confidence"]
 
 
 def family_and_dimension(problem: str) -> tuple[str, int]:
-    """``("garland", 3)`` for ``garland-3d`` (:mod:`pfxab_flower.problems.separable`), ``(problem, 1)`` otherwise."""
-    match = re.fullmatch(r"(.+)-(\d+)d", problem)
-    return (match.group(1), int(match.group(2))) if match else (problem, 1)
+    """``("garland", 3)`` for ``garland-3d`` (:mod:`pfxab_flower.problems.separable`), ``("landmine", 2)``: the
+    family is the name without its ``-Nd``, the dimension the registry's (1 if the problem declares none)."""
+    match = re.fullmatch(r"(.+)-\d+d", problem)
+    return (match.group(1) if match else problem), problem_registry.problem(problem).dimension or 1
 
 
 def variant_label(algorithm: str, confidence: str) -> str:
@@ -152,7 +155,8 @@ def winners_figure(best: pd.DataFrame, stem: Path) -> list[Path]:
                       cmap=ListedColormap(palette), vmin=-0.5, vmax=len(variants) - 0.5, aspect="auto")
             for i in range(len(dimensions)):
                 for j in range(len(horizons)):
-                    ax.text(j, i, f"x{ratio.iat[i, j]:.1f}", ha="center", va="center", fontsize=7)
+                    if pd.notna(ratio.iat[i, j]):  # a family not run at this dimension and horizon: left blank
+                        ax.text(j, i, f"x{ratio.iat[i, j]:.1f}", ha="center", va="center", fontsize=7)
             ax.set_xticks(range(len(horizons)), [f"{h:.0e}".replace("+0", "") for h in horizons], fontsize=7)
             ax.set_yticks(range(len(dimensions)), [str(d) for d in dimensions], fontsize=7)
             ax.set_title(f"{family}, sigma {noise:g}, alpha {alpha:g}", fontsize=9)
@@ -202,17 +206,22 @@ def curves_figure(table: pd.DataFrame, stem: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pfxab_flower.simulations.practice",
                                      description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("directory", help="a finished sweep of simulations/configs/practice.toml")
-    parser.add_argument("--out", default=None, help="where to write the map (default: DIRECTORY-map)")
+    parser.add_argument("directory", nargs="+",
+                        help="finished sweeps of simulations/configs/practice.toml (and practice_landmine.toml)")
+    parser.add_argument("--out", default=None, help="where to write the map (default: the first DIRECTORY-map)")
     args = parser.parse_args(argv)
-    try:
-        _, runs, _ = load_sweep(args.directory)
-    except ConfigError as exc:  # not a finished sweep: one line, before any work
-        parser.exit(2, f"{parser.prog}: error: {exc}\n")
-    missing = [c for c in [*SETTING, *VARIANT, "seed", "regret"] if c not in runs.columns]
-    if missing:
-        parser.error(f"{args.directory} has no column {missing[0]!r}; allowed: a sweep of practice.toml's grid")
-    out = Path(args.out or f"{str(args.directory).rstrip('/')}-map")
+    frames = []
+    for directory in args.directory:
+        try:
+            _, frame, _ = load_sweep(directory)
+        except ConfigError as exc:  # not a finished sweep: one line, before any work
+            parser.exit(2, f"{parser.prog}: error: {exc}\n")
+        missing = [c for c in [*SETTING, *VARIANT, "seed", "regret"] if c not in frame.columns]
+        if missing:
+            parser.error(f"{directory} has no column {missing[0]!r}; allowed: a sweep of practice.toml's grid")
+        frames.append(frame)
+    runs = pd.concat(frames, ignore_index=True)
+    out = Path(args.out or f"{str(args.directory[0]).rstrip('/')}-map")
     out.mkdir(parents=True, exist_ok=True)
     table = practice_map(runs)
     best = winners(table)
