@@ -1,26 +1,26 @@
-"""PF-XAB-Adaptive: PF-XAB with the pull split that reaches the paper's widths for the fewest pulls.
+"""PF-XAB-Adaptive: PF-XAB with the cheapest pull split that keeps its widths, and a phase started
+only when its regret bound says it pays.
 
-PF-XAB pulls every node of the union ``A(p)`` ``g = (1 - alpha) f(p)`` times and every node
-of a client's own ``A^m(p)`` ``l = M alpha f(p)`` more. Its guarantee needs one thing of
-that split: client ``m``'s personalised estimate ``alpha L_m + (1 - alpha) G`` (``G`` the
-mean of the ``M`` clients' local means, ``L_m`` among them) must be worth ``M f(p)``
-pooled pulls. As a weighted sum of independent rewards its weights satisfy::
+**The split.** PF-XAB pulls every node of the union ``A(p)`` ``g = (1 - alpha) f(p)`` times and
+every node of a client's own ``A^m(p)`` ``l = M alpha f(p)`` more. Its guarantee needs one thing
+of that split: client ``m``'s personalised estimate ``alpha L_m + (1 - alpha) G`` (``G`` the
+mean of the ``M`` clients' local means, ``L_m`` among them) must be worth ``M f(p)`` pooled
+pulls. As a weighted sum of independent rewards its weights satisfy::
 
     sum w^2 = a^2 / (g + l) + k / g <= 1 / (M f),   a = alpha + (1 - alpha) / M,  k = (M - 1) ((1 - alpha) / M)^2
 
-The paper's split meets it with equality. This variant picks, every phase, the split
-that meets it for the fewest pulls per client, ``|A(p)| g + |A^m(p)| l`` (the largest own
-set), knowing the sets' sizes. With ``r = |A(p)| / |A^m(p)|`` and ``s = 1 / (M f)``:
+The paper's split meets it with equality. This variant picks, every phase, the split that
+meets it for the fewest pulls per client, ``|A(p)| g + |A^m(p)| l`` (the largest own set),
+knowing the sets' sizes (:func:`cheapest_split`). The paper's split is a feasible point, so a
+phase never costs more pulls than PF-XAB's (up to the rounding).
 
-* ``l = 0, g = (a^2 + k) / s`` when ``a sqrt(r - 1) <= sqrt(k)`` (the union is not much
-  larger than the own sets: every pull counts for both estimates);
-* otherwise ``g = sqrt(k / (r - 1)) (a + sqrt(k (r - 1))) / s`` and
-  ``g + l = a (a + sqrt(k (r - 1))) / s`` (the Lagrange conditions of the problem).
+**The stopping rule.** PF-XAB starts every phase that fits in the pulls left; this variant
+starts one only if the regret bound with it is below the bound without it
+(:func:`worth_a_phase`: a phase of at most 27% of what is left at ``rho = 0.5``).
 
-Both are rounded up. The paper's split is a feasible point, so a phase never costs more
-pulls than PF-XAB's (up to the rounding). Everything else is PF-XAB's: the same widths
-(``B_p``, valid since ``sum w^2 <= 1 / (M f)``), the same elimination, the same messages
-and rounds. The guarantee is in ``docs/algorithms/pf-xab-adaptive.md``.
+Everything else is PF-XAB's: the same widths (``B_p``, valid since ``sum w^2 <= 1 / (M f)``),
+the same elimination, the same messages and rounds. The guarantee is derived in
+``docs/algorithms/pf-xab-adaptive.md``.
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def whole(pulls: float, f: float) -> int:
 class PFXABAdaptive(PFXAB):
     name = "pf-xab-adaptive"
     label = "PF-XAB-Adaptive"
-    description = ("PF-XAB with the cheapest local/global pull split that keeps its widths "
-                   "(the variance-optimal split for the phase's set sizes)")
+    description = ("PF-XAB with the cheapest local/global pull split that keeps its widths, and a phase "
+                   "started only when its regret bound says it pays")
 
     def pulls(self, settings: Settings, f: float) -> tuple[int, int]:
         """The split when every client's own set is the union (``r = 1``)."""
@@ -86,5 +86,4 @@ class PFXABAdaptive(PFXAB):
     def phase_pulls(self, settings: Settings, f: float, union_size: int, own_size: int) -> tuple[int, int]:
         ratio = union_size / own_size if own_size > 0 else 1.0
         global_pulls, local_pulls = cheapest_split(settings.alpha, settings.num_clients, f, max(ratio, 1.0))
-        # a share below 1e-9 of the pulls is the root's rounding, not a pull to make
         return whole(global_pulls, f), whole(local_pulls, f)
