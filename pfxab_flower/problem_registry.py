@@ -89,7 +89,8 @@ def register_problem(name: str, builder: Builder | str, *, help: str, dimension:
                           "builder(config, noise), or 'module:function' naming one")
     if not isinstance(help, str) or not help.strip():
         raise ConfigError(f"help={help!r} of problem {name!r} is invalid; allowed: a one-line description")
-    if dimension is not None and not (isinstance(dimension, int) and dimension >= 1):
+    whole = isinstance(dimension, int) and not isinstance(dimension, bool)
+    if dimension is not None and not (whole and dimension >= 1):
         raise ConfigError(f"dimension={dimension!r} of problem {name!r} is invalid; allowed: an integer >= 1")
     _PROBLEMS[name] = Problem(name, builder, help.strip(), dimension)
     return _PROBLEMS[name]

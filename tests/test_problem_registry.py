@@ -97,6 +97,10 @@ def test_the_registry_refuses_a_bad_registration_in_one_line(bowl) -> None:
         register_problem("bowl2", 42, help="a bowl")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="help='' of problem 'bowl2' is invalid"):
         register_problem("bowl2", bowl_federation, help="")
+    for bad in (0, 2.0, True):
+        message = rf"^dimension={bad!r} of problem 'bowl2' is invalid; allowed: an integer >= 1$"
+        with pytest.raises(ConfigError, match=message):
+            register_problem("bowl2", bowl_federation, help="a bowl", dimension=bad)  # type: ignore[arg-type]
     assert "bowl2" not in problem_names()
 
 
