@@ -7,7 +7,8 @@ final point); ``evaluate`` carries the global update and returns the next active
 A message that is not a pfxab-flower server message of the legacy API (another strategy,
 another version, the Message API) gets an error reply saying so, logged once per node
 (:mod:`.foreign`). A node whose config has a ``state-dir`` keeps its state there too
-(:mod:`.site_state`).
+(:mod:`.site_state`). A node without a ``partition-id`` is the client the run's first
+``FitIns`` assigns it, as over the Message API.
 """
 
 from __future__ import annotations
@@ -22,26 +23,43 @@ from flwr.client.mod import secaggplus_mod
 from pfxab_flower.algorithms.messages import FinishInstruction, LocalReport
 from pfxab_flower.algorithms.registry import CarriedAlgorithms
 from pfxab_flower.client_apps.foreign import answer_foreign_messages, read_instruction, require_legacy_records
-from pfxab_flower.client_apps.sessions import SessionFn
+from pfxab_flower.client_apps.sessions import SessionFn, remember_assignment
 from pfxab_flower.client_apps.site_state import keep_state_on_disk
 from pfxab_flower.session import ClientSession
 from pfxab_flower.wire import codec, summed
 
 
 class PhasedNumPyClient(NumPyClient):
-    """One message of one node: decode, hand to the session, encode its reply."""
+    """One message of one node: decode, hand to the node's session, encode its reply.
 
-    def __init__(self, session: ClientSession, secure_aggregation: bool = False) -> None:
-        self.session = session
+    The session is built from the node's ``context`` when the message has been read, not
+    before: a node without a ``partition-id`` learns its client index from the run's first
+    message (:func:`~pfxab_flower.client_apps.sessions.remember_assignment`), and its session
+    needs that index. Replies carry the node config's ``site`` label, if it declares one.
+    """
+
+    def __init__(self, session_fn: SessionFn, context: Context, secure_aggregation: bool = False) -> None:
+        self.session_fn = session_fn
+        self.node = context  # not ``self.context``: NumPyClient keeps its own there
         self.secure_aggregation = secure_aggregation
+
+    def _session(self, config: dict[str, Any]) -> ClientSession:
+        """The node's session, once the message's client assignment (if any) is kept."""
+        remember_assignment(config, self.node)
+        return self.session_fn(self.node)
+
+    def _site(self) -> str | None:
+        site = self.node.node_config.get(codec.SITE)
+        return site if isinstance(site, str) else None
 
     def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[list[np.ndarray], int, dict]:
         instruction = read_instruction("legacy API", "train", parameters, config)
-        if self.session.stands_by(instruction.parameters):
-            arrays, metrics = codec.positional(codec.standby_payload(self.session.client))
+        session = self._session(config)
+        if session.stands_by(instruction.parameters):
+            arrays, metrics = codec.positional(codec.standby_payload(session.client))
             return arrays, 0, metrics
-        reply = self.session.handle(instruction)
-        payload = codec.reply_payload(reply.report, reply.harness)
+        reply = session.handle(instruction)
+        payload = codec.reply_payload(reply.report, reply.harness, self._site())
         if self.secure_aggregation and isinstance(instruction, FinishInstruction):
             return [np.zeros(1)], 1, codec.arrays_to_config(payload)  # SecAgg+ sums every fit reply's tensors
         if self.secure_aggregation:
@@ -52,10 +70,12 @@ class PhasedNumPyClient(NumPyClient):
 
     def evaluate(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[float, int, dict]:
         update = read_instruction("legacy API", "evaluate", parameters, config)
-        if self.session.stands_by(update.parameters):
-            return 0.0, 0, codec.standby_payload(self.session.client)[1]
-        reply = self.session.handle(update)
-        return 0.0, 1, codec.arrays_to_config(codec.reply_payload(reply.report, reply.harness))  # no tensors back
+        session = self._session(config)
+        if session.stands_by(update.parameters):
+            return 0.0, 0, codec.standby_payload(session.client)[1]
+        reply = session.handle(update)
+        payload = codec.reply_payload(reply.report, reply.harness, self._site())
+        return 0.0, 1, codec.arrays_to_config(payload)  # no tensors back
 
 
 def legacy_client_app(
@@ -70,7 +90,7 @@ def legacy_client_app(
 
     def client_fn(context: Context) -> Client:
         algorithms.register()  # before the client decodes a message naming its algorithm
-        return PhasedNumPyClient(session_fn(context), secure_aggregation).to_client()
+        return PhasedNumPyClient(session_fn, context, secure_aggregation).to_client()
 
     secure = [secaggplus_mod] if secure_aggregation else []
     mods = [keep_state_on_disk, answer_foreign_messages, *secure, require_legacy_records]

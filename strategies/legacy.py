@@ -71,6 +71,7 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
         self._standby: set[int] = set()
         self._down: tuple[int, int] = (0, 0)  # (values, bytes) of the broadcast under way, counted as it was sent
         self._score: tuple[float, dict[str, Scalar]] | None = None
+        self._assigned = False  # whether the node list went out (with the run's first message)
 
     @property
     def running(self) -> bool:
@@ -95,7 +96,12 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
         outgoing = self.driver.next_exchange()
         if outgoing is None:
             return []
-        fit_ins = FitIns(*self._broadcast(outgoing.message))
+        parameters, config = self._broadcast(outgoing.message)
+        if not self._assigned:  # the run's first message: a node without a partition-id learns its index
+            nodes = [_node(client) for client in self._sent]
+            config, self._assigned = {**config, **codec.assignment([n for n in nodes if n is not None])}, True
+            self._down = codec.wire_size(list(parameters.tensors), config)
+        fit_ins = FitIns(parameters, config)
         return [(client, fit_ins) for client in self._sent]
 
     def aggregate_fit(
@@ -156,12 +162,15 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
 
     # -- helpers ----------------------------------------------------------------------------------
     def _clients(self, client_manager: ClientManager) -> list[ClientProxy]:
-        """Every connected node, in a fixed order; stops the run if fewer than ``num_clients`` connect."""
+        """Every connected node in order of node id (the Message API's order: a node without a
+        ``partition-id`` is the client of its place); stops the run if fewer than ``num_clients`` connect."""
         M = self.driver.num_clients
         if not client_manager.wait_for(M, timeout=int(self.round_timeout)):
             self.driver.stop(too_few_nodes(self.driver, client_manager.num_available(), self.round_timeout))
             return []
-        return [client_manager.all()[cid] for cid in sorted(client_manager.all())]
+        proxies = client_manager.all()
+        return [proxies[cid] for cid in sorted(proxies, key=lambda cid: (_node(proxies[cid]) is None,
+                                                                        _node(proxies[cid]) or 0, cid))]
 
     def _exchange(self, outgoing: Outgoing, results: list[tuple[ClientProxy, Any]], failures: list) -> Exchange:
         """Decode the replies of the driver's exchange under way and log what crossed the wire."""

@@ -65,7 +65,7 @@ class LoopbackProxy(ClientProxy):
 
 def numpy_client_fn(session_fn: SessionFn, secure_aggregation: bool = False) -> Callable[[Context], Client]:
     """The legacy ``client_fn`` of a session function (what ``legacy_client_app`` wraps)."""
-    return lambda context: PhasedNumPyClient(session_fn(context), secure_aggregation).to_client()
+    return lambda context: PhasedNumPyClient(session_fn, context, secure_aggregation).to_client()
 
 
 def run_loopback(

@@ -1,6 +1,6 @@
 """SuperNodes without a ``partition-id``: the server assigns each connected node its client index.
 
-The run's first message (Message API) lists the run's nodes in order; a node whose node
+The run's first message (either Flower API) lists the run's nodes in order; a node whose node
 config has no ``partition-id`` is the client of its position, keeps it in its state and
 answers for it from then on. Over the in-process loopback grid (no Ray): the numbers are
 the in-process engine's, whatever the node ids; the node that held each client is in the
@@ -18,11 +18,12 @@ import pytest
 from flwr.app import Context, Message, RecordDict
 
 from pfxab_flower import engine
-from pfxab_flower.client_apps import federation_sessions, message_client_app
+from pfxab_flower.client_apps import federation_sessions, legacy_client_app, message_client_app
 from pfxab_flower.client_apps.sessions import ASSIGNED_STATE
 from pfxab_flower.problems import build_federation
 from pfxab_flower.run_parameters import RunConfig
-from pfxab_flower.strategies import PFXAB
+from pfxab_flower.strategies import PFXAB, PFXABStrategy
+from pfxab_flower.strategies.secure import run_legacy_workflow
 from tests.impostors import phase_of
 from tests.message_loopback import LoopbackGrid, run_loopback
 
@@ -95,6 +96,37 @@ def test_a_node_that_lost_its_index_is_counted_failed_then_lost_with_the_reason(
     assert (lost["client"], lost["flower_node"], lost["phase"]) == (1, 150, 2)
     assert "no partition-id and no client index from the server" in lost["reason"]
     assert summary["pulls_scored"][0] == summary["pulls_scored"][2] == summary["pulls_scored"][3] == CONFIG.horizon
+
+
+# -- the legacy API: the same assignment, in the first FitIns' config -------------------------------------------------
+def run_legacy(node_ids: list[int]) -> tuple[dict, UnlabelledGrid]:
+    """The legacy strategy and ClientApp through Flower's legacy workflow (its message conversion and the
+    app's mods), over the loopback grid of nodes without a ``partition-id``."""
+    federation = build_federation(CONFIG)
+    strategy = PFXABStrategy(num_clients=CONFIG.clients, horizon=CONFIG.horizon, alpha=CONFIG.alpha,
+                             seed=CONFIG.seed, federation=federation)
+    grid = UnlabelledGrid(node_ids, legacy_client_app(federation_sessions(federation)))
+    context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
+    run_legacy_workflow(grid, context, strategy, strategy.num_rounds, 60.0)  # type: ignore[arg-type]
+    return strategy.run_result().summary, grid
+
+
+def test_legacy_nodes_without_a_partition_id_get_the_index_of_their_place_and_the_inprocess_numbers() -> None:
+    summary, grid = run_legacy(NODE_IDS)
+    inprocess = engine.run_config(CONFIG).summary
+    for key in SAME_KEYS:
+        assert summary[key] == inprocess[key], key
+    assert summary["flower_nodes"] == sorted(NODE_IDS)  # in order of node id, as over the Message API
+    assert summary["sites"] == ["site-105", "site-150", "site-307", None]
+    kept = {node: int(grid.contexts[node].state[ASSIGNED_STATE]["client-index"]) for node in NODE_IDS}
+    assert kept == {node: sorted(NODE_IDS).index(node) for node in NODE_IDS}
+
+
+def test_a_legacy_node_past_the_runs_clients_stands_by() -> None:
+    last = 2**64 - 5
+    summary, grid = run_legacy([*NODE_IDS, last])
+    assert summary["flower_nodes"] == sorted(NODE_IDS) and summary["lost_clients"] == []
+    assert int(grid.contexts[last].state[ASSIGNED_STATE]["client-index"]) == 4
 
 
 # -- a real deployment of a user's own objective app, SuperNodes without a partition-id ----------------------------
