@@ -43,6 +43,8 @@ from pfxab_flower.remote import in_ray_task
 CACHE_FORMAT = 2
 ENV_VAR = "PFXAB_CACHE_DIR"
 _TIMEOUT_SECONDS = 60.0
+#: Connections a forked process inherited: kept referenced (never closed, never used) in that process.
+_INHERITED: list[sqlite3.Connection] = []
 
 
 def cache_dir() -> Path:
@@ -59,6 +61,7 @@ class EvaluationStore:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path if path is not None else cache_dir() / f"evaluations-v{CACHE_FORMAT}.sqlite"
         self._connection: sqlite3.Connection | None = None
+        self._owner = os.getpid()  # the process whose connection ``_connection`` is
         self._disabled = False
         self._connect()
 
@@ -68,8 +71,19 @@ class EvaluationStore:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.path, self._disabled, self._connection = state["path"], state["disabled"], None
+        self._owner = os.getpid()
+
+    def _drop_inherited(self) -> None:
+        """In a forked process (sweeps fork after computing the optima in the parent), set aside the
+        parent's connection: SQLite forbids using one across fork(), and closing it in the child
+        could disturb the parent's locks, so it is kept referenced, unused; the child opens its own."""
+        if self._connection is not None and self._owner != os.getpid():
+            _INHERITED.append(self._connection)
+            self._connection = None
+        self._owner = os.getpid()
 
     def _connect(self) -> sqlite3.Connection | None:
+        self._drop_inherited()
         if self._connection is not None or self._disabled:
             return self._connection
         try:
@@ -195,6 +209,7 @@ class EvaluationStore:
                     [(namespace, i, p, v, row_checksum(namespace, i, p, v)) for i, p, v in rows])
 
     def close(self) -> None:
+        self._drop_inherited()
         if self._connection is not None:
             self._connection.close()
             self._connection = None

@@ -174,6 +174,38 @@ def test_two_writers_share_one_store(tmp_path):
     assert second.load("other", [0]) == {0: {}}
 
 
+#: The store a forked worker inherits (not an argument: that would be pickled, not inherited).
+_FORKED_STORE: list[EvaluationStore] = []
+
+
+def _save_in_a_fork(item: int) -> tuple[int, int]:
+    """Save through the store this process inherited by fork; which connection it held, and which it used."""
+    (store,) = _FORKED_STORE
+    inherited = id(store._connection)
+    store.save("ns", [(item, bytes([i]) * 16, 0.5) for i in range(100)])
+    return inherited, id(store._connection)
+
+
+def test_forked_workers_open_their_own_connection_and_lose_no_write(tmp_path):
+    """Sweeps fork their workers after the parent used the store; SQLite forbids sharing a connection
+    across fork(), so each worker must open its own, and every worker's rows must reach the file."""
+    import multiprocessing
+
+    store = EvaluationStore(tmp_path / "e.sqlite")
+    store.save("ns", [(0, b"parent", 0.25)])
+    _FORKED_STORE[:] = [store]
+    try:
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            used = pool.map(_save_in_a_fork, [1, 2])
+    finally:
+        _FORKED_STORE.clear()
+    assert all(inherited == id(store._connection) != own for inherited, own in used)
+    rows = EvaluationStore(tmp_path / "e.sqlite").load("ns", [0, 1, 2])
+    assert [len(rows[item]) for item in (0, 1, 2)] == [1, 100, 100]
+    store.save("ns", [(0, b"after", 0.5)])  # the parent's own connection still works
+    assert store.load("ns", [0]) == {0: {b"parent": 0.25, b"after": 0.5}}
+
+
 def test_corrupt_cache_is_moved_aside_and_rebuilt(tmp_path, capsys):
     path = tmp_path / "evaluations.sqlite"
     path.write_bytes(b"this is not a database " * 200)
