@@ -63,7 +63,19 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"network: no loopback-only namespace ({reason}): the tests that start Ray or Flower's servers are skipped"
 
 
+#: pytest-xdist groups (``--dist loadgroup``, pyproject's ``addopts``): each group's tests run one at a time,
+#: in one worker. Ray tests never overlap (one Ray instance at a time fits 2 cores), nor do the real
+#: SuperLink + SuperNode deployments; a Ray test and a deployment may overlap, as may everything else:
+#: both mostly wait (heartbeats, round timeouts, process start-up), so together they take about half
+#: the wall time they take one after the other.
+XDIST_GROUPS = {"ray": "ray", "loopback": "superlink"}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        group = next((XDIST_GROUPS[m] for m in XDIST_GROUPS if item.get_closest_marker(m)), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     reason = config.stash.get(_NO_LOOPBACK_NAMESPACE, None)
     if reason is None:
         return

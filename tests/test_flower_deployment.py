@@ -102,6 +102,7 @@ def test_existing_certificates_are_never_replaced(tmp_path: Path, capsys: pytest
     assert {path: path.read_bytes() for path in before} == before
 
 
+@pytest.mark.timeout(400)  # 111-119 s measured (round timeouts and heartbeats): twice that, and more, for a hang
 def test_supernodes_killed_mid_phase_and_between_phases_lose_nothing_else(tmp_path: Path) -> None:
     """Two of four SuperNodes die by SIGKILL: one while it holds a phase message, one while idle.
 
