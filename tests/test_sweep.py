@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 
 import pfxab_flower.simulations.sweep as sweep_module
+from pfxab_flower.results import time_grid
 from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.experiment import load_experiment, run_id
-from pfxab_flower.simulations.sweep import CONFIG_COLUMNS, REFERENCE_COLUMNS, SUMMARY_COLUMNS, time_grid
+from pfxab_flower.simulations.sweep_runs import CONFIG_COLUMNS, REFERENCE_COLUMNS, SUMMARY_COLUMNS
 
 TINY = """
 [experiment]
