@@ -122,6 +122,30 @@ def test_legacy_nodes_without_a_partition_id_get_the_index_of_their_place_and_th
     assert kept == {node: sorted(NODE_IDS).index(node) for node in NODE_IDS}
 
 
+def test_a_legacy_node_that_lost_its_index_is_counted_failed_then_lost_with_the_reason() -> None:
+    federation = build_federation(CONFIG)
+    strategy = PFXABStrategy(num_clients=CONFIG.clients, horizon=CONFIG.horizon, alpha=CONFIG.alpha,
+                             seed=CONFIG.seed, federation=federation)
+    grid = UnlabelledGrid(NODE_IDS, legacy_client_app(federation_sessions(federation)))
+    original, trains = grid.app, []
+
+    def app(message: Message, context: Context) -> Message:  # node 150 restarts before its second fit (phase 2)
+        if context.node_id == 150 and message.metadata.message_type == "train":
+            trains.append(True)
+            if len(trains) == 2:
+                context.state = RecordDict()
+        return original(message, context)
+
+    grid.app = app
+    context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
+    run_legacy_workflow(grid, context, strategy, strategy.num_rounds, 60.0)  # type: ignore[arg-type]
+    summary = strategy.run_result().summary
+    (lost,) = summary["lost_clients"]
+    assert (lost["client"], lost["flower_node"], lost["phase"]) == (1, 150, 2)
+    assert "no partition-id and no client index from the server" in lost["reason"]
+    assert summary["pulls_scored"][0] == summary["pulls_scored"][2] == summary["pulls_scored"][3] == CONFIG.horizon
+
+
 def test_a_legacy_node_past_the_runs_clients_stands_by() -> None:
     last = 2**64 - 5
     summary, grid = run_legacy([*NODE_IDS, last])
