@@ -33,7 +33,7 @@ import struct
 import sys
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from pfxab_flower.remote import in_ray_task
 CACHE_FORMAT = 2
 ENV_VAR = "PFXAB_CACHE_DIR"
 _TIMEOUT_SECONDS = 60.0
+_POINTS_PER_QUERY = 500
 #: Connections a forked process inherited: kept referenced (never closed, never used) in that process.
 _INHERITED: list[sqlite3.Connection] = []
 
@@ -139,9 +140,10 @@ class EvaluationStore:
         self._disabled = True
 
     def load(
-        self, namespace: str, items: Iterable[int], bounds: tuple[float, float] = (-math.inf, math.inf)
+        self, namespace: str, items: Iterable[int], bounds: tuple[float, float] = (-math.inf, math.inf),
+        points: Sequence[bytes] | None = None,
     ) -> dict[int, dict[bytes, float]]:
-        """Every stored value of these items: ``{item: {point bytes: value}}``.
+        """Every stored value of these items (only at ``points``, if given): ``{item: {point bytes: value}}``.
 
         Values outside ``bounds`` (the objective's range), not finite, or whose row
         checksum does not match cannot be right: they are deleted from the file (so
@@ -152,7 +154,14 @@ class EvaluationStore:
             return result
         marks = ",".join("?" * len(result))
         query = f"SELECT item, point, value, checksum FROM evaluations WHERE namespace = ? AND item IN ({marks})"
-        rows = self._read(query, (namespace, *result))
+        if points is None:
+            rows = self._read(query, (namespace, *result))
+        else:  # in slices: SQLite limits the parameters of one statement
+            rows = []
+            for start in range(0, len(points), _POINTS_PER_QUERY):
+                chunk = points[start : start + _POINTS_PER_QUERY]
+                rows += self._read(f"{query} AND point IN ({','.join('?' * len(chunk))})",
+                                   (namespace, *result, *chunk))
         low, high = bounds
         bad, changed = [], 0
         for item, point, value, check in rows:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pfxab_flower import cache as cache_module
 from pfxab_flower.cache import EvaluationStore, cache_dir
 from pfxab_flower.engine import run, run_config
 from pfxab_flower.noise import NoiseModel
@@ -83,6 +84,21 @@ def test_disk_cache_returns_the_fresh_values(splits):
     other = SvmEvaluator(fields, namespace + "/other-version", store=EvaluationStore(), workers=1)
     other.evaluate(0, points[:1])
     assert other.fits == 1  # a different namespace (data, split, version) never reuses values
+
+
+def test_values_another_process_stored_since_the_load_are_taken_not_fit_again(splits, monkeypatch):
+    """Parallel sweep workers each load the store once; what one fits later, the other must not fit again."""
+    fields, sha = splits
+    namespace = cache_namespace(sha)
+    monkeypatch.setattr(cache_module, "_POINTS_PER_QUERY", 3)  # the lookup's slices, exercised
+    points = _points(7, seed=11)
+    early = SvmEvaluator(fields, namespace, store=EvaluationStore(), workers=1)  # loaded before the fits below
+    writer = SvmEvaluator(fields, namespace, store=EvaluationStore(), workers=1)
+    fresh = writer.evaluate_all(points[:5])
+    np.testing.assert_array_equal(early.evaluate_all(points[:5]), fresh)
+    assert early.fits == 0
+    early.evaluate(1, points)  # two new points: only they are fit
+    assert early.fits == 2
 
 
 def test_parallel_fits_equal_serial_fits(splits, monkeypatch):

@@ -152,9 +152,25 @@ class SvmEvaluator:
         missing = {
             (m, k): row for m in clients for k, row in zip(keys, points, strict=True) if k not in self._values[m]
         }
+        if missing and self.store is not None:
+            self._take_stored(missing)
         if missing:
             self._fit(missing)
         return np.array([[self._values[m][k] for k in keys] for m in clients]).reshape(len(clients), len(keys))
+
+    def _take_stored(self, missing: dict[tuple[int, bytes], np.ndarray]) -> None:
+        """Take from the store the missing values another process stored since this one loaded it (parallel
+        sweep workers, a comparison's workers): removed from ``missing``, they are not fit again."""
+        assert self.store is not None
+        by_client: dict[int, list[bytes]] = {}
+        for m, key in missing:
+            by_client.setdefault(m, []).append(key)
+        for m, keys in by_client.items():
+            field = self.splits[m].field
+            stored = self.store.load(self.namespace, [field], REWARD_RANGE, points=keys)[field]
+            self._values[m].update(stored)
+            for key in stored:
+                del missing[(m, key)]
 
     def _fit(self, missing: dict[tuple[int, bytes], np.ndarray]) -> None:
         """Fit the missing ``(client, point)`` pairs, in worker processes when there are many."""
