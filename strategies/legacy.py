@@ -5,7 +5,9 @@ Same driver and same rounds as the Message-API strategies (:mod:`.message`), on 
 ``aggregate_fit`` -> local means (or final points), ``configure_evaluate`` -> global update,
 ``aggregate_evaluate`` -> next active sets. Metrics reach Flower's ``History``:
 ``metrics_distributed_fit[p]`` (exploration of phase ``p``; for the final exchange's
-Flower round ``final-reports`` and ``lost-clients``, a JSON list) and ``metrics_distributed[p]``
+Flower round ``final-reports``, and as JSON lists ``lost-clients``, ``client-nodes`` (the Flower
+node that held each client, ``null`` if none did) and ``sites`` (each node's declared ``site``
+label, ``null`` if none)) and ``metrics_distributed[p]``
 (the whole phase: active nodes, eliminated, pulls per client, failures, mean observed
 reward; ``losses_distributed[p]`` is minus that mean, as Flower records evaluate metrics
 only with a loss). With a known federation, ``metrics_centralized`` of the last Flower round
@@ -121,8 +123,11 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
                 explain_silence(self.driver, outgoing.phase, exchange)
             self.driver.deliver(exchange)
         if self.driver.finished:
+            clients = range(self.driver.num_clients)
             return ndarrays_to_parameters([self.driver.final_points()]), {
-                "final-reports": len(self.driver.final_reports), "lost-clients": json.dumps(self.lost_clients)}
+                "final-reports": len(self.driver.final_reports), "lost-clients": json.dumps(self.lost_clients),
+                "client-nodes": json.dumps([self.driver.nodes.get(m) for m in clients]),
+                "sites": json.dumps([self.driver.sites.get(m) for m in clients])}
         return None, self.driver.round_metrics() or {}
 
     def configure_evaluate(

@@ -107,8 +107,13 @@ def run_legacy(node_ids: list[int]) -> tuple[dict, UnlabelledGrid]:
                              seed=CONFIG.seed, federation=federation)
     grid = UnlabelledGrid(node_ids, legacy_client_app(federation_sessions(federation)))
     context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
-    run_legacy_workflow(grid, context, strategy, strategy.num_rounds, 60.0)  # type: ignore[arg-type]
-    return strategy.run_result().summary, grid
+    history = run_legacy_workflow(grid, context, strategy, strategy.num_rounds, 60.0)  # type: ignore[arg-type]
+    summary = strategy.run_result().summary
+    (final,) = [metrics for _, metrics in history.metrics_distributed_fit["client-nodes"]]
+    assert json.loads(final) == summary["flower_nodes"]  # Flower's History holds who held each client
+    (sites,) = [metrics for _, metrics in history.metrics_distributed_fit["sites"]]
+    assert json.loads(sites) == summary["sites"]
+    return summary, grid
 
 
 def test_legacy_nodes_without_a_partition_id_get_the_index_of_their_place_and_the_inprocess_numbers() -> None:
