@@ -100,8 +100,8 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
             return []
         parameters, config = self._broadcast(outgoing.message)
         if not self._assigned:  # the run's first message: a node without a partition-id learns its index
-            nodes = [_node(client) for client in self._sent]
-            config, self._assigned = {**config, **codec.assignment([n for n in nodes if n is not None])}, True
+            nodes = [_node(client) or 0 for client in self._sent]  # 0: a proxy without a node (tests) keeps its place
+            config, self._assigned = {**config, **codec.assignment(nodes)}, True
             self._down = codec.wire_size(list(parameters.tensors), config)
         fit_ins = FitIns(parameters, config)
         return [(client, fit_ins) for client in self._sent]
