@@ -19,6 +19,7 @@ import numpy as np
 from flwr.app import Context
 from flwr.client import Client, ClientApp, NumPyClient
 from flwr.client.mod import secaggplus_mod
+from flwr.clientapp.typing import Mod
 
 from pfxab_flower.algorithms.messages import FinishInstruction, LocalReport
 from pfxab_flower.algorithms.registry import CarriedAlgorithms
@@ -93,5 +94,5 @@ def legacy_client_app(
         return PhasedNumPyClient(session_fn, context, secure_aggregation).to_client()
 
     secure = [secaggplus_mod] if secure_aggregation else []
-    mods = [keep_state_on_disk, answer_foreign_messages, *secure, require_legacy_records]
+    mods: list[Mod] = [keep_state_on_disk, answer_foreign_messages, *secure, require_legacy_records]
     return ClientApp(client_fn=client_fn, mods=mods)

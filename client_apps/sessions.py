@@ -105,7 +105,9 @@ def client_index(context: Context) -> int:
         raise ConfigError("this node has no partition-id and no client index from the server (it was not "
                           "connected when the run's first message went out, or it restarted since); allowed: "
                           "--node-config partition-id=N, or a node connected from the run's start")
-    return int(context.state[ASSIGNED_STATE]["client-index"])  # type: ignore[index]
+    index = context.state.config_records[ASSIGNED_STATE]["client-index"]  # what remember_assignment wrote
+    assert isinstance(index, int)
+    return index
 
 
 def remember_assignment(config: Mapping[str, Any], context: Context) -> None:

@@ -24,8 +24,9 @@ class FlowerStore:
         self.state = state
 
     def load(self) -> tuple[ClientState, EnvironmentState | None]:
-        machine = ClientState.from_arrays(unpack(self.state[STATE_KEY])) if STATE_KEY in self.state else ClientState()
-        environment = unpack(self.state[ENVIRONMENT_KEY]) if ENVIRONMENT_KEY in self.state else None
+        records = self.state.config_records  # what :meth:`save` writes
+        machine = ClientState.from_arrays(unpack(records[STATE_KEY])) if STATE_KEY in records else ClientState()
+        environment = unpack(records[ENVIRONMENT_KEY]) if ENVIRONMENT_KEY in records else None
         return machine, environment
 
     def save(self, state: ClientState, environment: EnvironmentState) -> None:

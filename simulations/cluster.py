@@ -65,7 +65,7 @@ def check_ray_address(text: object, timeout: float = CONNECT_TIMEOUT) -> str:
         host.strip("[]").encode("idna")
         with grpc.insecure_channel(target) as channel:
             reply = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel).CheckAlive(
-                gcs_service_pb2.CheckAliveRequest(), timeout=timeout)
+                gcs_service_pb2.CheckAliveRequest(), timeout=timeout)  # type: ignore[attr-defined]  # generated
         if not reply.ray_version:
             raise ValueError("the service there did not say which Ray it runs")
     except UnicodeError:

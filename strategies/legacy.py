@@ -128,7 +128,8 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
                 "final-reports": len(self.driver.final_reports), "lost-clients": json.dumps(self.lost_clients),
                 "client-nodes": json.dumps([self.driver.nodes.get(m) for m in clients]),
                 "sites": json.dumps([self.driver.sites.get(m) for m in clients])}
-        return None, self.driver.round_metrics() or {}
+        metrics: dict[str, Scalar] = {**(self.driver.round_metrics() or {})}
+        return None, metrics
 
     def configure_evaluate(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
@@ -162,7 +163,8 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
         if self._score is None:  # Flower's own Server loop asks again in every round it has left
             summary = self.run_result().summary
             regret = summary["regret"]  # None: an unscored run (real evaluations, no reference), loss NaN
-            self._score = float("nan" if regret is None else regret), score_metrics(summary)
+            scores: dict[str, Scalar] = {**score_metrics(summary)}
+            self._score = float("nan" if regret is None else regret), scores
         return self._score
 
     # -- helpers ----------------------------------------------------------------------------------

@@ -179,7 +179,7 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
                                  "lost-clients": Array(lost), "client-nodes": Array(holders)})
             return final, None  # train_metrics_clientapp keeps one row per phase
         metrics = self.driver.round_metrics()
-        return None, None if metrics is None else MetricRecord(metrics)
+        return None, None if metrics is None else MetricRecord(_metric_values(metrics))
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
@@ -302,7 +302,7 @@ def _evaluate_serverapp(
         result.evaluate_metrics_serverapp[flower_round] = metrics
 
 
-def _metric_values(row: dict[str, Any]) -> dict[str, int | float]:
+def _metric_values(row: Mapping[str, Any]) -> dict[str, int | float | list[int] | list[float]]:
     return {key: (float(value) if isinstance(value, float) else int(value)) for key, value in row.items()}
 
 

@@ -26,6 +26,8 @@ from flwr.server.workflow.default_workflows import (
 )
 from flwr.serverapp import Grid
 
+from pfxab_flower.strategies.legacy import LegacyPhasedEliminationStrategy
+
 
 class PhasedWorkflow(DefaultWorkflow):
     """``DefaultWorkflow`` whose loop stops once the strategy's run is over (``strategy.running`` is false)."""
@@ -34,6 +36,8 @@ class PhasedWorkflow(DefaultWorkflow):
         if not isinstance(context, LegacyContext):
             raise TypeError(f"Expect a LegacyContext, but get {type(context).__name__}.")
         strategy = context.strategy
+        if not isinstance(strategy, LegacyPhasedEliminationStrategy):
+            raise TypeError(f"PhasedWorkflow runs pfxab-flower's legacy strategies, not {type(strategy).__name__}")
         thread, stop, registered = start_update_client_manager_thread(grid, context.client_manager)
         registered.wait()
         log(INFO, "[INIT]")
