@@ -53,7 +53,7 @@ class PhasedNumPyClient(NumPyClient):
         site = self.node.node_config.get(codec.SITE)
         return site if isinstance(site, str) else None
 
-    def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[list[np.ndarray], int, dict]:
+    def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[list[np.ndarray], int, dict[str, Any]]:
         instruction = read_instruction("legacy API", "train", parameters, config)
         session = self._session(config)
         if session.stands_by(instruction.parameters):
@@ -69,7 +69,7 @@ class PhasedNumPyClient(NumPyClient):
         arrays, metrics = codec.positional(payload)
         return arrays, 1, metrics
 
-    def evaluate(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[float, int, dict]:
+    def evaluate(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[float, int, dict[str, Any]]:
         update = read_instruction("legacy API", "evaluate", parameters, config)
         session = self._session(config)
         if session.stands_by(update.parameters):

@@ -34,6 +34,7 @@ of them, and a node tells it which client it is. In Python the list position say
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from flwr.clientapp import ClientApp
 
@@ -48,7 +49,7 @@ from pfxab_flower.problems.federation import VALUE_LIMIT, check_value_range
 
 def objective_client_app(
     objective: UserObjective | FromContext,
-    domain: Domain | Mapping[str, tuple],
+    domain: Domain | Mapping[str, tuple[Any, ...]],
     *,
     noise_sigma: float = 0.1,
     noise: str = "uniform",

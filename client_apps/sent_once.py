@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 T = TypeVar("T")
 
 #: The values this process fetched, by their object's id: each is fetched once per worker.
-_FETCHED: dict[str, Any] = {}
+_FETCHED: dict[str, SentOnce[Any]] = {}
 _LOCK = threading.Lock()
 
 

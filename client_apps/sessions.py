@@ -28,7 +28,7 @@ from pfxab_flower.errors import ConfigError, spelled_as
 from pfxab_flower.faults import NO_FAULTS, FaultPlan
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import VALUE_LIMIT, Federation, Objective
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.sampling import SimulatedEnvironment
 from pfxab_flower.session import ClientSession
 from pfxab_flower.wire import codec
@@ -153,7 +153,7 @@ def federation_sessions(
 
 
 def objective_sessions(
-    objective: UserObjective | FromContext, domain: Domain | Mapping[str, tuple], *, noise_sigma: float = 0.1,
+    objective: UserObjective | FromContext, domain: Domain | Mapping[str, tuple[Any, ...]], *, noise_sigma: float = 0.1,
     noise: str = "uniform", evaluation: str | None = None,
     value_range: tuple[float, float] = (-VALUE_LIMIT, VALUE_LIMIT),
 ) -> SessionFn:
@@ -183,10 +183,11 @@ def objective_sessions(
 def run_config_evaluation(run_config: Mapping[str, Any]) -> str:
     """The run config's ``evaluation`` key, checked (``simulated`` when it has none)."""
     with spelled_as("key", unless_set=True):
-        return parse("evaluation", run_config.get("evaluation", "simulated"))
+        evaluation: str = parse("evaluation", run_config.get("evaluation", "simulated"))
+    return evaluation
 
 
-def problem_of(run_config: Mapping[str, Any]):
+def problem_of(run_config: Mapping[str, Any]) -> tuple[RunConfig, AppOptions]:
     """The problem and fault options of a run config, from their own keys only (others ignored)."""
     from pfxab_flower.run_parameters import parse_run_config
 

@@ -179,7 +179,7 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
         return [proxies[cid] for cid in sorted(proxies, key=lambda cid: (_node(proxies[cid]) is None,
                                                                         _node(proxies[cid]) or 0, cid))]
 
-    def _exchange(self, outgoing: Outgoing, results: list[tuple[ClientProxy, Any]], failures: list) -> Exchange:
+    def _exchange(self, outgoing: Outgoing, results: list[tuple[ClientProxy, Any]], failures: list[Any]) -> Exchange:
         """Decode the replies of the driver's exchange under way and log what crossed the wire."""
         expected = outgoing.expects
         payloads: list[Any] = self._failures(results, failures)
@@ -202,7 +202,9 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
         self.driver.record(outgoing.phase, outgoing.kind, down_values * sent, down_bytes * sent, up_values, up_bytes)
         return exchange
 
-    def _aggregate_secure(self, outgoing: Outgoing, results: list[tuple[ClientProxy, FitRes]], failures: list) -> None:
+    def _aggregate_secure(
+        self, outgoing: Outgoing, results: list[tuple[ClientProxy, FitRes]], failures: list[Any]
+    ) -> None:
         """A fit round through SecAgg+: every reply carries the same sum; only metrics are per client."""
         instruction = outgoing.message
         assert isinstance(instruction, PhaseInstruction)
@@ -240,7 +242,7 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
         self._down = codec.wire_size(list(parameters.tensors), config)
         return parameters, config
 
-    def _failures(self, results: list[tuple[ClientProxy, Any]], failures: list) -> list[Failure]:
+    def _failures(self, results: list[tuple[ClientProxy, Any]], failures: list[Any]) -> list[Failure]:
         """Flower's failures with their nodes: a non-OK reply names its proxy; an exception does not, unless
         it is the exchange's only one and exactly one node sent nothing else (then it is that node's)."""
         answered = {id(proxy) for proxy, _ in results} | {id(f[0]) for f in failures if isinstance(f, tuple)}
