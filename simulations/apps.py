@@ -60,9 +60,11 @@ def run_server(
     else:
         with contextlib.suppress(RunStoppedError):  # the reason is kept by the strategy
             strategy.start(grid=grid)
-    if strategy.stop_reason is not None:
-        return strategy.stop_reason
-    return strategy.run_result(describe)
+    reason: str | None = strategy.stop_reason
+    if reason is not None:
+        return reason
+    result: RunResult = strategy.run_result(describe)
+    return result
 
 
 def server_app(

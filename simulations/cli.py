@@ -12,6 +12,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Collection, Sequence
+from typing import Any
 
 import pfxab_flower
 from pfxab_flower.errors import ConfigError, ObjectiveError, RunStoppedError, spelled_as
@@ -40,7 +41,7 @@ class OneLineParser(argparse.ArgumentParser):
     sharing the prefix is added.
     """
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)  # also for every sub-parser (they are built with this class)
         super().__init__(*args, **kwargs)
 

@@ -64,7 +64,7 @@ def check_ray_address(text: object, timeout: float = CONNECT_TIMEOUT) -> str:
     try:
         host.strip("[]").encode("idna")
         with grpc.insecure_channel(target) as channel:
-            reply = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel).CheckAlive(
+            reply = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel).CheckAlive(  # type: ignore[no-untyped-call]
                 gcs_service_pb2.CheckAliveRequest(), timeout=timeout)  # type: ignore[attr-defined]  # generated
         if not reply.ray_version:
             raise ValueError("the service there did not say which Ray it runs")
@@ -85,8 +85,8 @@ def _rpc_reason(exc: Exception) -> str:
 
     if not isinstance(exc, grpc.RpcError):
         return str(exc)
-    details = " ".join(str(exc.details() or "").split())  # type: ignore[attr-defined]
-    code = exc.code()  # type: ignore[attr-defined]
+    details = " ".join(str(exc.details() or "").split())
+    code = exc.code()
     if "Connection refused" in details:
         return "Connection refused"
     if "HTTP/2" in details or code.name == "UNIMPLEMENTED":
@@ -147,7 +147,7 @@ def cluster_cpus(address: str) -> float:
 
 def run_on_ray(
     fn: Callable[..., Any],
-    jobs: Sequence[tuple],
+    jobs: Sequence[tuple[Any, ...]],
     on_done: Callable[[int, Any, BaseException | None], None],
     address: str,
 ) -> None:
@@ -188,7 +188,7 @@ def ray_runner(address: str) -> JobRunner:
 def ray_fit_mapper(address: str) -> FitMapper:
     """The core's fit mapper for the cluster at ``address``: each call a task, results in order."""
 
-    def mapper(fn: Callable[..., Any], calls: Sequence[tuple]) -> Iterator[Any]:
+    def mapper(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> Iterator[Any]:
         with connected(address) as ray:
             task = ray.remote(num_cpus=1, max_retries=0)(fn)
             refs = [task.remote(*call) for call in calls]

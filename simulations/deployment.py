@@ -40,6 +40,7 @@ import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.simulations.environment import QUIET_ENV
@@ -181,17 +182,17 @@ class Deployment:
     logs: Path
     workdir: Path
     node_security: list[str]
-    processes: list[subprocess.Popen] = field(default_factory=list)
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     keys: dict[str, SiteKeys] = field(default_factory=dict)
     node_ids: dict[str, int] = field(default_factory=dict)
 
-    def flwr_run(self, app_dir: Path, run_config: str, timeout: float) -> subprocess.CompletedProcess:
+    def flwr_run(self, app_dir: Path, run_config: str, timeout: float) -> subprocess.CompletedProcess[str]:
         """``flwr run APP_DIR deployment --stream --run-config ...`` against this SuperLink."""
         command = [flwr_executable(), "run", str(app_dir), FEDERATION, "--stream", "--run-config", run_config]
         return subprocess.run(command, cwd=app_dir, env=self.env, capture_output=True, text=True, timeout=timeout,
                               start_new_session=True)
 
-    def flwr(self, *arguments: str, timeout: float = 60.0) -> dict:
+    def flwr(self, *arguments: str, timeout: float = 60.0) -> dict[str, Any]:
         """``flwr ARGUMENTS... deployment --format json`` against this SuperLink: its JSON answer.
 
         Raises ``RuntimeError`` with Flower's own message when the command fails.
@@ -217,7 +218,7 @@ class Deployment:
         """Remove a registered site (``flwr supernode unregister NODE_ID``): its SuperNode is refused from now on."""
         self.flwr("supernode", "unregister", str(self.node_ids[site]))
 
-    def start_supernode(self, name: str, node_config: str, keys: SiteKeys | None = None) -> subprocess.Popen:
+    def start_supernode(self, name: str, node_config: str, keys: SiteKeys | None = None) -> subprocess.Popen[bytes]:
         """Start one ``flower-supernode`` (with ``keys``, authenticated by its private key); its log is ``name.log``."""
         authentication = ["--auth-supernode-private-key", str(keys.private_key)] if keys is not None else []
         return self._start(name, [
@@ -226,7 +227,7 @@ class Deployment:
             "--node-config", node_config,
         ])
 
-    def _start(self, name: str, command: list[str]) -> subprocess.Popen:
+    def _start(self, name: str, command: list[str]) -> subprocess.Popen[bytes]:
         with open(self.logs / f"{name}.log", "ab") as log:
             process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
                                        start_new_session=True)
@@ -301,7 +302,9 @@ def deployment(
         stop(dep)
 
 
-def wait_for_health(port: int, process: subprocess.Popen, certificates: Certificates | None, timeout: float) -> None:
+def wait_for_health(
+    port: int, process: subprocess.Popen[bytes], certificates: Certificates | None, timeout: float
+) -> None:
     """Wait until the SuperLink answers on ``/health`` (or fail if it exits or takes too long)."""
     import ssl
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from pfxab_flower.config import PARAMETERS, check, check_against
 from pfxab_flower.simulations.processes import owner_gone, owner_token, processes_with_marker, stop_processes
@@ -35,7 +36,8 @@ def check_num_cpus(num_cpus: float, ray_address: str | None = None) -> float:
     checked reachable) it is the largest alive node's CPUs, asked of the cluster.
     """
     if ray_address is None:
-        return check("num_cpus", num_cpus)
+        checked: float = check("num_cpus", num_cpus)
+        return checked
     from pfxab_flower.simulations.cluster import cluster_cpus
 
     largest = cluster_cpus(ray_address)
@@ -43,10 +45,11 @@ def check_num_cpus(num_cpus: float, ray_address: str | None = None) -> float:
     on_cluster = replace(PARAMETERS["num_cpus"], valid=lambda value: 0 < value <= largest,
                          rule=f"a number in (0, {largest:g}] (the largest node of the Ray cluster at "
                               f"{ray_address} has {cpus})")
-    return check_against(on_cluster, num_cpus)
+    fits: float = check_against(on_cluster, num_cpus)
+    return fits
 
 
-def backend_config(num_cpus: float, ray_dir: Path, ray_address: str | None = None) -> dict:
+def backend_config(num_cpus: float, ray_dir: Path, ray_address: str | None = None) -> dict[str, Any]:
     """Flower's Ray backend config: client resources that fit a node, and where Ray runs.
 
     Without ``ray_address`` Flower starts a private Ray on this machine's cores with its
@@ -55,7 +58,7 @@ def backend_config(num_cpus: float, ray_dir: Path, ray_address: str | None = Non
     ``init_args`` make ``ray.init`` join that cluster (whose resources are its own: giving
     ``num_cpus`` there is an error in Ray).
     """
-    init_args: dict = ({"address": ray_address} if ray_address is not None else
+    init_args: dict[str, Any] = ({"address": ray_address} if ray_address is not None else
                        {"address": "local", "num_cpus": os.cpu_count() or 1, "num_gpus": 0, "_temp_dir": str(ray_dir)})
     return {"client_resources": {"num_cpus": float(num_cpus), "num_gpus": 0.0}, "init_args": init_args}
 

@@ -247,7 +247,7 @@ def series_keys(experiment: Experiment) -> list[str]:
     return [k for k in experiment.varying if k not in ("alpha", "seed")]
 
 
-def series_label(experiment: Experiment, values: tuple) -> str:
+def series_label(experiment: Experiment, values: tuple[Any, ...]) -> str:
     """The legend / row label of one series: the algorithm's name, then any other varying field."""
     keys = series_keys(experiment)
     parts = [

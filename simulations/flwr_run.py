@@ -225,7 +225,7 @@ def simulate(
         run_id: str | None = None
         flower_status: str | None = None
         left: list[int] = []
-        superlink: subprocess.Popen | None = None
+        superlink: subprocess.Popen[bytes] | None = None
         try:
             superlink = start_local_superlink(env, home)  # our child: it dies with us, whatever kills us
             # a session of its own: Ctrl-C reaches only us, and we stop everything below
@@ -283,7 +283,7 @@ def unsaved_result(line: str) -> dict[str, Any] | None:
 SUPERLINK_STARTUP_TIMEOUT = 60.0
 
 
-def start_local_superlink(env: dict[str, str], home: Path) -> subprocess.Popen | None:
+def start_local_superlink(env: dict[str, str], home: Path) -> subprocess.Popen[bytes] | None:
     """Start the local SuperLink ``flwr run`` would start, but as our child that dies with us; ``None`` if it fails.
 
     ``flwr run`` starts it detached, so it outlived a SIGKILLed ``pfxab simulate`` whose

@@ -22,7 +22,9 @@ Each algorithm keeps its colour in every figure (its place in
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -31,6 +33,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from pfxab_flower.calibration import Calibration
 from pfxab_flower.comparison import Comparison, load_comparison
@@ -59,7 +63,7 @@ def algorithm_colour(algorithm: str) -> str:
     return f"C{place % 10}"
 
 
-def _groups(frame: pd.DataFrame, keys: list[str]):
+def _groups(frame: pd.DataFrame, keys: list[str]) -> Iterator[tuple[tuple[Any, ...], pd.DataFrame]]:
     if not keys:
         yield (), frame
         return
@@ -67,7 +71,7 @@ def _groups(frame: pd.DataFrame, keys: list[str]):
         yield (values if isinstance(values, tuple) else (values,)), group
 
 
-def _mean_with_band(ax, curves: pd.DataFrame, label: str, log_x: bool, colour: str | None = None) -> None:
+def _mean_with_band(ax: Axes, curves: pd.DataFrame, label: str, log_x: bool, colour: str | None = None) -> None:
     """One line: the mean over seeds of ``curves`` (t, seed, regret) with a +-1 sd band (none for one seed)."""
     table = curves.pivot_table(index="t", columns="seed", values="regret")
     mean, sd = table.mean(axis=1), table.std(axis=1, ddof=1).fillna(0.0)
@@ -79,7 +83,7 @@ def _mean_with_band(ax, curves: pd.DataFrame, label: str, log_x: bool, colour: s
     ax.fill_between(t, mean - sd, mean + sd, color=line.get_color(), alpha=0.25, lw=0)
 
 
-def plot_regret(experiment: Experiment, curves: pd.DataFrame, runs: pd.DataFrame, log_x: bool = False):
+def plot_regret(experiment: Experiment, curves: pd.DataFrame, runs: pd.DataFrame, log_x: bool = False) -> Figure:
     """One panel per alpha; mean cumulative regret over seeds with a +-1 sd band per line."""
     keys = series_keys(experiment)
     alphas = sorted(curves["alpha"].unique())
@@ -105,7 +109,7 @@ def plot_regret(experiment: Experiment, curves: pd.DataFrame, runs: pd.DataFrame
     return fig
 
 
-def plot_rewards(experiment: Experiment, runs: pd.DataFrame):
+def plot_rewards(experiment: Experiment, runs: pd.DataFrame) -> Figure:
     """Per-step average rewards against alpha, mean +- 1 sd over seeds, with reference lines."""
     fig, ax = plt.subplots(figsize=(8.2, 4.6))
     stats = runs.groupby("alpha").agg(
@@ -132,7 +136,7 @@ def plot_rewards(experiment: Experiment, runs: pd.DataFrame):
     return fig
 
 
-def plot_comparison(comparison: Comparison):
+def plot_comparison(comparison: Comparison) -> Figure:
     """Final regret per algorithm (mean, sd, every seed) beside the regret curves (mean +- 1 sd, log t)."""
     fig, (bars, curves) = plt.subplots(1, 2, figsize=(11.0, 4.2), gridspec_kw={"width_ratios": [1, 1.5]})
     setting, seeds = comparison.setting, len(comparison.seeds)
@@ -184,7 +188,7 @@ def is_our_figure(path: Path) -> bool:
         return False
 
 
-def _save(fig, out: Path) -> Path:
+def _save(fig: Figure, out: Path) -> Path:
     suffix = out.suffix.lower()
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

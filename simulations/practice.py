@@ -26,6 +26,8 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -35,6 +37,9 @@ from pfxab_flower.errors import ConfigError
 from pfxab_flower.outputs import atomic_file
 from pfxab_flower.simulations.experiment import ALGORITHM_LABELS
 from pfxab_flower.simulations.sweep import load_sweep
+
+if TYPE_CHECKING:  # matplotlib is imported only when a figure is drawn
+    from matplotlib.figure import Figure
 
 SETTING = ["problem", "horizon", "alpha", "noise_sigma"]
 #: The paper's bound, the run parameters' default: a variant under it is labelled by its algorithm alone.
@@ -110,7 +115,7 @@ def markdown(best: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def _pyplot():  # type: ignore[no-untyped-def]
+def _pyplot() -> ModuleType:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -119,7 +124,7 @@ def _pyplot():  # type: ignore[no-untyped-def]
     return plt
 
 
-def _save(fig, stem: Path) -> list[Path]:  # type: ignore[no-untyped-def]
+def _save(fig: Figure, stem: Path) -> list[Path]:
     written = []
     for suffix in (".png", ".pdf"):
         path = stem.with_suffix(suffix)

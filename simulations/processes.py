@@ -134,7 +134,7 @@ def clean_up(marker: str, directories: Sequence[str | Path]) -> list[int]:
 
 
 @contextlib.contextmanager
-def watchdog(marker: str, directories: Sequence[str | Path]) -> Iterator[subprocess.Popen]:
+def watchdog(marker: str, directories: Sequence[str | Path]) -> Iterator[subprocess.Popen[bytes]]:
     """For the block: a watcher that runs :func:`clean_up` if this process dies (even by SIGKILL).
 
     When the block ends normally the caller has cleaned up, and the watcher is

@@ -21,7 +21,7 @@ _ALLOWED = ("a finished sweep directory (`pfxab sweep --out`, with config.toml) 
             f"(`pfxab compare --out`, with {MANIFEST})")
 
 
-def result_kind(directory: str | os.PathLike) -> Literal["sweep", "comparison"]:
+def result_kind(directory: str | os.PathLike[str]) -> Literal["sweep", "comparison"]:
     """``"comparison"`` or ``"sweep"``; a :class:`ConfigError` line for anything else."""
     path = Path(directory)
     if (path / MANIFEST).is_file():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
+from typing import Any
 
 from pfxab_flower.client_apps import federation_sessions
 from pfxab_flower.client_apps.sessions import SessionFn
@@ -48,7 +49,7 @@ def run_flower(
     federation: Federation,
     config: RunConfig,
     *,
-    describe: dict | None = None,
+    describe: dict[str, Any] | None = None,
     session_fn: SessionFn | None = None,
     round_timeout: float = DEFAULT_ROUND_TIMEOUT,
     num_cpus: float = 1.0,

@@ -44,7 +44,7 @@ def resolve_out_dir(out_dir: str) -> Path:
     return Path(os.environ.get(BASE_DIR_ENV) or os.getcwd()) / path
 
 
-class _StderrHandler(logging.StreamHandler):
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """Writes to whatever ``sys.stderr`` is when a record is emitted.
 
     A plain ``StreamHandler(sys.stderr)`` keeps the stream it was given; if ``sys.stderr``
@@ -53,7 +53,7 @@ class _StderrHandler(logging.StreamHandler):
     """
 
     @property
-    def stream(self) -> Any:  # type: ignore[override]
+    def stream(self) -> Any:
         return sys.stderr
 
     @stream.setter

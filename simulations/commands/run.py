@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from pfxab_flower.config import parse
 from pfxab_flower.outputs import check_output_dir, save_or_keep
@@ -60,7 +61,7 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_report(summary: dict) -> str:
+def format_report(summary: dict[str, Any]) -> str:
     """A few readable lines about one run."""
     lines = [
         f"{summary['algorithm']} on {summary['problem']}: M={summary['clients']} alpha={summary['alpha']} "
