@@ -211,8 +211,9 @@ def test_forked_workers_open_their_own_connection_and_lose_no_write(tmp_path):
     store.save("ns", [(0, b"parent", 0.25)])
     _FORKED_STORE[:] = [store]
     try:
-        with multiprocessing.get_context("fork").Pool(2) as pool:
-            used = pool.map(_save_in_a_fork, [1, 2])
+        # one task per worker (maxtasksperchild): a worker that took both would hold its own connection by the second
+        with multiprocessing.get_context("fork").Pool(2, maxtasksperchild=1) as pool:
+            used = pool.map(_save_in_a_fork, [1, 2], chunksize=1)
     finally:
         _FORKED_STORE.clear()
     assert all(inherited == id(store._connection) != own for inherited, own in used)
