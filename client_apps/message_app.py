@@ -19,7 +19,7 @@ from flwr.clientapp import ClientApp
 
 from pfxab_flower.algorithms.registry import CarriedAlgorithms
 from pfxab_flower.client_apps.foreign import answer_foreign_messages, read_message
-from pfxab_flower.client_apps.sessions import SessionFn, remember_assignment
+from pfxab_flower.client_apps.sessions import SessionFn, remember_assignment, site_label
 from pfxab_flower.client_apps.site_state import keep_state_on_disk
 from pfxab_flower.strategies import records
 from pfxab_flower.wire import codec
@@ -41,8 +41,7 @@ def handle_message(session_fn: SessionFn, algorithms: CarriedAlgorithms, message
     if session.stands_by(instruction.parameters):
         return Message(records.to_record(*codec.standby_payload(session.client)), reply_to=message)
     reply = session.handle(instruction)
-    site = context.node_config.get(codec.SITE)
-    payload = codec.reply_payload(reply.report, reply.harness, site if isinstance(site, str) else None)
+    payload = codec.reply_payload(reply.report, reply.harness, site_label(context))
     return Message(records.to_record(*payload), reply_to=message)
 
 

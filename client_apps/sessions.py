@@ -110,6 +110,12 @@ def client_index(context: Context) -> int:
     return index
 
 
+def site_label(context: Context) -> str | None:
+    """The ``site`` label the node's config declares (``--node-config 'site="..."'``), if it is text."""
+    site = context.node_config.get(codec.SITE)
+    return site if isinstance(site, str) else None
+
+
 def remember_assignment(config: Mapping[str, Any], context: Context) -> None:
     """Keep the client index the run's first message assigns this node (only a node without a partition-id)."""
     if "partition-id" in context.node_config:

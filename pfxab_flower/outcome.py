@@ -97,6 +97,14 @@ class RunOutcome:
             records.append({"client": m, "flower_node": self.nodes.get(m), "phase": phase, "reason": reason})
         return records
 
+    def client_nodes(self) -> list[int | None]:
+        """The Flower node that held each client (``None`` where none did, and in process)."""
+        return [self.nodes.get(m) for m in range(self.num_clients)]
+
+    def client_sites(self) -> list[str | None]:
+        """The ``site`` label each client's node declared (``None`` where it declared none)."""
+        return [self.sites.get(m) for m in range(self.num_clients)]
+
     def _phase_name(self, phase: int) -> str:
         return "the final exchange" if self.machine.done and phase > self.machine.completed else f"phase {phase}"
 
@@ -143,8 +151,8 @@ class RunOutcome:
             wall_seconds=run_seconds,
             evaluations=evaluation_counts([self.harness.get(m) for m in range(self.num_clients)]),
             costs=site_costs([self.harness.get(m) for m in range(self.num_clients)]),
-            flower_nodes=[self.nodes.get(m) for m in range(self.num_clients)],
-            sites=[self.sites.get(m) for m in range(self.num_clients)],
+            flower_nodes=self.client_nodes(),
+            sites=self.client_sites(),
         )
         # scoring (each client's optimum, its regret) comes after the last reply, off the exchanges' clock
         scoring_seconds = time.perf_counter() - scoring_started

@@ -98,12 +98,11 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
         outgoing = self.driver.next_exchange()
         if outgoing is None:
             return []
-        parameters, config = self._broadcast(outgoing.message)
+        addressing: dict[str, Any] = {}
         if not self._assigned:  # the run's first message: a node without a partition-id learns its index
             nodes = [_node(client) or 0 for client in self._sent]  # 0: a proxy without a node (tests) keeps its place
-            config, self._assigned = {**config, **codec.assignment(nodes)}, True
-            self._down = codec.wire_size(list(parameters.tensors), config)
-        fit_ins = FitIns(parameters, config)
+            addressing, self._assigned = codec.assignment(nodes), True
+        fit_ins = FitIns(*self._broadcast(outgoing.message, addressing))
         return [(client, fit_ins) for client in self._sent]
 
     def aggregate_fit(
@@ -123,11 +122,9 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
                 explain_silence(self.driver, outgoing.phase, exchange)
             self.driver.deliver(exchange)
         if self.driver.finished:
-            clients = range(self.driver.num_clients)
             return ndarrays_to_parameters([self.driver.final_points()]), {
                 "final-reports": len(self.driver.final_reports), "lost-clients": json.dumps(self.lost_clients),
-                "client-nodes": json.dumps([self.driver.nodes.get(m) for m in clients]),
-                "sites": json.dumps([self.driver.sites.get(m) for m in clients])}
+                "client-nodes": json.dumps(self.driver.client_nodes()), "sites": json.dumps(self.driver.client_sites())}
         metrics: dict[str, Scalar] = {**(self.driver.round_metrics() or {})}
         return None, metrics
 
@@ -235,9 +232,13 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
         sums, holders, statistic_sums = summed.split_aggregate(average, len(clients), len(instruction.node_ids), names)
         self.driver.deliver_sums(sums, holders, exchange, statistic_sums)
 
-    def _broadcast(self, message: Instruction) -> tuple[Parameters, dict[str, Any]]:
-        """A server message as the legacy API sends it; its size is kept for the exchange's accounting."""
+    def _broadcast(
+        self, message: Instruction, addressing: dict[str, Any] | None = None
+    ) -> tuple[Parameters, dict[str, Any]]:
+        """A server message as the legacy API sends it (with ``addressing``, e.g. the first message's node list in
+        its config); its size is kept for the exchange's accounting."""
         tensors, config = codec.positional(codec.broadcast_payload(message))
+        config = {**config, **(addressing or {})}
         parameters = ndarrays_to_parameters(tensors)
         self._down = codec.wire_size(list(parameters.tensors), config)
         return parameters, config

@@ -174,7 +174,7 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
             nodes = self.driver.final_node_ids()
             lost = np.array([[r["client"], r["flower_node"] or 0, r["phase"]] for r in self.lost_clients],
                             dtype=np.uint64).reshape(-1, 3)
-            holders = np.array([self.driver.nodes.get(m, 0) for m in range(self.driver.num_clients)], dtype=np.uint64)
+            holders = np.array([node or 0 for node in self.driver.client_nodes()], dtype=np.uint64)
             final = ArrayRecord({"final-points": Array(self.driver.final_points()), "final-nodes": Array(nodes),
                                  "lost-clients": Array(lost), "client-nodes": Array(holders)})
             return final, None  # train_metrics_clientapp keeps one row per phase

@@ -67,6 +67,13 @@ def hoeffding_width(spread: np.ndarray | float, span: float, log_4_delta: float)
     return np.where(np.isfinite(spread), value, np.inf)
 
 
+def mean_spread(counts: np.ndarray | float) -> np.ndarray:
+    """``sum w^2 = 1 / n`` of a mean of ``n`` pulls (``inf`` where there is none)."""
+    with np.errstate(divide="ignore"):
+        spread: np.ndarray = 1.0 / np.asarray(counts, dtype=float)
+    return spread
+
+
 def hoeffding_samples(target: float, span: float, log_4_delta: float) -> float:
     """The (real) ``n`` whose :func:`hoeffding_width` ``b sqrt(log(4 / delta) / (2 n))`` is ``target``."""
     return span * span * log_4_delta / (2.0 * target * target) if target > 0 else math.inf
@@ -278,17 +285,13 @@ class Bernstein(ConfidenceBound):
         """:func:`global_widths` of the pooled variances, or Hoeffding's for ``H min_count`` pulls if smaller."""
         span, horizon = settings.reward_span, settings.horizon
         bernstein = global_widths(pooled[VARIANCE], holders, min_count, span, log_term(horizon))
-        with np.errstate(divide="ignore"):
-            spread = 1.0 / (np.asarray(holders, dtype=float) * min_count)
-        return smaller_width(bernstein, spread, span, horizon)
+        return smaller_width(bernstein, mean_spread(np.asarray(holders, dtype=float) * min_count), span, horizon)
 
     def local_widths(self, settings: Settings, view: ClientView) -> np.ndarray:
         """:func:`width` of the client's own sample variances and pulls, or Hoeffding's if smaller."""
         span, horizon = settings.reward_span, settings.horizon
         bernstein = width(view.own_statistics[VARIANCE], view.local_counts, span, log_term(horizon))
-        with np.errstate(divide="ignore"):
-            spread = 1.0 / np.asarray(view.local_counts, dtype=float)
-        return smaller_width(bernstein, spread, span, horizon)
+        return smaller_width(bernstein, mean_spread(view.local_counts), span, horizon)
 
     def personalised_widths(self, settings: Settings, view: ClientView) -> np.ndarray:
         """:func:`personalised_widths`, or Hoeffding's for the same weights if smaller; a node no other client
