@@ -123,3 +123,17 @@ def test_flowers_evaluate_fn_is_called_once_per_flower_round_and_kept_beside_the
     assert result.evaluate_metrics_serverapp[0]["points"] == 0
     assert result.evaluate_metrics_serverapp[last]["points"] == 4  # final-points, -nodes, lost-clients, client-nodes
     assert result.evaluate_metrics_serverapp[last]["regret"] == engine.run_config(CONFIG).summary["regret"]
+
+
+def test_the_legacy_workflow_refuses_a_strategy_that_is_not_ours_in_one_line() -> None:
+    """Its loop asks the strategy whether the run goes on (``running``), which only our legacy strategies say:
+    another one (here Flower's FedAvg) is refused before anything starts, not failed deep in the loop."""
+    from flwr.server import LegacyContext, ServerConfig
+    from flwr.server.strategy import FedAvg
+
+    from pfxab_flower.strategies.workflow import PhasedWorkflow
+
+    node = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
+    context = LegacyContext(node, config=ServerConfig(num_rounds=1), strategy=FedAvg())
+    with pytest.raises(TypeError, match=r"^PhasedWorkflow runs pfxab-flower's legacy strategies, not FedAvg$"):
+        PhasedWorkflow()(LoopbackGrid(1, legacy_client_app(lambda context: None)), context)  # type: ignore[arg-type]
