@@ -13,8 +13,8 @@ server sends it the run's next messages and it answers as the client it was
 after writing it but before its reply arrived is one message ahead of the server, which
 the algorithm tolerates (a client ahead of the server's view).
 
-Flower's own protobuf codec of a ``RecordDict`` writes the file: no pickle, nothing to
-trust beyond Flower's records.
+The file is :mod:`.state_codec`'s (Flower's own encoding of records is not public API):
+no pickle, nothing to trust beyond Flower's record types.
 """
 
 from __future__ import annotations
@@ -25,10 +25,9 @@ from pathlib import Path
 
 from flwr.app import Context, Message
 from flwr.clientapp.typing import ClientAppCallable
-from flwr.common.logger import log
-from flwr.common.serde import recorddict_from_proto, recorddict_to_proto
-from flwr.proto.recorddict_pb2 import RecordDict as ProtoRecordDict
+from flwr.common import log
 
+from pfxab_flower.client_apps import state_codec
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.outputs import OutputError, atomic_file
 
@@ -48,10 +47,15 @@ def state_file(context: Context) -> Path | None:
 
 
 def restore_state(context: Context, path: Path) -> bool:
-    """Fill an empty ``context.state`` from ``path`` if it exists; whether it did."""
+    """Fill an empty ``context.state`` from ``path`` if it exists; whether it did (one line if it is unreadable)."""
     if len(context.state) > 0 or not path.is_file():
         return False
-    saved = recorddict_from_proto(ProtoRecordDict.FromString(path.read_bytes()))
+    try:
+        saved = state_codec.decode(path.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{STATE_DIR}={str(path.parent)!r} is invalid: {path.name} cannot be read "
+                          f"({getattr(exc, 'strerror', None) or exc}); allowed: a directory whose run files this "
+                          "node wrote") from None
     for key, record in saved.items():
         context.state[key] = record
     return True
@@ -62,7 +66,7 @@ def save_state(context: Context, path: Path) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_file(path) as tmp:
-            tmp.write_bytes(recorddict_to_proto(context.state).SerializeToString())
+            tmp.write_bytes(state_codec.encode(context.state))
         os.chmod(path, 0o600)  # a client's history is the site's own
     except (OSError, OutputError) as exc:
         raise ConfigError(f"{STATE_DIR}={str(path.parent)!r} is invalid: {path.name} could not be written "
