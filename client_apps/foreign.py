@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 from flwr.app import ConfigRecord, Context, Error, Message, MessageType
 from flwr.clientapp.typing import ClientAppCallable
-from flwr.common.constant import ErrorCode
-from flwr.common.logger import log
+from flwr.common import log
 
 from pfxab_flower import __version__
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.session import Instruction
 from pfxab_flower.strategies import records
+from pfxab_flower.strategies.flower_internals import CLIENT_APP_RAISED
 from pfxab_flower.wire import codec
 
 #: The node's ``context.state`` entry that marks the reason as logged.
@@ -100,4 +100,4 @@ def answer_foreign_messages(message: Message, context: Context, call_next: Clien
         partition = context.node_config.get("partition-id")
         log(ERROR, "pfxab: Flower node %s (partition-id %s): %s (logged once per node; each such message gets "
             "this error reply)", context.node_id, partition, reason)
-    return Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=reason), reply_to=message)
+    return Message(Error(code=CLIENT_APP_RAISED, reason=reason), reply_to=message)

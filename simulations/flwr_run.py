@@ -9,7 +9,7 @@ What ``flwr run`` needs on a fresh machine (measured with Flower 1.41), provided
 * a private, temporary ``FLWR_HOME`` (the local SuperLink's state, the installed app) and
   ``RAY_TMPDIR``, both removed afterwards, and free local SuperLink ports, so the run
   starts its own SuperLink and never talks to someone else's; the home holds Flower's
-  default ``config.toml`` from the start (:func:`write_flower_config`);
+  default ``config.toml`` from the start (``flower_internals.write_flower_config``);
 * ``FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1`` (the app's dependencies are
   already installed; ``flwr`` would otherwise try to download them) and the quiet variables;
 * ``--federation-config "num-supernodes=M client-resources-num-cpus=..."`` (the default
@@ -150,20 +150,6 @@ def write_app_project(directory: Path) -> Path:
     return pyproject
 
 
-def write_flower_config(home: Path) -> Path:
-    """Flower's own default ``config.toml`` in a fresh ``FLWR_HOME``; its path.
-
-    ``flwr run`` writes the same file when it is missing, and says so on every run
-    ("Flower configuration not found. Created default configuration at ..."): the
-    temporary home is new each time, so the note would be noise in every log.
-    """
-    from flwr.cli.constant import DEFAULT_FLOWER_CONFIG_TOML, FLOWER_CONFIG_FILE
-
-    path = home / FLOWER_CONFIG_FILE
-    path.write_text(DEFAULT_FLOWER_CONFIG_TOML, encoding="utf-8")
-    return path
-
-
 def simulate(
     config: RunConfig,
     options: AppOptions,
@@ -194,6 +180,8 @@ def simulate(
         temporary_directory("pfxab-ray-") as ray_dir,
         watchdog(str(home), [home, ray_dir]),  # the clean-up, should this process be killed
     ):
+        from pfxab_flower.strategies.flower_internals import write_flower_config  # imports Flower
+
         write_flower_config(home)
         pyproject = user_pyproject or write_app_project(home / "pfxab-app")
         app_dir = pyproject.parent

@@ -25,7 +25,7 @@ from pfxab_flower.exchanges import Exchange, Failure, Unreadable
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT, required_replies
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.spec import AlgorithmSpec
-from pfxab_flower.strategies import ray_diagnosis
+from pfxab_flower.strategies import flower_internals, ray_diagnosis
 from pfxab_flower.wire import codec
 
 LOGGER = logging.getLogger("pfxab_flower")
@@ -201,11 +201,9 @@ def stop_on_foreign_ray(driver: ServerDriver, grid: object) -> None:
     ``grid`` is the run's Flower grid; only the simulation's in-memory grid runs in the
     process of Flower's Ray backend, so anything else is not checked.
     """
-    from flwr.superlink.grid import InMemoryGrid
-
     if not driver.running:  # already stopped (too few nodes): nothing to add
         return
-    reason = ray_diagnosis.foreign_cluster(isinstance(grid, InMemoryGrid))
+    reason = ray_diagnosis.foreign_cluster(flower_internals.is_simulation(grid))
     if reason is not None:
         driver.stop(reason)
 

@@ -36,7 +36,7 @@ from flwr.common import (
     ndarrays_to_parameters,
     parameters_to_ndarrays,
 )
-from flwr.server.client_manager import ClientManager
+from flwr.server import ClientManager
 from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
@@ -46,6 +46,7 @@ from pfxab_flower.algorithms.messages import (
 )
 from pfxab_flower.exchanges import Exchange, Failure, Outgoing, Unreadable
 from pfxab_flower.session import Instruction
+from pfxab_flower.strategies import flower_internals
 from pfxab_flower.strategies.base import DriverStrategy
 from pfxab_flower.strategies.common import (
     Reply,
@@ -94,7 +95,7 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
     ) -> list[tuple[ClientProxy, FitIns]]:
         if not self._sent:
             self._sent = self._clients(client_manager)
-            stop_on_foreign_ray(self.driver, getattr(self._sent[0], "grid", None) if self._sent else None)
+            stop_on_foreign_ray(self.driver, flower_internals.proxy_grid(self._sent[0]) if self._sent else None)
         outgoing = self.driver.next_exchange()
         if outgoing is None:
             return []

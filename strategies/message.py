@@ -26,15 +26,14 @@ from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
-from flwr.common.logger import log
+from flwr.common import log
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
-from flwr.superlink.grid import InMemoryGrid
 
 from pfxab_flower.algorithms.messages import FinishInstruction
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.exchanges import Exchange, Failure, Outgoing, Unreadable
-from pfxab_flower.strategies import records
+from pfxab_flower.strategies import flower_internals, records
 from pfxab_flower.strategies.base import DriverStrategy
 from pfxab_flower.strategies.common import (
     NO_REPLY,
@@ -140,8 +139,7 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
         return result
 
     def _send(self, grid: Grid, messages: list[Message]) -> Iterable[Message]:
-        if isinstance(grid, InMemoryGrid):  # the simulation's grid polls for replies: see PULL_INTERVAL_PER_MESSAGE
-            grid.pull_interval = pull_interval(len(messages))
+        flower_internals.set_reply_poll_interval(grid, pull_interval(len(messages)))  # see PULL_INTERVAL_PER_MESSAGE
         return grid.send_and_receive(messages, timeout=self._timeout) if messages else []
 
     def _fill(self, result: Result, last_round: int) -> None:
@@ -206,7 +204,7 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
         """
         M = self.driver.num_clients
         started = time.monotonic()
-        simulated = isinstance(grid, InMemoryGrid)
+        simulated = flower_internals.is_simulation(grid)
         seen, since = -1, started
         while len(nodes := sorted(grid.get_node_ids())) < M:
             now = time.monotonic()

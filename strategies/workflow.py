@@ -5,7 +5,8 @@ bounds it: one Flower round per phase, one for the final exchange). Flower's loo
 run, and log, every remaining round empty once the run is over (finished, or stopped by
 the server); this one ends there. Each round is Flower's own: the fit workflow (plain or
 SecAgg+), centralised evaluation (a finished run's regret, :meth:`evaluate`), then the
-evaluate workflow while the phase still needs it.
+evaluate workflow while the phase still needs it. Flower has no public hook to end its loop
+early, so this one is built from its parts, which :mod:`.flower_internals` holds.
 """
 
 from __future__ import annotations
@@ -14,18 +15,13 @@ import io
 import timeit
 from logging import INFO
 
-from flwr.app import ConfigRecord, Context
-from flwr.common.logger import log
+from flwr.app import Context
+from flwr.common import log
 from flwr.server import LegacyContext
-from flwr.server.compat.app_utils import start_update_client_manager_thread
 from flwr.server.workflow import DefaultWorkflow
-from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, Key
-from flwr.server.workflow.default_workflows import (
-    default_centralized_evaluation_workflow,
-    default_init_params_workflow,
-)
 from flwr.serverapp import Grid
 
+from pfxab_flower.strategies import flower_internals
 from pfxab_flower.strategies.legacy import LegacyPhasedEliminationStrategy
 
 
@@ -38,28 +34,24 @@ class PhasedWorkflow(DefaultWorkflow):
         strategy = context.strategy
         if not isinstance(strategy, LegacyPhasedEliminationStrategy):
             raise TypeError(f"PhasedWorkflow runs pfxab-flower's legacy strategies, not {type(strategy).__name__}")
-        thread, stop, registered = start_update_client_manager_thread(grid, context.client_manager)
-        registered.wait()
-        log(INFO, "[INIT]")
-        default_init_params_workflow(grid, context)
-        started = timeit.default_timer()
-        config = ConfigRecord({Key.START_TIME: started})
-        context.state.config_records[MAIN_CONFIGS_RECORD] = config
-        flower_round = 0
-        while flower_round < context.config.num_rounds and strategy.running:
-            flower_round += 1
+        with flower_internals.nodes_registered(grid, context.client_manager):
+            log(INFO, "[INIT]")
+            flower_internals.initial_parameters(grid, context)
+            started = timeit.default_timer()
+            flower_internals.start_rounds(context, started)
+            flower_round = 0
+            while flower_round < context.config.num_rounds and strategy.running:
+                flower_round += 1
+                log(INFO, "")
+                log(INFO, "[ROUND %s]", flower_round)
+                flower_internals.set_round(context, flower_round)
+                self.fit_workflow(grid, context)
+                flower_internals.centralized_evaluation(grid, context)
+                if strategy.running:  # the final exchange has no evaluate half; a stopped run sends nothing more
+                    self.evaluate_workflow(grid, context)
             log(INFO, "")
-            log(INFO, "[ROUND %s]", flower_round)
-            config[Key.CURRENT_ROUND] = flower_round
-            self.fit_workflow(grid, context)
-            default_centralized_evaluation_workflow(grid, context)
-            if strategy.running:  # the final exchange has no evaluate half; a stopped run sends nothing more
-                self.evaluate_workflow(grid, context)
-        log(INFO, "")
-        log(INFO, "[SUMMARY]")
-        log(INFO, "Run finished %s Flower round(s) in %.2fs", flower_round, timeit.default_timer() - started)
-        for index, line in enumerate(io.StringIO(str(context.history))):
-            log(INFO, "%s%s", "" if index == 0 else "\t", line.strip("\n"))
-        log(INFO, "")
-        stop.set()
-        thread.join()
+            log(INFO, "[SUMMARY]")
+            log(INFO, "Run finished %s Flower round(s) in %.2fs", flower_round, timeit.default_timer() - started)
+            for index, line in enumerate(io.StringIO(str(context.history))):
+                log(INFO, "%s%s", "" if index == 0 else "\t", line.strip("\n"))
+            log(INFO, "")

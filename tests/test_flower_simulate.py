@@ -26,6 +26,7 @@ from pfxab_flower.simulations import flwr_run
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.environment import check_num_cpus
 from pfxab_flower.simulations.processes import processes_with_marker, stop_processes
+from pfxab_flower.strategies import flower_internals
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -113,7 +114,7 @@ def test_the_flower_home_starts_with_flowers_default_config_so_flwr_has_nothing_
     init_flwr_config()  # what `flwr run` does first, in a home without the file
     assert "Flower configuration not found" in capsys.readouterr().out
     monkeypatch.setenv("FLWR_HOME", str(tmp_path))
-    written = flwr_run.write_flower_config(tmp_path)
+    written = flower_internals.write_flower_config(tmp_path)
     init_flwr_config()
     assert capsys.readouterr().out == ""  # found: no note in pfxab simulate's log
     assert written.read_bytes() == (tmp_path / "empty" / written.name).read_bytes()  # Flower's own default

@@ -1,0 +1,119 @@
+"""The Flower internals the adapters use: each where Flower's public API has no hook for what we need.
+
+Flower's public API is what its docs reference (``flwr.app``, ``flwr.serverapp``, ``flwr.clientapp``,
+``flwr.simulation``, and for the legacy API ``flwr.server``, ``flwr.client``, ``flwr.common``);
+anything else may move in any release. Every other module uses only that (checked by
+``tests/test_flower_api.py``), so a release that moves one of these breaks this module alone;
+docs/flower.md ("Flower versions") says which releases pass.
+
+- **A legacy round loop that ends when the run is over.** ``DefaultWorkflow`` runs exactly
+  ``ServerConfig.num_rounds`` rounds, and ours are known only as the run goes; its loop is
+  rebuilt from its parts (:class:`~.workflow.PhasedWorkflow`). The Message API's
+  ``Strategy.start`` gains such a hook (``should_stop``) in Flower 1.43; the legacy API does not.
+- **Whether a grid is a simulation's** (its nodes register all at once, and Flower's Ray
+  backend runs in this process), and how often it polls for replies (Flower: 0.1 s, fixed).
+- **Flower's error code for a ClientApp that raised**: ``Error`` takes any ``int`` and the
+  codes' names are not public; with Flower's own, a refused message reads as a failed ClientApp.
+- **The flwr CLI's default ``config.toml``**, written before ``flwr run`` would write it and
+  say so in every log.
+
+Each internal is imported where it is used: a ClientApp process (which reads the error code)
+never loads the SuperLink's modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from flwr.common.constant import ErrorCode
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from flwr.server import ClientManager, LegacyContext
+    from flwr.serverapp import Grid
+
+#: The code of an error reply from a ClientApp that raised (``Error(code=..., reason=...)``).
+CLIENT_APP_RAISED = ErrorCode.CLIENT_APP_RAISED_EXCEPTION
+
+
+# -- the legacy round loop (flwr.server.workflow.DefaultWorkflow's parts) ------------------------------------------
+@contextmanager
+def nodes_registered(grid: Grid, client_manager: ClientManager) -> Iterator[None]:
+    """The grid's nodes kept registered in ``client_manager`` (as Flower's legacy client proxies) while inside."""
+    from flwr.server.compat.app_utils import start_update_client_manager_thread
+
+    thread, stop, registered = start_update_client_manager_thread(grid, client_manager)
+    registered.wait()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def initial_parameters(grid: Grid, context: LegacyContext) -> None:
+    """``DefaultWorkflow``'s first step: the strategy's initial parameters, kept where its fit workflows read them."""
+    from flwr.server.workflow.default_workflows import default_init_params_workflow
+
+    default_init_params_workflow(grid, context)
+
+
+def start_rounds(context: LegacyContext, started: float) -> None:
+    """Where Flower's fit and evaluate workflows (plain and SecAgg+) read the round: the run's start time kept."""
+    from flwr.app import ConfigRecord
+    from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, Key
+
+    context.state.config_records[MAIN_CONFIGS_RECORD] = ConfigRecord({Key.START_TIME: started})
+
+
+def set_round(context: LegacyContext, flower_round: int) -> None:
+    """The Flower round the next fit and evaluate workflows run (:func:`start_rounds` first)."""
+    from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, Key
+
+    context.state.config_records[MAIN_CONFIGS_RECORD][Key.CURRENT_ROUND] = flower_round
+
+
+def centralized_evaluation(grid: Grid, context: LegacyContext) -> None:
+    """``DefaultWorkflow``'s centralised evaluation of a round: ``strategy.evaluate``, into the ``History``."""
+    from flwr.server.workflow.default_workflows import default_centralized_evaluation_workflow
+
+    default_centralized_evaluation_workflow(grid, context)
+
+
+def proxy_grid(proxy: Any) -> Grid | None:
+    """The grid behind one of Flower's legacy client proxies (``None`` for another proxy)."""
+    return getattr(proxy, "grid", None)
+
+
+# -- the simulation's grid ----------------------------------------------------------------------------------------
+def is_simulation(grid: object) -> bool:
+    """Whether ``grid`` is a simulation's (``run_simulation``, or ``flwr run`` on a simulation federation)."""
+    from flwr.superlink.grid import InMemoryGrid
+
+    return isinstance(grid, InMemoryGrid)
+
+
+def set_reply_poll_interval(grid: Grid, seconds: float) -> None:
+    """How often a simulation's grid polls for replies; any other grid is left as it is."""
+    from flwr.superlink.grid import InMemoryGrid
+
+    if isinstance(grid, InMemoryGrid):
+        grid.pull_interval = seconds
+
+
+# -- the flwr CLI -------------------------------------------------------------------------------------------------
+def write_flower_config(home: Path) -> Path:
+    """Flower's own default ``config.toml`` in a fresh ``FLWR_HOME``; its path.
+
+    ``flwr run`` writes the same file when it is missing, and says so on every run
+    ("Flower configuration not found. Created default configuration at ..."): the
+    temporary home of ``pfxab simulate`` is new each time, so the note would be noise in every log.
+    """
+    from flwr.cli.constant import DEFAULT_FLOWER_CONFIG_TOML, FLOWER_CONFIG_FILE
+
+    path = home / FLOWER_CONFIG_FILE
+    path.write_text(DEFAULT_FLOWER_CONFIG_TOML, encoding="utf-8")
+    return path
