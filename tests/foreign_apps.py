@@ -23,8 +23,8 @@ from flwr.simulation import run_simulation
 from pfxab_flower.client_apps import objective_client_app
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.simulations.environment import backend_config, ray_environment
-from pfxab_flower.simulations.server_app import show_phase_log
 from pfxab_flower.strategies import PFXAB
+from pfxab_flower.strategies.base import show_phase_log
 
 
 def tent(points: np.ndarray, partition_id: int) -> np.ndarray:

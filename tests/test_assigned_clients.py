@@ -43,23 +43,29 @@ class UnlabelledGrid(LoopbackGrid):
                          for node in node_ids}
 
 
-def run(node_ids: list[int], tamper=None):
+def run(node_ids: list[int], tamper=None, table=False):
     federation = build_federation(CONFIG)
     strategy = PFXAB(num_clients=CONFIG.clients, horizon=CONFIG.horizon, alpha=CONFIG.alpha, seed=CONFIG.seed,
                      federation=federation)
     grid = UnlabelledGrid(node_ids, message_client_app(federation_sessions(federation)), tamper)
     result = run_loopback(strategy, grid)
-    return result, strategy.run_result().summary, grid
+    scored = strategy.run_result()
+    return (result, scored.summary, grid, scored.clients) if table else (result, scored.summary, grid)
 
 
 def test_nodes_without_a_partition_id_get_the_index_of_their_place_and_the_inprocess_numbers() -> None:
-    result, summary, grid = run(NODE_IDS)
+    result, summary, grid, run_result = run(NODE_IDS, table=True)
     inprocess = engine.run_config(CONFIG).summary
     for key in SAME_KEYS:
         assert summary[key] == inprocess[key], key
     assert summary["flower_nodes"] == sorted(NODE_IDS) and inprocess["flower_nodes"] == [None] * 4
     assert summary["sites"] == ["site-105", "site-150", "site-307", None]  # the labels the node configs declare
     np.testing.assert_array_equal(result.arrays["client-nodes"].numpy(), np.array(sorted(NODE_IDS), dtype=np.uint64))
+    # every client row says which site it is: the Result's arrays, and the result's table (clients.csv)
+    assert result.arrays["client-sites"].numpy().tolist() == ["site-105", "site-150", "site-307", ""]
+    assert len(result.arrays["client-sites"].numpy()) == len(result.arrays["final-points"].numpy())
+    assert run_result["site"].tolist() == ["site-105", "site-150", "site-307", None]
+    assert run_result["flower_node"].tolist() == sorted(NODE_IDS)
     kept = {node: int(grid.contexts[node].state[ASSIGNED_STATE]["client-index"]) for node in NODE_IDS}
     assert kept == {node: sorted(NODE_IDS).index(node) for node in NODE_IDS}
 

@@ -33,7 +33,7 @@ def test_run_out_writes_the_tables(tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     clients = (out / "clients.csv").read_text().splitlines()
     curve = (out / "curve.csv").read_text().splitlines()
-    assert len(clients) == 1 + 3 and clients[0].startswith("client,regret")
+    assert len(clients) == 1 + 3 and clients[0].startswith("client,site,flower_node,regret")  # which site each row is
     assert curve[0] == "t,regret" and float(curve[-1].split(",")[1]) == pytest.approx(summary["regret"])
     assert not list(out.glob(".*.tmp"))
 
