@@ -153,7 +153,7 @@ def plot_comparison(comparison: Comparison) -> Figure:
         _mean_with_band(curves, comparison.curves[comparison.curves["algorithm"] == algorithm], label, log_x=True,
                         colour=colour)
     names = [ALGORITHM_LABELS.get(a, a) for a in comparison.summary["algorithm"]]
-    bars.set_xticks(range(len(names)), names)
+    bars.set_xticks(range(len(names)), names, rotation=30, ha="right", rotation_mode="anchor")  # long names clear
     bars.set_ylabel(f"final regret (sum over M = {setting['clients']} clients)")
     bars.set_title("final regret: mean ± 1 sd; dots: seeds" if seeds > 1 else "final regret (1 seed)", pad=14)
     curves.set_xscale("log")
