@@ -15,6 +15,16 @@ class ObjectiveError(ValueError):
     """A user objective raised or returned a non-finite value or a wrong shape."""
 
 
+class UnknownAlgorithmError(ConfigError, KeyError):
+    """A name no algorithm is registered under, looked up in a mapping of algorithms (``STRATEGIES[name]``).
+
+    A ``KeyError``, as a mapping's lookup must raise, whose text is the one line naming the registered
+    algorithms (a plain ``KeyError`` would print only the quoted name).
+    """
+
+    __str__ = Exception.__str__
+
+
 class RunStoppedError(RuntimeError):
     """The server stopped the run on purpose (e.g. too few clients answered); the message says why."""
 

@@ -21,7 +21,7 @@ from pfxab_flower.algorithms import registry
 from pfxab_flower.algorithms.phased import Settings
 from pfxab_flower.config import PARAMETERS, check
 from pfxab_flower.driver import ServerDriver
-from pfxab_flower.errors import ClientFailedError, ConfigError
+from pfxab_flower.errors import ClientFailedError, ConfigError, UnknownAlgorithmError
 from pfxab_flower.exchanges import Exchange, Failure, Unreadable
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT, required_replies
 from pfxab_flower.problems.federation import Federation
@@ -97,8 +97,9 @@ class StrategyClasses(Mapping[str, type]):
         self._made: dict[type, type] = {}
 
     def __getitem__(self, algorithm: str) -> type:
-        if algorithm not in registry.algorithm_names():
-            raise KeyError(algorithm)
+        if algorithm not in registry.algorithm_names():  # one line naming the registered algorithms
+            raise UnknownAlgorithmError(f"algorithm={algorithm!r} is invalid; allowed: "
+                                        f"{', '.join(registry.algorithm_names())}")
         policy = registry.policy_class(algorithm)
         if policy not in self._made:
             name = registry.class_name(algorithm) + self.suffix
