@@ -26,6 +26,7 @@ from pfxab_flower.strategies import PFXAB, PFXABStrategy
 from pfxab_flower.strategies.secure import run_legacy_workflow
 from tests.impostors import phase_of
 from tests.message_loopback import LoopbackGrid, run_loopback
+from tests.patience import patient
 
 CONFIG = RunConfig(problem="doublesine", clients=4, alpha=0.3, horizon=30_000, seed=2)
 NODE_IDS = [307, 105, 2**63 + 11, 150]  # in no order; one beyond int64, as Flower's node ids can be
@@ -216,7 +217,8 @@ app = ServerApp()
 
 @app.main()
 def main(grid, context):
-    strategy = PFXAB(num_clients=3, horizon=20_000, alpha=1.0, seed=0, round_timeout=60.0, reward_range=(0.0, 1.0))
+    strategy = PFXAB(num_clients=3, horizon=20_000, alpha=1.0, seed=0, round_timeout=ROUND_TIMEOUT,
+                     reward_range=(0.0, 1.0))
     result = strategy.start(grid=grid)
     with open(context.run_config["out"], "w") as file:
         json.dump({"client-nodes": result.arrays["client-nodes"].numpy().tolist(),
@@ -238,11 +240,11 @@ def test_a_deployment_of_a_users_objective_app_whose_supernodes_have_no_partitio
     app_dir = tmp_path / "app"
     for name, body in SITE_APP.items():
         (app_dir / name).parent.mkdir(parents=True, exist_ok=True)
-        (app_dir / name).write_text(body, encoding="utf-8")
+        (app_dir / name).write_text(body.replace("ROUND_TIMEOUT", repr(patient(60.0))), encoding="utf-8")
     out = tmp_path / "result.json"
     node_configs = [f'optimum={optimum} site="site-{i}"' for i, optimum in enumerate(OPTIMA)]
-    with dep.deployment(3, tmp_path / "deploy", node_configs=node_configs) as running:
-        done = running.flwr_run(app_dir, f'out="{out}"', timeout=180)
+    with dep.deployment(3, tmp_path / "deploy", node_configs=node_configs, startup_timeout=patient(60)) as running:
+        done = running.flwr_run(app_dir, f'out="{out}"', timeout=patient(180))
         assert done.returncode == 0 and out.exists(), done.stdout[-2000:] + done.stderr[-2000:] + log_tail(running)
         logs = log_tail(running, lines=400)
     result = json.loads(out.read_text())

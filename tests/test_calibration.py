@@ -22,6 +22,7 @@ from pfxab_flower.resolution import first_eliminating_depth, uniform_exploration
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.spec import AlgorithmSpec
 from tests.conftest import cli_error_line
+from tests.patience import patient
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples"
 
@@ -206,7 +207,7 @@ def test_the_docs_success_rate_example_gives_nu1_rho_and_a_verdict_at_the_defaul
 @pytest.mark.slow
 def test_the_docs_success_rate_example_runs_as_a_user_runs_it():
     done = subprocess.run([sys.executable, str(EXAMPLES / "success_rate.py"), "100000"], capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=patient(300))
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     assert lines[0].startswith("proposed: nu1=") and "one evaluation's noise: sd 0." in lines[0]

@@ -20,6 +20,7 @@ from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.strategies import PFXABStrategy
 from pfxab_flower.strategies.common import failure_reason
 from tests.flower_loopback import run_loopback
+from tests.patience import patient
 
 DOMAIN = {"x": (0.0, 1.0)}
 
@@ -90,7 +91,7 @@ def test_a_broken_objective_on_ray_stops_the_run_with_one_line(capfd) -> None:
     sessions = objective_sessions(lambda points, m: objectives[m](points), DOMAIN)
     with pytest.raises(RunStoppedError, match=r"only 2 of 3 clients.*objective of client 1 returned nan at point"):
         run_flower(federation, config, session_fn=sessions,
-                   options=AppOptions(round_timeout=60.0, min_fraction=1.0, api="legacy"))
+                   options=AppOptions(round_timeout=patient(60.0), min_fraction=1.0, api="legacy"))
     err = capfd.readouterr().err
     assert "Traceback" not in err
     assert "objective of client 1 returned nan" in err
@@ -171,6 +172,6 @@ def test_a_site_whose_objective_raises_keeps_the_exceptions_type_and_message_on_
     config = RunConfig(clients=3, horizon=5_000, seed=0)
     with pytest.raises(RunStoppedError, match=re.escape("client 1: KeyError: 'data-dir'") + "$"):
         run_flower(federation, config, session_fn=objective_sessions(build, DOMAIN),
-                   options=AppOptions(round_timeout=60.0, min_fraction=1.0, api=api))
+                   options=AppOptions(round_timeout=patient(60.0), min_fraction=1.0, api=api))
     err = capfd.readouterr().err
     assert "sent no usable local-means reply: client 1: KeyError: 'data-dir'\n" in err

@@ -28,6 +28,7 @@ from pfxab_flower.run_parameters import AppOptions, RunConfig, parse_run_config,
 from pfxab_flower.strategies import PFPNE, PFXAB, STRATEGIES, FedPNE, records
 from pfxab_flower.wire import codec
 from tests.message_loopback import LoopbackGrid, run_loopback
+from tests.patience import patient
 
 SAME_KEYS = (
     "algorithm", "problem", "regret", "regret_per_client", "final_nodes", "final_points", "phases",
@@ -207,7 +208,7 @@ def test_a_users_own_server_logs_the_bundled_apps_phase_lines(strategy: str) -> 
     from pathlib import Path
 
     done = subprocess.run([sys.executable, "-c", _USERS_OWN_SERVER.format(strategy=strategy)], capture_output=True,
-                          text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+                          text=True, timeout=patient(120), cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr[-2000:]
     phases = re.findall(r"^pfxab: phase (\d+) \(depth \d+\): \d+ active nodes, \d+ eliminated, \d+ pulls per client",
                         done.stderr, re.MULTILINE)

@@ -28,8 +28,9 @@ import pytest
 from pfxab_flower import Federation, run
 from pfxab_flower.config import algorithm_names
 from pfxab_flower.simulations.environment import QUIET_ENV, backend_config, ray_environment, temporary_directory
-from pfxab_flower.simulations.flwr_run import flwr_executable, free_port
+from pfxab_flower.simulations.flwr_run import flwr_executable, free_port, start_local_superlink
 from pfxab_flower.simulations.processes import processes_with_marker, stop_processes
+from tests.patience import patient
 
 ROOT = Path(__file__).resolve().parents[1]
 ALGORITHMS = ("pf-xab", "fed-pne", "pf-pne")  # through run_simulation; flwr run takes every registered one
@@ -108,7 +109,7 @@ def flwr_run_command(app_dir: Path, supernodes: int, run_config: str, init_cpus:
             "--run-config", run_config]
 
 
-def stop_local_superlink(home: Path, wait: float = 20.0) -> list[int]:
+def stop_local_superlink(home: Path, wait: float | None = None) -> list[int]:
     """Stop the local SuperLink the documented way; what is left after ``wait`` s.
 
     docs/flower.md says ``pkill -f "flower-superlink --insecure --simulation"``: SIGTERM to
@@ -120,10 +121,21 @@ def stop_local_superlink(home: Path, wait: float = 20.0) -> list[int]:
         command_line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
         if b"flower-superlink --insecure --simulation" in command_line:
             os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + wait
+    deadline = time.monotonic() + (patient(20.0) if wait is None else wait)
     while (left := processes_with_marker(marker)) and time.monotonic() < deadline:
         time.sleep(0.2)
     return left
+
+
+def start_superlink_patiently(env: dict[str, str], home: Path) -> None:
+    """Start the local SuperLink ``flwr run`` would start (the same command, ports and home) before it does.
+
+    ``flwr run`` gives the SuperLink it starts a fixed 15 s to come up (Flower's
+    ``LOCAL_SUPERLINK_STARTUP_TIMEOUT``), which a busy machine misses; started here it has
+    ``pfxab simulate``'s 60 s, and ``flwr run`` finds it running and uses it. (The test of a
+    stopped run lets ``flwr run`` start it, as the page describes.)
+    """
+    start_local_superlink(env, home)
 
 
 @pytest.mark.ray
@@ -136,11 +148,13 @@ def test_user_app_through_flwr_run_for_every_registered_algorithm(user_app: tupl
         env = {**flwr_environment(home), "RAY_TMPDIR": str(home / "ray")}
         (home / "ray").mkdir()
         try:
+            start_superlink_patiently(env, home)
             for algorithm in algorithms:
                 results = tmp_path / f"{algorithm}.json"
                 command = flwr_run_command(app_dir, config["num-clients"],
                                            f"algorithm='{algorithm}' horizon={HORIZON} results-file='{results}'")
-                done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True, timeout=240)
+                done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
+                                      timeout=patient(240))
                 assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
                 assert results.exists(), done.stdout[-3000:]
                 expected = expected_run(app_dir, {**config, "horizon": HORIZON}, algorithm)
@@ -166,15 +180,17 @@ def test_an_algorithm_nobody_registered_fails_the_serverapp_with_one_line_and_fl
         env = {**flwr_environment(home), "RAY_TMPDIR": str(home / "ray")}
         (home / "ray").mkdir()
         try:
+            start_superlink_patiently(env, home)
             command = flwr_run_command(app_dir, config["num-clients"], f"algorithm='pf-xba' results-file='{results}'")
-            done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True, timeout=240)
+            done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
+                                  timeout=patient(240))
             assert done.returncode == 0, done.stdout[-3000:]  # Flower's: whatever happened to the run
             why = f"algorithm='pf-xba' is invalid; allowed: {', '.join(algorithm_names())}"
             assert why in done.stdout, done.stdout[-3000:]
             assert not results.exists()
             run_id = re.search(r"Successfully started run (\d+)", done.stdout)[1]
             listed = subprocess.run([flwr_executable(), "ls", "--run-id", run_id, "--format", "json"], cwd=app_dir,
-                                    env=env, capture_output=True, text=True, timeout=60)
+                                    env=env, capture_output=True, text=True, timeout=patient(60))
             record = json.loads(listed.stdout)["runs"][0]
             assert record["status"] == "finished:failed" and why in record["status-details"], record
         finally:
@@ -195,7 +211,8 @@ def test_a_stopped_run_ends_with_one_line_its_record_and_a_superlink_that_stops(
         (home / "ray").mkdir()
         try:
             command = flwr_run_command(app_dir, config["num-clients"] - 1, f"results-file='{results}'")
-            done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True, timeout=240)
+            done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
+                                  timeout=patient(240))
             assert done.returncode == 0, done.stdout[-3000:]  # Flower's: whatever happened to the run
             why = f"only {config['num-clients'] - 1} of the {config['num-clients']} nodes the run needs are connected"
             lines = [line for line in done.stdout.splitlines() if "my-tuning-app:" in line]
@@ -205,10 +222,10 @@ def test_a_stopped_run_ends_with_one_line_its_record_and_a_superlink_that_stops(
 
             run_id = re.search(r"Successfully started run (\d+)", done.stdout)[1]
             listed = subprocess.run([flwr_executable(), "ls", "--run-id", run_id, "--format", "json"], cwd=app_dir,
-                                    env=env, capture_output=True, text=True, timeout=60)
+                                    env=env, capture_output=True, text=True, timeout=patient(60))
             assert json.loads(listed.stdout)["runs"][0]["status"] == "finished:completed"  # the app caught the stop
             log = subprocess.run([flwr_executable(), "log", run_id, "--show"], cwd=app_dir, env=env,
-                                 capture_output=True, text=True, timeout=60)
+                                 capture_output=True, text=True, timeout=patient(60))
             assert f"no result, the run stopped: {why}" in log.stdout, log.stdout[-2000:] + log.stderr[-2000:]
 
             assert processes_with_marker(f"FLWR_HOME={home}")  # the SuperLink still runs after `flwr run`
