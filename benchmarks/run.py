@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None, no_loopback: str | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a reduced set, for a smoke test")
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections (default: all)")
-    parser.add_argument("--out", default=str(HERE / "results.json"), help="where to write the figures")
+    parser.add_argument("--out", default=None, help="where to write the figures (default: benchmarks/results.json "
+                        "for the full set; results-quick.json with --quick, results-sections-N-M.json with --only)")
     args = parser.parse_args(argv)
     chosen = [s.strip() for s in args.only.split(",")]
     bad = [s for s in chosen if s not in SECTIONS]
@@ -125,11 +126,25 @@ def main(argv: list[str] | None = None, no_loopback: str | None = None) -> int:
     machine = {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),
                "processor": _cpu_model(), "quick": args.quick, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
                "load_average_start": load_at_start, "load_average_end": os.getloadavg()}
-    Path(args.out).write_text(json.dumps({"machine": machine, "rows": rows}, indent=2) + "\n")
+    out = Path(args.out) if args.out is not None else default_out(args.quick, chosen)
+    out.write_text(json.dumps({"machine": machine, "rows": rows}, indent=2) + "\n")
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.float_format", "{:.4g}".format):
         print(table.to_string(index=False))
-    print(f"\nmachine: {machine}\nwritten: {args.out}")
+    print(f"\nmachine: {machine}\nwritten: {out}")
     return 0
+
+
+def default_out(quick: bool, chosen: list[str]) -> Path:
+    """Where the figures go without ``--out``: the tracked ``results.json`` only for the full set of a full run.
+
+    A smoke test (``--quick``) or a few sections (``--only``) must not replace the figures
+    docs/performance.md quotes; they get files of their own (not tracked).
+    """
+    if quick:
+        return HERE / "results-quick.json"
+    if sorted(set(chosen)) != sorted(SECTIONS):
+        return HERE / f"results-sections-{'-'.join(sorted(set(chosen)))}.json"
+    return HERE / "results.json"
 
 
 def _cpu_model() -> str:

@@ -3,7 +3,8 @@
 Each message is unpacked (:mod:`pfxab_flower.strategies.records`), decoded into the core
 message (:mod:`pfxab_flower.wire.codec`), handed to the node's session, and its reply
 packed back. A session that raises (an objective error, an injected failure) makes Flower
-send an error reply, which the strategy counts as a failure of that client. A message
+send an error reply, which the strategy counts as a failure of that client; its text names
+the client, the node's site and the exception (:func:`.sessions.failures_named`). A message
 that is not a pfxab-flower server message (another strategy, another version) gets an
 error reply saying so, logged once per node (:mod:`.foreign`). A node whose config has a
 ``state-dir`` keeps its state there too, and takes it back after a restart (:mod:`.site_state`).
@@ -19,7 +20,7 @@ from flwr.clientapp import ClientApp
 
 from pfxab_flower.algorithms.registry import CarriedAlgorithms
 from pfxab_flower.client_apps.foreign import answer_foreign_messages, read_message
-from pfxab_flower.client_apps.sessions import SessionFn, remember_assignment, site_label
+from pfxab_flower.client_apps.sessions import SessionFn, failures_named, remember_assignment, site_label
 from pfxab_flower.client_apps.site_state import keep_state_on_disk
 from pfxab_flower.strategies import records
 from pfxab_flower.wire import codec
@@ -37,10 +38,11 @@ def handle_message(session_fn: SessionFn, algorithms: CarriedAlgorithms, message
     instruction = read_message(message)
     if "partition-id" not in context.node_config:
         remember_assignment(records.from_record(message.content)[1], context)
-    session = session_fn(context)
-    if session.stands_by(instruction.parameters):
-        return Message(records.to_record(*codec.standby_payload(session.client)), reply_to=message)
-    reply = session.handle(instruction)
+    with failures_named(context):
+        session = session_fn(context)
+        if session.stands_by(instruction.parameters):
+            return Message(records.to_record(*codec.standby_payload(session.client)), reply_to=message)
+        reply = session.handle(instruction)
     payload = codec.reply_payload(reply.report, reply.harness, site_label(context))
     return Message(records.to_record(*payload), reply_to=message)
 

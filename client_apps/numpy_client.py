@@ -24,7 +24,7 @@ from flwr.clientapp.typing import Mod
 from pfxab_flower.algorithms.messages import FinishInstruction, LocalReport
 from pfxab_flower.algorithms.registry import CarriedAlgorithms
 from pfxab_flower.client_apps.foreign import answer_foreign_messages, read_instruction, require_legacy_records
-from pfxab_flower.client_apps.sessions import SessionFn, remember_assignment, site_label
+from pfxab_flower.client_apps.sessions import SessionFn, failures_named, remember_assignment, site_label
 from pfxab_flower.client_apps.site_state import keep_state_on_disk
 from pfxab_flower.session import ClientSession
 from pfxab_flower.wire import codec, summed
@@ -51,11 +51,12 @@ class PhasedNumPyClient(NumPyClient):
 
     def fit(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[list[np.ndarray], int, dict[str, Any]]:
         instruction = read_instruction("legacy API", "train", parameters, config)
-        session = self._session(config)
-        if session.stands_by(instruction.parameters):
-            arrays, metrics = codec.positional(codec.standby_payload(session.client))
-            return arrays, 0, metrics
-        reply = session.handle(instruction)
+        with failures_named(self.node):
+            session = self._session(config)
+            if session.stands_by(instruction.parameters):
+                arrays, metrics = codec.positional(codec.standby_payload(session.client))
+                return arrays, 0, metrics
+            reply = session.handle(instruction)
         payload = codec.reply_payload(reply.report, reply.harness, site_label(self.node))
         if self.secure_aggregation and isinstance(instruction, FinishInstruction):
             return [np.zeros(1)], 1, codec.arrays_to_config(payload)  # SecAgg+ sums every fit reply's tensors
@@ -67,10 +68,11 @@ class PhasedNumPyClient(NumPyClient):
 
     def evaluate(self, parameters: list[np.ndarray], config: dict[str, Any]) -> tuple[float, int, dict[str, Any]]:
         update = read_instruction("legacy API", "evaluate", parameters, config)
-        session = self._session(config)
-        if session.stands_by(update.parameters):
-            return 0.0, 0, codec.standby_payload(session.client)[1]
-        reply = session.handle(update)
+        with failures_named(self.node):
+            session = self._session(config)
+            if session.stands_by(update.parameters):
+                return 0.0, 0, codec.standby_payload(session.client)[1]
+            reply = session.handle(update)
         payload = codec.reply_payload(reply.report, reply.harness, site_label(self.node))
         return 0.0, 1, codec.arrays_to_config(payload)  # no tensors back
 

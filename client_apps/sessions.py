@@ -13,7 +13,8 @@ own data (``context.node_config``) and the run's settings (``context.run_config`
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import lru_cache, update_wrapper
 from typing import Any
 
@@ -24,7 +25,7 @@ from pfxab_flower.client_apps.sent_once import SentOnce
 from pfxab_flower.client_apps.store import FlowerStore
 from pfxab_flower.config import parse
 from pfxab_flower.domain import Domain
-from pfxab_flower.errors import ConfigError, spelled_as
+from pfxab_flower.errors import ClientFailedError, ConfigError, client_failure_text, spelled_as
 from pfxab_flower.faults import NO_FAULTS, FaultPlan
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import VALUE_LIMIT, Federation, Objective
@@ -108,6 +109,24 @@ def client_index(context: Context) -> int:
     index = context.state.config_records[ASSIGNED_STATE]["client-index"]  # what remember_assignment wrote
     assert isinstance(index, int)
     return index
+
+
+@contextmanager
+def failures_named(context: Context) -> Iterator[None]:
+    """Inside, an exception (an objective's, a builder's) leaves as a :class:`ClientFailedError` naming the client,
+    the node's site and the exception's type and message (:func:`~pfxab_flower.errors.client_failure_text`).
+
+    Flower still sends its error reply (and keeps no state change of the failed message); the
+    server reads the one line whatever Flower wrapped around it.
+    """
+    try:
+        yield
+    except Exception as exc:
+        try:
+            client: int | None = client_index(context)
+        except ConfigError:
+            client = None
+        raise ClientFailedError(client_failure_text(exc, client, site_label(context))) from exc
 
 
 def site_label(context: Context) -> str | None:

@@ -15,6 +15,16 @@ class ObjectiveError(ValueError):
     """A user objective raised or returned a non-finite value or a wrong shape."""
 
 
+class UnknownAlgorithmError(ConfigError, KeyError):
+    """A name no algorithm is registered under, looked up in a mapping of algorithms (``STRATEGIES[name]``).
+
+    A ``KeyError``, as a mapping's lookup must raise, whose text is the one line naming the registered
+    algorithms (a plain ``KeyError`` would print only the quoted name).
+    """
+
+    __str__ = Exception.__str__
+
+
 class RunStoppedError(RuntimeError):
     """The server stopped the run on purpose (e.g. too few clients answered); the message says why."""
 
@@ -61,3 +71,36 @@ def spelled_as(spelling: str, *, unless_set: bool = False) -> Iterator[None]:
 def spelled(name: str) -> str:
     """The parameter ``name`` (snake_case) as the current entry point spells it (:func:`spelled_as`)."""
     return SPELLINGS[_SPELLING.get() or "keyword"](name)
+
+
+class ClientFailedError(RuntimeError):
+    """A node failed to answer a message; the message is :func:`client_failure_text` (client, site, exception).
+
+    A ClientApp raises it in place of what its session raised, so that whatever Flower does to
+    the exception on its way to the server (its simulation keeps only ``str(exception)``, a
+    SuperNode adds the class name) the server reads the type, the message and the site.
+    """
+
+
+def client_failure_text(exc: BaseException, client: int | None, site: str | None) -> str:
+    """One line for a client's failure: ``client 1 (site 'lab-a'): KeyError: 'data-dir'``.
+
+    The exception keeps its type and message (``str(KeyError('data-dir'))`` alone is
+    ``'data-dir'``); pfxab-flower's own errors are already one line that says what failed, so
+    they keep their message only. The client index (``None``: not known yet) and the node's
+    ``site`` label name where it failed. The one place that writes a client failure's text
+    (escaping what a peer sent is the server's job, where the text enters).
+    """
+    if isinstance(exc, ClientFailedError):
+        return str(exc)
+    message = " ".join(str(exc).split())
+    own = type(exc).__module__.split(".")[0] == "pfxab_flower"
+    what = message if own and message else f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    where = "" if client is None else f"client {client}"
+    if site is not None:
+        where = f"{where} (site {site!r})" if where else f"site {site!r}"
+    if not where:
+        return what
+    if client is not None and what.startswith(f"client {client}: "):  # e.g. an injected failure names its client
+        what = what[len(f"client {client}: "):]
+    return f"{where}: {what}"

@@ -51,11 +51,14 @@ class RunResult:
 
     @cached_property
     def clients(self) -> pd.DataFrame:
-        """One row per client: regret, final node and point, optimum, mean rewards, evaluations, ..."""
+        """One row per client: its site label and Flower node, regret, final node and point, optimum, rewards, ..."""
         import pandas as pd
 
         frame = pd.DataFrame(self.client_columns)
         frame["final_node"] = pd.array(self.client_columns["final_node"], dtype="Int64")  # null for a lost client
+        if "flower_node" in frame:  # Flower's node ids are unsigned 64-bit; null in process
+            frame["flower_node"] = pd.array(self.client_columns["flower_node"], dtype="UInt64")
+            frame["site"] = pd.Series(self.client_columns["site"], dtype=object)  # None where no label was declared
         return frame
 
     @cached_property
@@ -172,7 +175,10 @@ def build_result(
     names = federation.domain.names
 
     final_node = [None if m in lost else int(n) for m, n in enumerate(final_nodes)]
-    clients: dict[str, Any] = {"client": np.arange(M)}
+    flower_nodes = list(flower_nodes) if flower_nodes is not None else [None] * M
+    sites = list(sites) if sites is not None else [None] * M
+    # which site each row is: its declared label and Flower node (None in process), next to the client index
+    clients: dict[str, Any] = {"client": np.arange(M), "site": sites, "flower_node": flower_nodes}
     clients["regret"] = [c.regret for c in ledger.clients]
     clients["final_node"] = final_node
     clients["pulls_scored"] = [c.pulls for c in ledger.clients]
@@ -210,8 +216,8 @@ def build_result(
         failures=server.failures,
         final_nodes=list(final_node),
         lost_clients=[dict(record) for record in lost_clients],
-        flower_nodes=list(flower_nodes) if flower_nodes is not None else [None] * M,
-        sites=list(sites) if sites is not None else [None] * M,
+        flower_nodes=flower_nodes,
+        sites=sites,
         pulls_scored=[c.pulls for c in ledger.clients],
         final_points=[None if m in lost else row for m, row in enumerate(final_points.tolist())],
         dimensions=names,

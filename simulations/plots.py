@@ -153,7 +153,7 @@ def plot_comparison(comparison: Comparison) -> Figure:
         _mean_with_band(curves, comparison.curves[comparison.curves["algorithm"] == algorithm], label, log_x=True,
                         colour=colour)
     names = [ALGORITHM_LABELS.get(a, a) for a in comparison.summary["algorithm"]]
-    bars.set_xticks(range(len(names)), names)
+    bars.set_xticks(range(len(names)), names, rotation=30, ha="right", rotation_mode="anchor")  # long names clear
     bars.set_ylabel(f"final regret (sum over M = {setting['clients']} clients)")
     bars.set_title("final regret: mean ± 1 sd; dots: seeds" if seeds > 1 else "final regret (1 seed)", pad=14)
     curves.set_xscale("log")
@@ -212,25 +212,45 @@ def check_figure_path(out: str | Path, name: str = "out") -> Path:
     return check_output_file(out, FORMATS, name=name, ours=is_our_figure)
 
 
-def plot_calibration(calibration: Calibration, out: str | Path) -> Path:
-    """The evidence of :func:`pfxab_flower.calibrate`: observed variation against cell size, and both models."""
-    out = check_figure_path(out, "plot")
+def calibration_figure(calibration: Calibration) -> Figure:
+    """The evidence of :func:`pfxab_flower.calibrate`: measured variation against depth, both models, the spans.
+
+    Only what has a point to draw gets a line and a legend entry (a log axis cannot show a zero).
+    """
     evidence = calibration.evidence
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    used = evidence[evidence["used_in_fit"]]
-    ax.plot(used["depth"], used["variation"], "o", label="observed variation in the best point's cell")
-    ax.plot(evidence["depth"], evidence["model"], "-",
-            label=f"calibrated nu1 rho^h (nu1={calibration.nu1:.3g}, rho={calibration.rho:.3g})")
-    ax.plot(evidence["depth"], evidence["default_model"], "--", label="defaults (nu1=1, rho=0.5)")
-    spans = evidence["span"].where(evidence["span"] > 0)  # a zero span has no place on a log axis
-    ax.plot(evidence["depth"], spans / 3.0, ":", label="cell span / 3 (below it a node can go)")
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    noisy = bool((evidence["standard_error"] > 0).any())
+    positive = evidence["variation"] > 0
+    for used, face, label in ((True, "C0", "measured variation, used in the fit"),
+                              (False, "none", "measured variation, not above the noise (not used)")):
+        rows = evidence[(evidence["used_in_fit"] == used) & positive]
+        if rows.empty:
+            continue
+        error = rows["standard_error"] if noisy else None
+        ax.errorbar(rows["depth"], rows["variation"], yerr=error, fmt="o", capsize=3, color="C0", mfc=face,
+                    label=label + (" (± 1 standard error)" if noisy else ""))
+    ax.plot(evidence["depth"], evidence["model"], "-", color="C1",
+            label=f"calibrated model nu1 rho^h (nu1={calibration.nu1:.3g}, rho={calibration.rho:.3g})")
+    ax.plot(evidence["depth"], evidence["default_model"], "--", color="C2", label="defaults' model (nu1=1, rho=0.5)")
+    spans = evidence[evidence["span"] > 0]
+    if not spans.empty:
+        ax.plot(spans["depth"], spans["span"] / 3.0, ":", marker=".", color="C3",
+                label="least cell span / 3 (a node below it can go)")
     ax.set_yscale("log")
-    ax.set_xlabel("depth h (cell diameter halves every d depths)")
-    ax.set_ylabel("objective variation")
+    ax.set_xlabel("depth h (a cell's diameter halves every d depths)")
+    ax.set_ylabel("shortfall from the best value in the cell")
+    ax.set_title(f"pfxab calibrate: nu1={calibration.nu1:.3g}, rho={calibration.rho:.3g}; "
+                 f"verdict: {calibration.verdict}", fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    return _save(fig, out)
+    return fig
+
+
+def plot_calibration(calibration: Calibration, out: str | Path) -> Path:
+    """Draw :func:`calibration_figure` into ``out`` (.png or .pdf); returns the path."""
+    out = check_figure_path(out, "plot")
+    return _save(calibration_figure(calibration), out)
 
 
 def plot_sweep(sweep_dir: str | Path, out: str | Path, log_x: bool = False) -> Path:

@@ -26,7 +26,7 @@ from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import client_app, server_app
 from pfxab_flower.simulations.cluster import check_ray_address, fits_on
 from pfxab_flower.simulations.environment import backend_config, check_num_cpus, ray_environment
-from pfxab_flower.simulations.server_app import show_phase_log
+from pfxab_flower.strategies.base import show_phase_log
 from pfxab_flower.strategies.common import failure_reason
 
 

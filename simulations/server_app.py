@@ -14,11 +14,8 @@ line that ``pfxab simulate`` reads back (:data:`UNSAVED_MARK`).
 from __future__ import annotations
 
 import json
-import logging
 import os
-import sys
 from pathlib import Path
-from typing import Any
 
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
@@ -29,8 +26,8 @@ from pfxab_flower.problems import build_federation
 from pfxab_flower.results import RunResult
 from pfxab_flower.run_parameters import parse_run_config
 from pfxab_flower.simulations.apps import run_server
+from pfxab_flower.strategies.base import LOGGER, show_phase_log
 
-LOGGER = logging.getLogger("pfxab_flower")
 BASE_DIR_ENV = "PFXAB_BASE_DIR"
 #: Starts the log line of a result that could not be written; a JSON object follows: ``error``, ``summary``.
 UNSAVED_MARK = "result not written: "
@@ -42,32 +39,6 @@ def resolve_out_dir(out_dir: str) -> Path:
     if path.is_absolute():
         return path
     return Path(os.environ.get(BASE_DIR_ENV) or os.getcwd()) / path
-
-
-class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """Writes to whatever ``sys.stderr`` is when a record is emitted.
-
-    A plain ``StreamHandler(sys.stderr)`` keeps the stream it was given; if ``sys.stderr``
-    is replaced later (by a test runner, or a caller capturing output), it would write
-    to a closed file.
-    """
-
-    @property
-    def stream(self) -> Any:
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value: Any) -> None:
-        pass
-
-
-def show_phase_log(stream: Any = None) -> None:
-    """Make the core's one line per phase (logger ``pfxab_flower``, INFO) visible, once."""
-    if not LOGGER.handlers:
-        handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
-        handler.setFormatter(logging.Formatter("pfxab: %(message)s"))
-        LOGGER.addHandler(handler)
-        LOGGER.setLevel(logging.INFO)
 
 
 app = ServerApp()

@@ -10,6 +10,8 @@ run's bounds, its stop reason, lost clients, final points and scored result.
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Any, ClassVar
 
 import numpy as np
@@ -20,6 +22,35 @@ from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
 from pfxab_flower.spec import AlgorithmSpec
 from pfxab_flower.strategies.common import log_summary, make_driver
+
+#: The core's logger: one line per phase (``phase 4 (depth 4): 16 active nodes, 6 eliminated, ...``) at INFO.
+LOGGER = logging.getLogger("pfxab_flower")
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record is emitted.
+
+    A plain ``StreamHandler(sys.stderr)`` keeps the stream it was given; if ``sys.stderr``
+    is replaced later (by a test runner, or a caller capturing output), it would write
+    to a closed file.
+    """
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def show_phase_log(stream: Any = None) -> None:
+    """Make the core's one line per phase (logger ``pfxab_flower``, INFO) visible, once, as ``pfxab: ...``."""
+    if not LOGGER.handlers:
+        handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
+        handler.setFormatter(logging.Formatter("pfxab: %(message)s"))
+        LOGGER.addHandler(handler)
+        LOGGER.setLevel(logging.INFO)
 
 
 class DriverStrategy:
@@ -91,5 +122,11 @@ class DriverStrategy:
         return {}
 
     def log_configuration(self) -> None:
-        """The run's parameters in the log, as Flower's own strategies' ``summary()`` writes them."""
+        """The run's parameters in the log, as Flower's own strategies' ``summary()`` writes them.
+
+        At a run's start (both APIs): unless the process configured logging itself, the phase
+        lines become visible, so a user's own ServerApp logs what the bundled app logs.
+        """
+        if not LOGGER.hasHandlers():
+            show_phase_log()
         log_summary(self.driver, type(self).__name__)

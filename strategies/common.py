@@ -11,6 +11,7 @@ concrete classes from the algorithm registry (:class:`StrategyClasses`).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -20,7 +21,7 @@ from pfxab_flower.algorithms import registry
 from pfxab_flower.algorithms.phased import Settings
 from pfxab_flower.config import PARAMETERS, check
 from pfxab_flower.driver import ServerDriver
-from pfxab_flower.errors import ConfigError
+from pfxab_flower.errors import ClientFailedError, ConfigError, UnknownAlgorithmError
 from pfxab_flower.exchanges import Exchange, Failure, Unreadable
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT, required_replies
 from pfxab_flower.problems.federation import Federation
@@ -34,6 +35,9 @@ LOGGER = logging.getLogger("pfxab_flower")
 SUMMARY_FORMAT = "\t├──> %s: %s"
 #: How Flower's legacy client proxy wraps the reason of an error reply (``GridClientProxy``).
 LEGACY_ERROR = ("Message contains an Error (reason: ", "). It originated during client-side execution")
+#: Flower's text of the exception a ClientApp raised, in its error reply: ``<class 'T'>:<'text'>``.
+FLOWER_ERROR = re.compile(r"<class '(?P<type>[^']+)'>:<'(?P<text>.*)'>", re.DOTALL)
+FLOWER_ERROR_END = "'>"
 #: The ServerApp-side metrics of a finished run whose federation is known (simulation): Message API
 #: ``Result.evaluate_metrics_serverapp``, legacy ``History.metrics_centralized``.
 SCORE_KEYS = ("regret", "mean_reward_personalised", "mean_reward_global", "mean_reward_local")
@@ -93,8 +97,9 @@ class StrategyClasses(Mapping[str, type]):
         self._made: dict[type, type] = {}
 
     def __getitem__(self, algorithm: str) -> type:
-        if algorithm not in registry.algorithm_names():
-            raise KeyError(algorithm)
+        if algorithm not in registry.algorithm_names():  # one line naming the registered algorithms
+            raise UnknownAlgorithmError(f"algorithm={algorithm!r} is invalid; allowed: "
+                                        f"{', '.join(registry.algorithm_names())}")
         policy = registry.policy_class(algorithm)
         if policy not in self._made:
             name = registry.class_name(algorithm) + self.suffix
@@ -178,13 +183,24 @@ def decode_replies(
 
 
 def failure_reason(failure: BaseException | str) -> str:
-    """A client failure as one line: the client's own message, without Ray's or Flower's wrapping."""
+    """A client failure as one line: the client's own text, without Ray's or Flower's wrapping.
+
+    Flower's error reply reads ``<class 'T'>:<'text'>``; its simulation's ``T`` is its
+    ``ClientAppException``, whose text ends ``Message: <the ClientApp's exception, as str>``.
+    Exactly that wrapping is taken off (a quote that ends the text stays: ``KeyError: 'data-dir'``);
+    a foreign exception keeps its class name. Ours (:class:`~pfxab_flower.errors.ClientFailedError`)
+    already names the client, its site and the exception.
+    """
     text = str(failure)
     if text.startswith(LEGACY_ERROR[0]) and LEGACY_ERROR[1] in text:  # the legacy proxy's wrapping of an error reply
         text = text[len(LEGACY_ERROR[0]):text.rindex(LEGACY_ERROR[1])]
-    if "Message: " in text:  # Flower's ClientAppException wraps the original message (and a Ray traceback)
-        text = text.rsplit("Message: ", 1)[1].split("'>", 1)[0]
-    text = " ".join(text.split()).rstrip("'>")
+    if "Message: " in text:  # Flower's simulation: ClientAppException(str(exception)), maybe in a Ray traceback
+        text = text.rsplit("Message: ", 1)[1]
+        text = text.rsplit(FLOWER_ERROR_END, 1)[0]
+    elif wrapped := FLOWER_ERROR.fullmatch(text.strip()):  # a SuperNode's: the class and the text
+        name = wrapped["type"].rsplit(".", 1)[-1]
+        text = wrapped["text"] if name == ClientFailedError.__name__ else f"{name}: {wrapped['text']}"
+    text = " ".join(text.split())
     return text if len(text) <= 300 else text[:297] + "..."
 
 

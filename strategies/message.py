@@ -95,8 +95,9 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
         (``(M, d)``, the user's units, client order; a lost client's row is NaN),
         ``final-nodes`` (their cells; 0 for a lost client), ``lost-clients`` (one row
         per lost client: client index, Flower node id (0 if unknown), phase; see
-        :attr:`lost_clients` for the reasons) and ``client-nodes`` (the Flower node that held
-        each client, 0 if none did: see ``docs/reliability.md``); ``train_metrics_clientapp[p]`` phase ``p``'s
+        :attr:`lost_clients` for the reasons), ``client-nodes`` (the Flower node that held
+        each client, 0 if none did: see ``docs/reliability.md``) and ``client-sites`` (the ``site``
+        label each client's node declared, ``""`` if none); ``train_metrics_clientapp[p]`` phase ``p``'s
         metrics; with a known federation, ``evaluate_metrics_serverapp`` the regret and mean
         rewards at the last Flower round. Raises :class:`RunStoppedError` (one line: why) if
         the server stopped the run: too few nodes, or fewer than ``min_fraction`` of the
@@ -173,8 +174,10 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
             lost = np.array([[r["client"], r["flower_node"] or 0, r["phase"]] for r in self.lost_clients],
                             dtype=np.uint64).reshape(-1, 3)
             holders = np.array([node or 0 for node in self.driver.client_nodes()], dtype=np.uint64)
+            sites = np.array([site or "" for site in self.driver.client_sites()], dtype=str)
             final = ArrayRecord({"final-points": Array(self.driver.final_points()), "final-nodes": Array(nodes),
-                                 "lost-clients": Array(lost), "client-nodes": Array(holders)})
+                                 "lost-clients": Array(lost), "client-nodes": Array(holders),
+                                 "client-sites": Array(sites)})
             return final, None  # train_metrics_clientapp keeps one row per phase
         metrics = self.driver.round_metrics()
         return None, None if metrics is None else MetricRecord(_metric_values(metrics))

@@ -13,7 +13,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pytest
@@ -21,6 +21,7 @@ import pytest
 from pfxab_flower.problems.federation import Federation
 from tests import loopback_namespace
 from tests.landmine_files import LandmineFile, write_landmine_format_file
+from tests.patience import patient, slowdown
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -86,6 +87,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Stretch the test's hang guard (its ``timeout`` marker, else pyproject's) by the machine's :func:`slowdown`.
+
+    Runs before pytest-timeout reads the limit; a test's own deadlines use :func:`tests.patience.patient`.
+    """
+    factor = slowdown()
+    marker = item.get_closest_marker("timeout")
+    limit = (marker.kwargs.get("timeout", marker.args[0] if marker.args else None) if marker is not None
+             else item.config.getini("timeout"))
+    if factor > 1.0 and limit:
+        item.add_marker(pytest.mark.timeout(float(limit) * factor), append=False)
+    yield
+
+
 def tent_federation(centres: list[float], noise_sigma: float = 0.1) -> Federation:
     """Clients with ``mu_m(x) = 1 - |x - c_m|`` on [0, 1]: optima known in closed form."""
     objectives = [lambda x, c=c: 1.0 - np.abs(x[:, 0] - c) for c in centres]
@@ -120,7 +136,7 @@ def cli_error_line(*args: str, program: Sequence[str] = PFXAB, not_ours: re.Patt
     ``program`` is the command that starts ``pfxab`` (e.g. one accepting the generated landmine file);
     stderr lines matching ``not_ours`` (a library's own, named by the test) are not counted.
     """
-    proc = subprocess.run([*program, *args], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([*program, *args], capture_output=True, text=True, timeout=patient(60))
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""
     lines = [line for line in proc.stderr.strip().splitlines() if not (not_ours and not_ours.match(line))]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pfxab_flower.simulations.deployment import FEDERATION, Deployment, SiteKeys
 from pfxab_flower.simulations.flwr_run import flwr_executable
+from tests.patience import patient
 
 
 def flwr_run_streaming(
@@ -63,7 +64,7 @@ def node_status(running: Deployment, node_id: int) -> str | None:
 
 
 def start_until_accepted(running: Deployment, name: str, node_config: str, keys: SiteKeys,
-                         timeout: float = 150.0) -> subprocess.Popen:
+                         timeout: float | None = None) -> subprocess.Popen:
     """Start a site's SuperNode with its key, again and again, until the SuperLink lists it online.
 
     After a SIGKILL the SuperLink still holds the dead node as online until its heartbeats
@@ -71,6 +72,7 @@ def start_until_accepted(running: Deployment, name: str, node_config: str, keys:
     node signed off and is accepted at once.
     """
     node_id = running.node_ids[keys.site]
+    timeout = patient(150.0) if timeout is None else timeout
     deadline = time.monotonic() + timeout
     attempt = 0
     while time.monotonic() < deadline:
@@ -84,9 +86,9 @@ def start_until_accepted(running: Deployment, name: str, node_config: str, keys:
     raise TimeoutError(f"the SuperLink did not accept {keys.site}'s SuperNode within {timeout:.0f} s")
 
 
-def sign_off(process: subprocess.Popen, timeout: float = 30.0) -> None:
+def sign_off(process: subprocess.Popen, timeout: float | None = None) -> None:
     """SIGTERM a SuperNode's process group (it signs off from the SuperLink) and wait for it to exit."""
-    signal_node(process, signal.SIGTERM, timeout)
+    signal_node(process, signal.SIGTERM, patient(30.0) if timeout is None else timeout)
 
 
 def signal_node(process: subprocess.Popen, sig: signal.Signals, timeout: float | None = None) -> None:

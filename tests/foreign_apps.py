@@ -23,8 +23,9 @@ from flwr.simulation import run_simulation
 from pfxab_flower.client_apps import objective_client_app
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.simulations.environment import backend_config, ray_environment
-from pfxab_flower.simulations.server_app import show_phase_log
 from pfxab_flower.strategies import PFXAB
+from pfxab_flower.strategies.base import show_phase_log
+from tests.patience import patient
 
 
 def tent(points: np.ndarray, partition_id: int) -> np.ndarray:
@@ -67,7 +68,7 @@ def pfxab_server() -> ServerApp:
     def main(grid: Grid, context: Context) -> None:
         show_phase_log(sys.stdout)
         try:
-            PFXAB(num_clients=2, horizon=20_000, round_timeout=60.0).start(grid=grid)
+            PFXAB(num_clients=2, horizon=20_000, round_timeout=patient(60.0)).start(grid=grid)
         except RunStoppedError as exc:
             print(f"OUTCOME: RunStoppedError: {exc}", flush=True)
 

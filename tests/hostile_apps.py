@@ -19,6 +19,7 @@ from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations import run_flower
 from pfxab_flower.simulations.run_flower import run_flower_simulation
 from tests import impostors
+from tests.patience import patient
 
 CONFIG = RunConfig(problem="garland", clients=4, horizon=20_000, seed=1)
 
@@ -58,7 +59,7 @@ def main() -> None:
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     honest_app = run_flower.client_app
     run_flower.client_app = lambda *args, **kwargs: hostile_app(honest_app(*args, **kwargs))
-    result = run_flower_simulation(CONFIG, options=AppOptions(round_timeout=60.0))
+    result = run_flower_simulation(CONFIG, options=AppOptions(round_timeout=patient(60.0)))
     print("SUMMARY " + json.dumps(result.summary), flush=True)
 
 

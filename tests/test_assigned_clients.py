@@ -26,6 +26,7 @@ from pfxab_flower.strategies import PFXAB, PFXABStrategy
 from pfxab_flower.strategies.secure import run_legacy_workflow
 from tests.impostors import phase_of
 from tests.message_loopback import LoopbackGrid, run_loopback
+from tests.patience import patient
 
 CONFIG = RunConfig(problem="doublesine", clients=4, alpha=0.3, horizon=30_000, seed=2)
 NODE_IDS = [307, 105, 2**63 + 11, 150]  # in no order; one beyond int64, as Flower's node ids can be
@@ -43,23 +44,29 @@ class UnlabelledGrid(LoopbackGrid):
                          for node in node_ids}
 
 
-def run(node_ids: list[int], tamper=None):
+def run(node_ids: list[int], tamper=None, table=False):
     federation = build_federation(CONFIG)
     strategy = PFXAB(num_clients=CONFIG.clients, horizon=CONFIG.horizon, alpha=CONFIG.alpha, seed=CONFIG.seed,
                      federation=federation)
     grid = UnlabelledGrid(node_ids, message_client_app(federation_sessions(federation)), tamper)
     result = run_loopback(strategy, grid)
-    return result, strategy.run_result().summary, grid
+    scored = strategy.run_result()
+    return (result, scored.summary, grid, scored.clients) if table else (result, scored.summary, grid)
 
 
 def test_nodes_without_a_partition_id_get_the_index_of_their_place_and_the_inprocess_numbers() -> None:
-    result, summary, grid = run(NODE_IDS)
+    result, summary, grid, run_result = run(NODE_IDS, table=True)
     inprocess = engine.run_config(CONFIG).summary
     for key in SAME_KEYS:
         assert summary[key] == inprocess[key], key
     assert summary["flower_nodes"] == sorted(NODE_IDS) and inprocess["flower_nodes"] == [None] * 4
     assert summary["sites"] == ["site-105", "site-150", "site-307", None]  # the labels the node configs declare
     np.testing.assert_array_equal(result.arrays["client-nodes"].numpy(), np.array(sorted(NODE_IDS), dtype=np.uint64))
+    # every client row says which site it is: the Result's arrays, and the result's table (clients.csv)
+    assert result.arrays["client-sites"].numpy().tolist() == ["site-105", "site-150", "site-307", ""]
+    assert len(result.arrays["client-sites"].numpy()) == len(result.arrays["final-points"].numpy())
+    assert run_result["site"].tolist() == ["site-105", "site-150", "site-307", None]
+    assert run_result["flower_node"].tolist() == sorted(NODE_IDS)
     kept = {node: int(grid.contexts[node].state[ASSIGNED_STATE]["client-index"]) for node in NODE_IDS}
     assert kept == {node: sorted(NODE_IDS).index(node) for node in NODE_IDS}
 
@@ -210,7 +217,8 @@ app = ServerApp()
 
 @app.main()
 def main(grid, context):
-    strategy = PFXAB(num_clients=3, horizon=20_000, alpha=1.0, seed=0, round_timeout=60.0, reward_range=(0.0, 1.0))
+    strategy = PFXAB(num_clients=3, horizon=20_000, alpha=1.0, seed=0, round_timeout=ROUND_TIMEOUT,
+                     reward_range=(0.0, 1.0))
     result = strategy.start(grid=grid)
     with open(context.run_config["out"], "w") as file:
         json.dump({"client-nodes": result.arrays["client-nodes"].numpy().tolist(),
@@ -232,11 +240,11 @@ def test_a_deployment_of_a_users_objective_app_whose_supernodes_have_no_partitio
     app_dir = tmp_path / "app"
     for name, body in SITE_APP.items():
         (app_dir / name).parent.mkdir(parents=True, exist_ok=True)
-        (app_dir / name).write_text(body, encoding="utf-8")
+        (app_dir / name).write_text(body.replace("ROUND_TIMEOUT", repr(patient(60.0))), encoding="utf-8")
     out = tmp_path / "result.json"
     node_configs = [f'optimum={optimum} site="site-{i}"' for i, optimum in enumerate(OPTIMA)]
-    with dep.deployment(3, tmp_path / "deploy", node_configs=node_configs) as running:
-        done = running.flwr_run(app_dir, f'out="{out}"', timeout=180)
+    with dep.deployment(3, tmp_path / "deploy", node_configs=node_configs, startup_timeout=patient(60)) as running:
+        done = running.flwr_run(app_dir, f'out="{out}"', timeout=patient(180))
         assert done.returncode == 0 and out.exists(), done.stdout[-2000:] + done.stderr[-2000:] + log_tail(running)
         logs = log_tail(running, lines=400)
     result = json.loads(out.read_text())

@@ -29,6 +29,7 @@ from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.synthetic import synthetic_federation
 from pfxab_flower.sampling import SimulatedEnvironment
+from tests.patience import patient
 from tests.test_flower_ray import shared_ray  # noqa: F401  (the module's Ray, shared by the Flower tests)
 
 SQRT2 = math.sqrt(2.0)
@@ -476,7 +477,7 @@ def test_baselines_on_flower_give_the_in_process_numbers(api: str) -> None:
 
     for algorithm in ("local-only", "random-search"):
         config = RunConfig(problem="garland", algorithm=algorithm, clients=3, alpha=0.5, horizon=10_000, seed=1)
-        flower = run_flower_simulation(config, options=AppOptions(round_timeout=60.0, api=api)).summary
+        flower = run_flower_simulation(config, options=AppOptions(round_timeout=patient(60.0), api=api)).summary
         inprocess = run_config(config).summary
         for key in ("regret", "regret_per_client", "final_nodes", "final_points", "pulls_scored", "phases",
                     "communication_rounds", "values_up", "rejected_replies"):

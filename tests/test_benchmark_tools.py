@@ -42,3 +42,20 @@ def test_peak_memory_counts_this_process_and_marked_ones() -> None:
     assert memory.peak_processes == 1
     if os.path.exists("/proc/self/status"):
         assert memory.peak_rss_mib > 1
+
+
+@pytest.mark.parametrize("argv, written", [(["--quick", "--only", "1"], "results-quick.json"),
+                                           (["--only", "1"], "results-sections-1.json")])
+def test_a_quick_or_partial_run_never_replaces_the_tracked_figures(monkeypatch, tmp_path, argv, written) -> None:
+    """``python -m benchmarks --quick`` (or ``--only``) writes a file of its own, not ``benchmarks/results.json``."""
+    import json
+
+    from benchmarks import run as benchmarks
+
+    monkeypatch.setattr(benchmarks, "HERE", tmp_path)  # stands for benchmarks/
+    tracked = tmp_path / "results.json"
+    tracked.write_text('{"figures": "of the full run, quoted by docs/performance.md"}\n')
+    monkeypatch.setattr(benchmarks, "section_inprocess", lambda quick: [{"case": "in-process", "ns_per_pull": 1.0}])
+    assert benchmarks.main(argv, no_loopback=None) == 0
+    assert tracked.read_text() == '{"figures": "of the full run, quoted by docs/performance.md"}\n'
+    assert json.loads((tmp_path / written).read_text())["rows"] == [{"case": "in-process", "ns_per_pull": 1.0}]

@@ -6,29 +6,37 @@ import functools
 import importlib.util
 import json
 import logging
+import re
+import subprocess
+import sys
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
 from pfxab_flower import ConfigError, Federation, calibrate, run
-from pfxab_flower.calibration import POINTS_PER_CELL
+from pfxab_flower.calibration import DEFAULT_SAMPLES, POINTS_PER_CELL, VERDICTS
+from pfxab_flower.noisy_cells import trial_noise
 from pfxab_flower.resolution import first_eliminating_depth, uniform_exploration_warning, uniform_plan
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.spec import AlgorithmSpec
 from tests.conftest import cli_error_line
+from tests.patience import patient
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples"
 
 
-def _example():
-    """docs/examples/three_knobs.py, the 3-D example of docs/flower.md, as a module."""
-    path = Path(__file__).resolve().parents[1] / "docs" / "examples" / "three_knobs.py"
-    spec = importlib.util.spec_from_file_location("three_knobs", path)
+def _example(name: str):
+    """docs/examples/<name>.py, an example of docs/flower.md, as a module."""
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-three_knobs = _example()
+three_knobs = _example("three_knobs")
+success_rate = _example("success_rate")
 
 
 class Counted:
@@ -63,7 +71,7 @@ def test_a_stochastic_objective_also_repeats_an_eighth_of_the_samples_and_measur
     counted = [Counted(lambda p: vee(p) + rng.uniform(-0.05, 0.05, len(p))) for _ in range(2)]
     calibration = calibrate(federation_of(counted, evaluation="stochastic", value_range=(-1.0, 2.0)), samples=200)
     assert [c.rows for c in counted] == [225, 225]
-    assert 0.03 < calibration.noise < 0.1  # the difference of two uniform(-0.05, 0.05) draws, 90% quantile 0.07
+    assert calibration.noise == pytest.approx(0.1 / np.sqrt(12), rel=0.25)  # uniform(-0.05, 0.05): sd 0.0289
 
 
 def test_a_lipschitz_objective_in_one_dimension_decays_by_about_a_half_per_depth():
@@ -162,3 +170,154 @@ def test_the_command_refuses_a_bad_plot_path_before_any_work(tmp_path):
 
 def test_too_few_samples_for_the_depths_is_refused_by_the_command():
     assert "samples=8 is invalid" in cli_error_line("calibrate", "--samples", str(POINTS_PER_CELL))
+
+
+# -- stochastic objectives: 0/1 outcomes, bounded, heavy-tailed within the bounds -------------------------
+
+
+def trials_of(probability, seed):
+    """A 0/1 black box: one trial per row, succeeding with ``probability(points)``."""
+    rng = np.random.default_rng(seed)
+    return lambda points: (rng.random(len(points)) < probability(points)).astype(float)
+
+
+def flat_trials(sites, seed, dims=1):
+    domain = {f"x{i}": (0.0, 1.0) for i in range(dims)}
+    return Federation.from_callables([trials_of(lambda p: np.full(len(p), 0.5), seed + m) for m in range(sites)],
+                                     domain, evaluation="stochastic", value_range=(0.0, 1.0))
+
+
+def test_the_docs_success_rate_example_gives_nu1_rho_and_a_verdict_at_the_default_samples():
+    """docs/examples/success_rate.py: 2-D, three sites, each one's success probability a smooth bump."""
+    sites = success_rate.federation()
+    calibration = calibrate(sites, horizon=200_000, alpha=0.5)
+    assert calibration.evaluations == [DEFAULT_SAMPLES] * 3  # 0/1 trials: Bernoulli's noise, no repeats
+    assert calibration.nu1 > 0 and 0 < calibration.rho < 1
+    assert calibration.verdict in VERDICTS[:3]
+    assert calibration.evidence["used_in_fit"].sum() >= 2
+    # the noise is Bernoulli's: sqrt(p (1 - p)) at the mean success rate over the domain, never above 1/2
+    grid = np.stack(np.meshgrid(np.linspace(0, 1, 101), np.linspace(0, 1, 101)), axis=-1).reshape(-1, 2)
+    rates = [success_rate.success_probability(grid, m).mean() for m in range(3)]
+    assert calibration.noise == pytest.approx(max(np.sqrt(r * (1 - r)) for r in rates), abs=0.04)
+    assert calibration.noise <= 0.5
+    summary = json.loads(json.dumps(calibration.summary()))
+    assert summary["verdict"] == calibration.verdict and summary["nu1"] == calibration.nu1
+
+
+@pytest.mark.slow
+def test_the_docs_success_rate_example_runs_as_a_user_runs_it():
+    done = subprocess.run([sys.executable, str(EXAMPLES / "success_rate.py"), "100000"], capture_output=True,
+                          text=True, timeout=patient(300))
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("proposed: nu1=") and "one evaluation's noise: sd 0." in lines[0]
+    assert sum(line.startswith("verdict: ") for line in lines) == 1
+    assert [line.split(":")[0] for line in lines[-2:]] == ["defaults", "calibrated"]
+
+
+def test_a_flat_0_1_objective_shows_no_variation_and_says_what_more_samples_would_resolve():
+    with pytest.raises(ConfigError) as raised:
+        calibrate(flat_trials(2, seed=7))
+    message = str(raised.value)
+    assert "\n" not in message and "measured no variation of the objective's mean above its noise" in message
+    assert float(re.search(r"one evaluation's noise: sd ([\d.]+)", message).group(1)) == pytest.approx(0.5, abs=0.01)
+    resolution = float(re.search(r"varies by more than about ([\d.]+)", message).group(1))
+    with pytest.raises(ConfigError) as four_times:
+        calibrate(flat_trials(2, seed=7), samples=4 * DEFAULT_SAMPLES)
+    finer = float(re.search(r"varies by more than about ([\d.]+)", str(four_times.value)).group(1))
+    assert finer == pytest.approx(resolution / 2, rel=0.15)  # "that resolution halves with 4 times as many"
+
+
+def test_flat_0_1_objectives_rarely_show_a_false_variation():
+    """The threshold keeps the chance of any false depth, over depths and sites, near 5%."""
+    false = 0
+    for seed in range(40):
+        try:
+            calibrate(flat_trials(3, seed=1000 + seed, dims=2), seed=seed)
+            false += 1
+        except ConfigError:
+            pass
+    assert false <= 5  # 2 expected; 5 or more has a chance below 5% if the rate is 5%
+
+
+def test_a_0_1_objective_whose_variation_is_resolved_with_more_samples():
+    def bump(points):
+        return 0.4 + 0.2 * np.exp(-((points[:, 0] - 0.3) ** 2) / (2 * 0.1**2))
+
+    def sites():
+        return Federation.from_callables([trials_of(bump, 100 + m) for m in range(2)], {"x": (0.0, 1.0)},
+                                         evaluation="stochastic", value_range=(0.0, 1.0))
+    with pytest.raises(ConfigError, match="measured no variation"):
+        calibrate(sites())
+    assert calibrate(sites(), samples=16 * DEFAULT_SAMPLES).evidence["used_in_fit"].any()
+
+
+def test_more_samples_shrink_the_standard_errors_as_one_over_their_square_root():
+    errors = [calibrate(success_rate.federation(), samples=n).evidence["standard_error"].median()
+              for n in (DEFAULT_SAMPLES, 4 * DEFAULT_SAMPLES)]
+    assert errors[1] / errors[0] == pytest.approx(0.5, abs=0.1)
+
+
+def test_a_heavy_tailed_objective_within_its_bounds_measures_its_noise_from_repeats():
+    """Mostly the mean plus a small spread, but one trial in twenty lands at 0 or 1."""
+    rng = np.random.default_rng(5)
+
+    def heavy(points, centre):
+        mean = 0.2 + 0.6 * np.exp(-((points[:, 0] - centre) ** 2) / (2 * 0.15**2))
+        jump = rng.random(len(points)) < 0.05
+        return np.clip(np.where(jump, rng.integers(0, 2, len(points)), mean + rng.normal(0, 0.02, len(points))), 0, 1)
+
+    counted = [Counted(functools.partial(heavy, centre=c)) for c in (0.3, 0.6)]
+    calibration = calibrate(federation_of(counted, evaluation="stochastic", value_range=(0.0, 1.0)))
+    assert [c.rows for c in counted] == [DEFAULT_SAMPLES + DEFAULT_SAMPLES // 8] * 2  # not two-valued: repeats
+    # the sd of one trial: 0.02 normal spread and the 5% jumps (a jump to 0 or 1 lies about 0.45 from the mean)
+    assert 0.05 < calibration.noise < 0.2
+    assert calibration.nu1 > 0 and 0 < calibration.rho < 1 and calibration.evidence["used_in_fit"].sum() >= 2
+
+
+def test_the_noise_never_exceeds_half_the_declared_range():
+    """Popoviciu: no variable within [a, b] has a standard deviation above (b - a) / 2, whatever the repeats say."""
+    first, again = np.array([0.0, 1.0, 0.0, 1.0]), np.array([1.0, 0.0, 1.0, 0.0])  # every repeat differs by 1
+    values = np.array([0.0, 1.0, 0.5, 1.0])  # three values: not a 0/1 objective, so the repeats measure it
+    assert trial_noise(values, (first, again), (0.0, 1.0)) == 0.5  # the repeats alone say sqrt(1/2)
+    assert trial_noise(np.array([0.0, 1.0, 1.0, 1.0]), None, (0.0, 1.0)) == pytest.approx(np.sqrt(0.75 * 0.25))
+
+
+# -- one verdict, and a figure that draws what its legend says -------------------------------------------
+
+
+@pytest.mark.parametrize("sites", ["three_knobs", "success_rate"])
+def test_the_report_has_one_verdict_and_says_it_the_same_way_everywhere(sites):
+    module = {"three_knobs": three_knobs, "success_rate": success_rate}[sites]
+    calibration = calibrate(module.federation(), horizon=2_000_000, alpha=0.5)
+    lines = calibration.report().splitlines()
+    calibrated = next(line for line in lines if line.startswith("calibrated ("))
+    assert calibrated.split("fit the horizon: ")[1].split(";")[0] == calibration.verdict
+    assert lines[-1] == f"verdict: {calibration.advice()}" and calibration.summary()["verdict"] == calibration.verdict
+    if calibration.verdict != "eliminates":
+        assert "expected to eliminate" not in calibration.report()  # no "may eliminate", then "expected"
+        assert "would make one expected" in lines[-1]
+
+
+def _has_points(handle) -> bool:
+    """Whether a legend handle (a line, or an error bar's container) has a positive value to show on a log axis."""
+    line = handle.lines[0] if hasattr(handle, "lines") else handle
+    values = np.asarray(line.get_ydata(), dtype=float)
+    return bool((np.isfinite(values) & (values > 0)).any())
+
+
+def test_the_figure_has_a_title_and_a_legend_entry_for_each_line_drawn_and_no_other():
+    from pfxab_flower.simulations.plots import calibration_figure
+
+    for calibration in (calibrate(success_rate.federation(), horizon=200_000), calibrate(three_knobs.federation())):
+        figure = calibration_figure(calibration)
+        ax = figure.axes[0]
+        assert ax.get_title() == (f"pfxab calibrate: nu1={calibration.nu1:.3g}, rho={calibration.rho:.3g}; "
+                                  f"verdict: {calibration.verdict}")
+        handles, labels = ax.get_legend_handles_labels()
+        drawn = {label for handle, label in zip(handles, labels, strict=True) if _has_points(handle)}
+        legend = [text.get_text() for text in ax.get_legend().get_texts()]
+        assert set(legend) == drawn and len(legend) == len(drawn)
+        spans_drawn = any("span" in label for label in legend)
+        assert spans_drawn == bool((calibration.evidence["span"] > 0).any())
+        plt.close(figure)

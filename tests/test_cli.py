@@ -33,7 +33,7 @@ def test_run_out_writes_the_tables(tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     clients = (out / "clients.csv").read_text().splitlines()
     curve = (out / "curve.csv").read_text().splitlines()
-    assert len(clients) == 1 + 3 and clients[0].startswith("client,regret")
+    assert len(clients) == 1 + 3 and clients[0].startswith("client,site,flower_node,regret")  # which site each row is
     assert curve[0] == "t,regret" and float(curve[-1].split(",")[1]) == pytest.approx(summary["regret"])
     assert not list(out.glob(".*.tmp"))
 
@@ -134,3 +134,23 @@ def test_a_run_that_only_prints_does_not_import_pandas():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "PANDAS False"
     assert "regret" in done.stdout
+
+
+def test_the_readme_lists_every_flag_of_pfxab_run_as_the_command_declares_it():
+    """README's "`pfxab run --help` lists every flag (...)": each flag and choice list, as `pfxab run` has them."""
+    import re
+    from pathlib import Path
+
+    from pfxab_flower.simulations.cli import build_parser
+
+    parser = build_parser(["run"])
+    run_parser = next(a for a in parser._actions if a.dest == "command").choices["run"]
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    start = readme.index("`pfxab run --help` lists every flag")
+    paragraph = readme[start:readme.index("`pfxab --version` the version", start)]
+    flags = {flag: action.metavar for action in run_parser._actions for flag in action.option_strings
+             if flag.startswith("--") and flag != "--help"}
+    assert set(re.findall(r"`(--[a-z0-9-]+)", paragraph)) == set(flags)
+    for flag, metavar in flags.items():
+        if isinstance(metavar, str) and metavar.startswith("{"):  # a choice: the README shows the same choices
+            assert f"`{flag} {metavar}`" in paragraph, flag

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.patience import patient
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs" / "examples" / "custom_algorithm.py"
 PAGE = ROOT / "docs" / "extending.md"
@@ -32,7 +34,7 @@ LINE = re.compile(r"^(?P<algorithm>[a-z-]+)(?: \(for reference\))?, (?P<engine>i
 def test_the_custom_algorithm_example_runs_from_any_directory(tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}  # the installed package only
     done = subprocess.run([sys.executable, str(EXAMPLE)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=280)
+                          timeout=patient(280))
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
     runs = {(m["algorithm"], m["engine"]): m for m in LINE.finditer(done.stdout)}

@@ -25,6 +25,7 @@ from pfxab_flower.run_parameters import RunConfig, parse_run_config
 from pfxab_flower.strategies import STRATEGIES
 from tests.conftest import cli_error_line
 from tests.message_loopback import LoopbackGrid, run_loopback
+from tests.patience import patient
 
 CENTRES = (0.2, 0.5, 0.7)
 DOMAIN = {"x": (0.0, 1.0)}
@@ -260,7 +261,7 @@ def test_a_context_built_objective_on_flowers_ray_simulation_gives_the_inprocess
     federation = shifted_federation(0.0, "deterministic")  # run_simulation gives no run config: no shift
     config = RunConfig(clients=len(CENTRES), alpha=0.5, horizon=4_000, seed=0)
     sessions = objective_sessions(from_context(site_objective), DOMAIN, evaluation="deterministic")
-    flower = run_flower(federation, config, session_fn=sessions, round_timeout=60.0).summary
+    flower = run_flower(federation, config, session_fn=sessions, round_timeout=patient(60.0)).summary
     inprocess = run(federation, alpha=0.5, horizon=4_000, seed=0).summary
     for key in ("regret", "final_points", "phases", "evaluations", "evaluations_per_client",
                 "mean_observed_reward_per_client"):

@@ -28,6 +28,7 @@ from pfxab_flower.run_parameters import AppOptions, RunConfig, parse_run_config,
 from pfxab_flower.strategies import PFPNE, PFXAB, STRATEGIES, FedPNE, records
 from pfxab_flower.wire import codec
 from tests.message_loopback import LoopbackGrid, run_loopback
+from tests.patience import patient
 
 SAME_KEYS = (
     "algorithm", "problem", "regret", "regret_per_client", "final_nodes", "final_points", "phases",
@@ -185,3 +186,31 @@ def test_the_reply_polling_slows_with_the_number_of_messages_awaited() -> None:
 
     intervals = [pull_interval(n) for n in (1, 10, 100, 300, 1000, 5000)]
     assert intervals == pytest.approx([0.01, 0.01, 0.01, 0.03, 0.1, 0.1])
+
+
+_USERS_OWN_SERVER = """
+import numpy as np
+from pfxab_flower.client_apps import message_client_app, objective_sessions
+from pfxab_flower.strategies import {strategy}
+from tests.message_loopback import LoopbackGrid, run_loopback
+
+objective = lambda points, m: 1 - np.abs(points[:, 0] - 0.3 - 0.2 * m)
+app = message_client_app(objective_sessions(objective, {{"x": (0, 1)}}))
+run_loopback({strategy}(num_clients=3, horizon=20_000, seed=0), LoopbackGrid(3, app))
+"""
+
+
+@pytest.mark.parametrize("strategy", ["PFXAB", "PFPNE"])
+def test_a_users_own_server_logs_the_bundled_apps_phase_lines(strategy: str) -> None:
+    """A process that configured no logging (a user's ServerApp) shows one line per phase, as ``pfxab simulate``."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    done = subprocess.run([sys.executable, "-c", _USERS_OWN_SERVER.format(strategy=strategy)], capture_output=True,
+                          text=True, timeout=patient(120), cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr[-2000:]
+    phases = re.findall(r"^pfxab: phase (\d+) \(depth \d+\): \d+ active nodes, \d+ eliminated, \d+ pulls per client",
+                        done.stderr, re.MULTILINE)
+    assert phases and phases == [str(p) for p in range(1, len(phases) + 1)], done.stderr[-2000:]
+    assert re.search(r"^pfxab: final exchange: 3 of 3 clients sent their final point", done.stderr, re.MULTILINE)

@@ -18,6 +18,7 @@ from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations.environment import ray_environment
 from pfxab_flower.simulations.processes import processes_with_marker
 from pfxab_flower.simulations.run_flower import run_flower_simulation
+from tests.patience import patient
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 
@@ -53,7 +54,7 @@ def shared_ray():
 @pytest.mark.parametrize(("algorithm", "api"), [*((a, "message") for a in ALGORITHMS), ("pf-xab", "legacy")])
 def test_ray_simulation_matches_inprocess(shared_ray, algorithm: str, api: str) -> None:
     config = RunConfig(problem="garland", algorithm=algorithm, clients=3, alpha=0.5, horizon=10_000, seed=0)
-    flower = run_flower_simulation(config, options=AppOptions(round_timeout=60.0, api=api))
+    flower = run_flower_simulation(config, options=AppOptions(round_timeout=patient(60.0), api=api))
     inprocess = run_config(config)
     for key in SAME_KEYS:
         assert flower.summary[key] == inprocess.summary[key], key
@@ -81,5 +82,5 @@ def test_a_federation_passed_as_itself_travels_once_through_rays_object_store(sh
     def values_in_a_worker(shared: SentOnce) -> np.ndarray:  # Ray pickles its arguments as Flower's engine does
         return shared.value.local_values(np.array([[0.25], [0.5]]))
 
-    np.testing.assert_array_equal(ray.get(values_in_a_worker.remote(SentOnce(federation)), timeout=60),
+    np.testing.assert_array_equal(ray.get(values_in_a_worker.remote(SentOnce(federation)), timeout=patient(60)),
                                   federation.local_values(np.array([[0.25], [0.5]])))

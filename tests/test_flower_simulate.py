@@ -27,6 +27,7 @@ from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.environment import check_num_cpus
 from pfxab_flower.simulations.processes import processes_with_marker, stop_processes
 from pfxab_flower.strategies import flower_internals
+from tests.patience import patient
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -128,7 +129,7 @@ def test_stop_processes_stops_exactly_the_marked_ones(tmp_path) -> None:
     try:
         assert processes_with_marker(marker) == [marked.pid]
         assert stop_processes(marker, grace=5.0) == []
-        assert marked.wait(timeout=5) != 0
+        assert marked.wait(timeout=patient(5)) != 0
         assert other.poll() is None
     finally:
         other.kill()
@@ -155,7 +156,7 @@ def test_pfxab_simulate_runs_flwr_run_and_leaves_nothing_behind(tmp_path, monkey
     code = subprocess.run(
         [sys.executable, "-m", "pfxab_flower.simulations.cli", "simulate", "--app-dir", str(ROOT), "--clients", "2",
          "--horizon", "3000", "--algorithm", "fed-pne", "--out", "results", "--json"],
-        capture_output=True, text=True, timeout=220,
+        capture_output=True, text=True, timeout=patient(220),
     )
     assert code.returncode == 0, code.stderr[-2000:]
     summary = json.loads(code.stdout)
@@ -175,7 +176,7 @@ def test_pfxab_simulate_works_outside_a_clone(tmp_path, short_tmpdir) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"TMPDIR": str(short_tmpdir)}
     code = subprocess.run(
         [sys.executable, "-m", "pfxab_flower.simulations.cli", "simulate", "--clients", "2", "--horizon", "2000",
-         "--out", str(tmp_path / "out")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=220,
+         "--out", str(tmp_path / "out")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=patient(220),
     )
     assert code.returncode == 0, code.stderr[-2000:]
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())

@@ -38,6 +38,7 @@ from pfxab_flower.wire import codec
 from tests.flower_loopback import run_loopback as run_legacy_loopback
 from tests.foreign_apps import echo_client
 from tests.message_loopback import LoopbackGrid, run_loopback
+from tests.patience import patient
 
 ROOT = Path(__file__).resolve().parents[1]
 SESSIONS = objective_sessions(lambda points, m: 1.0 - np.abs(points[:, 0] - 0.3), {"x": (0.0, 1.0)})
@@ -163,7 +164,7 @@ def run_case(case: str) -> str:
     """The whole log of ``python -m tests.foreign_apps CASE`` (Ray's workers included)."""
     env = {**os.environ, "FLWR_LOG_LEVEL": "INFO", "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-m", "tests.foreign_apps", case], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=patient(300))
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-3000:]
     return re.sub(r"\x1b\[[0-9;]*m", "", log)

@@ -32,6 +32,7 @@ from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.flwr_run import check_app_dir, unsaved_result
 from pfxab_flower.simulations.server_app import UNSAVED_MARK, write_or_log
 from tests.conftest import tent_federation
+from tests.patience import patient
 
 SMALL_RUN = ["--problem", "garland", "--clients", "3", "--horizon", "5000"]
 CPUS = os.cpu_count() or 1
@@ -333,7 +334,7 @@ def test_an_objective_that_never_returns_stops_the_run_with_one_line(where):
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", _HUNG_RUN, where], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", _HUNG_RUN, where], capture_output=True, text=True, timeout=patient(60))
     assert done.stdout == "objective of client 1 took longer than objective_timeout=0.3 s and was stopped\n", (
         done.stdout + done.stderr)
 

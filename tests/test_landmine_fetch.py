@@ -25,6 +25,7 @@ from pfxab_flower.problems.landmine_data import (
     resolve_path,
 )
 from tests.landmine_files import NOWHERE, LandmineFile, accepting, serve
+from tests.patience import patient
 
 
 @pytest.fixture
@@ -80,7 +81,7 @@ def _cli_in_env(url: str, env_cache: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "pfxab_flower.simulations.cli", "run", "--problem", "landmine", "--clients", "2",
          "--horizon", "100", "--json"],
-        capture_output=True, text=True, timeout=120, env=env,
+        capture_output=True, text=True, timeout=patient(120), env=env,
     )
 
 

@@ -21,6 +21,7 @@ from pfxab_flower.problems.landmine import DOMAIN, svm_auc
 from pfxab_flower.problems.landmine_data import load_splits
 from pfxab_flower.problems.landmine_sites import load_site, site_objective, write_site_files
 from tests.landmine_files import accepting, write_landmine_format_file
+from tests.patience import patient
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = (0, 10, 20)
@@ -69,8 +70,8 @@ def test_the_landmine_sites_app_on_a_real_superlink_with_three_supernodes(site_f
     shutil.copytree(ROOT / "docs" / "examples" / "landmine_sites", app_dir)
     out = tmp_path / "sites.json"
     node_configs = [f'data-path="{path}" site="field-{field}"' for path, field in zip(site_files, FIELDS, strict=True)]
-    with dep.deployment(3, tmp_path / "deploy", node_configs=node_configs) as running:
-        done = running.flwr_run(app_dir, f'horizon=3000 out="{out}"', timeout=180)
+    with dep.deployment(3, tmp_path / "deploy", node_configs=node_configs, startup_timeout=patient(60)) as running:
+        done = running.flwr_run(app_dir, f'horizon=3000 out="{out}"', timeout=patient(180))
         assert done.returncode == 0 and out.exists(), done.stdout[-2000:] + done.stderr[-2000:] + log_tail(running)
     result = json.loads(out.read_text())
     assert result["lost_clients"] == []

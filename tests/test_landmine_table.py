@@ -35,6 +35,7 @@ from pfxab_flower.problems.landmine_table import NUM_FIELDS, PACKAGE_TABLE, Rewa
 from pfxab_flower.run_parameters import RunConfig
 from tests.conftest import cli_error_line
 from tests.landmine_files import NOWHERE, LandmineFile, accepting, accepting_cli, real_landmine_file
+from tests.patience import patient
 
 #: The product's checksum of the real file, kept before any test replaces it.
 REAL_SHA256 = LANDMINE_SHA256
@@ -55,7 +56,7 @@ def small_table(landmine_file: LandmineFile, tmp_path_factory) -> tuple[RewardTa
     proc = subprocess.run(
         [*accepting_cli(landmine_file), "landmine-table", "--depth", str(SMALL_DEPTH), "--output", str(out),
          "--landmine-data", str(landmine_file.path)],
-        capture_output=True, text=True, timeout=300, env=dict(os.environ, PFXAB_CACHE_DIR=str(root / "cache")),
+        capture_output=True, text=True, timeout=patient(300), env=dict(os.environ, PFXAB_CACHE_DIR=str(root / "cache")),
     )
     assert proc.returncode == 0, proc.stderr
     assert f"landmine-table: wrote {out} (depth {SMALL_DEPTH}" in proc.stderr
@@ -122,7 +123,7 @@ def test_the_command_writes_a_table_equal_to_the_shipped_one(table, tmp_path, re
     proc = subprocess.run(
         [sys.executable, "-m", "pfxab_flower.simulations.cli", "landmine-table", "--depth", "3", "--output", str(out),
          "--landmine-data", str(path)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=patient(300),
     )
     assert proc.returncode == 0, proc.stderr
     small = RewardTable.read(out)

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from tests.landmine_files import NOWHERE, LandmineFile, accepting_cli
+from tests.patience import patient
 
 #: Bounded waits (seconds): for the workers to start, and for them to be gone after the kill.
 START_WAIT, EXIT_WAIT = 90.0, 10.0
@@ -52,7 +53,7 @@ def test_sigkill_of_a_cold_run_leaves_no_worker(tmp_path, landmine_file: Landmin
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + START_WAIT
+        deadline = time.monotonic() + patient(START_WAIT)
         workers: list[int] = []
         while time.monotonic() < deadline and proc.poll() is None:
             workers = [k for k in _children(proc.pid) if _alive(k)]
@@ -64,8 +65,8 @@ def test_sigkill_of_a_cold_run_leaves_no_worker(tmp_path, landmine_file: Landmin
         workers = [k for k in _children(proc.pid) if _alive(k)]
         assert proc.poll() is None, "the cold run ended before it was killed: nothing was tested"
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        deadline = time.monotonic() + EXIT_WAIT
+        proc.wait(timeout=patient(10))
+        deadline = time.monotonic() + patient(EXIT_WAIT)
         while time.monotonic() < deadline and any(_alive(k) for k in workers):
             time.sleep(0.1)
         assert [k for k in workers if _alive(k)] == [], "workers outlived their killed parent"

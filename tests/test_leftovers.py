@@ -22,11 +22,12 @@ import pytest
 
 from pfxab_flower.simulations.environment import remove_abandoned
 from pfxab_flower.simulations.processes import alive, processes_with_marker
+from tests.patience import patient
 
 
 def wait_for(condition: Callable[[], object], seconds: float, what: str) -> object:
     """Poll ``condition`` until it is truthy (returned) or ``seconds`` pass (the test fails)."""
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + patient(seconds)
     while time.monotonic() < deadline:
         value = condition()
         if value:
@@ -58,7 +59,7 @@ def test_pool_workers_exit_when_their_parent_dies(sig: signal.Signals) -> None:
     try:
         workers = wait_for(lambda: len(children(parent.pid)) == 2 and children(parent.pid), 30, "two pool workers")
         parent.send_signal(sig)
-        assert parent.wait(timeout=10) == -sig
+        assert parent.wait(timeout=patient(10)) == -sig
         wait_for(lambda: not any(alive(pid) for pid in workers), 10, f"workers {workers} gone")
     finally:
         parent.kill()
@@ -92,7 +93,7 @@ def test_killed_parent_leaves_no_marked_process_nor_directory(sig: signal.Signal
         home, link, watcher = parent.stdout.readline().split()
         assert Path(home).is_dir() and processes_with_marker(home) == [int(link)] and alive(int(watcher))
         parent.send_signal(sig)
-        assert parent.wait(timeout=20) == status
+        assert parent.wait(timeout=patient(20)) == status
         wait_for(lambda: not alive(int(link)) and not Path(home).exists(), 20, "marked process and directory gone")
         wait_for(lambda: not alive(int(watcher)), 10, "watcher gone")
     finally:
@@ -145,7 +146,7 @@ def test_killed_simulate_stops_superlink_ray_and_removes_its_directories(
         ports = [int(env["FLWR_LOCAL_SUPERLINK_HTTP_API_PORT"]), int(env["FLWR_LOCAL_CONTROL_API_PORT"])]
         assert any(listening(port) for port in ports)  # the SuperLink is up
         parent.send_signal(sig)
-        assert parent.wait(timeout=60) == status
+        assert parent.wait(timeout=patient(60)) == status
         wait_for(lambda: not any(alive(pid) for pid in marked) and not processes_with_marker(str(home)), 60,
                  f"SuperLink, superexec, flwr-simulation and Ray ({marked}) gone")
         wait_for(lambda: not home.exists() and not ray_dir.exists(), 20, "FLWR_HOME and RAY_TMPDIR removed")
@@ -192,7 +193,7 @@ def test_simulate_and_its_watcher_both_sigkilled_leave_no_process_and_the_next_r
         watcher = watcher_of(parent.pid)
         os.kill(watcher, signal.SIGKILL)
         parent.send_signal(signal.SIGKILL)
-        assert parent.wait(timeout=10) == -9
+        assert parent.wait(timeout=patient(10)) == -9
         wait_for(lambda: not any(alive(pid) for pid in marked) and not processes_with_marker(str(home))
                  and not processes_with_marker(str(ray_dir)), 60, f"every process of the run ({marked}) gone")
         assert home.exists() and ray_dir.exists()  # nobody was left to remove them ...

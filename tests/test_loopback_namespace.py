@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests import loopback_namespace
+from tests.patience import patient
 
 HELPER = Path(loopback_namespace.__file__)
 
@@ -44,9 +45,9 @@ def test_an_unshare_that_is_refused_is_named_with_its_message(monkeypatch, tmp_p
 @pytest.mark.loopback
 def test_the_command_line_runs_a_command_inside_or_says_what_is_wrong_in_one_line() -> None:
     inside = subprocess.run([sys.executable, str(HELPER), sys.executable, "-c", "print('ran')"],
-                            capture_output=True, text=True, timeout=60)
+                            capture_output=True, text=True, timeout=patient(60))
     assert inside.returncode == 0 and inside.stdout == "ran\n", inside.stderr
-    empty = subprocess.run([sys.executable, str(HELPER)], capture_output=True, text=True, timeout=60)
+    empty = subprocess.run([sys.executable, str(HELPER)], capture_output=True, text=True, timeout=patient(60))
     assert empty.returncode == 2 and empty.stdout == ""
     assert empty.stderr.splitlines() == [
         "loopback_namespace: error: no command given; usage: python tests/loopback_namespace.py COMMAND [ARGS...]"

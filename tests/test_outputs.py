@@ -19,6 +19,7 @@ from pfxab_flower.outputs import OutputError, check_output_dir, check_output_fil
 from pfxab_flower.results import RESULT_FILES
 from pfxab_flower.simulations.cli import main
 from tests.conftest import cli_error_line
+from tests.patience import patient
 
 SMALL_RUN = ("--problem", "garland", "--clients", "3", "--horizon", "10000")
 
@@ -27,7 +28,7 @@ def _can_unshare() -> bool:
     if shutil.which("unshare") is None:
         return False
     probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
-                           capture_output=True, timeout=30)
+                           capture_output=True, timeout=patient(30))
     return probe.returncode == 0
 
 
@@ -167,7 +168,7 @@ def test_a_symlinked_out_dir_stays_a_symlink(tmp_path):
 
 def _in_private_mounts(tmp_path: Path, script: str) -> dict:
     """Run ``script`` (shell) in a user+mount namespace where it may mount; returns its last stdout line as JSON."""
-    proc = subprocess.run(["unshare", "-rm", "sh", "-ec", script], capture_output=True, text=True, timeout=120,
+    proc = subprocess.run(["unshare", "-rm", "sh", "-ec", script], capture_output=True, text=True, timeout=patient(120),
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])

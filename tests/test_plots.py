@@ -10,9 +10,11 @@ phases for the partition to separate the clients' optima); from T = 1.5e5 to
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -154,6 +156,42 @@ def test_the_figure_draws_what_the_tables_hold(comparison_dir):
     finally:
         import matplotlib.pyplot as plt
 
+        plt.close(fig)
+
+
+def test_plot_without_out_draws_dir_png_beside_the_directory(comparison_dir, capsys):
+    capsys.readouterr()
+    figure = comparison_dir.with_name(comparison_dir.name + ".png")
+    assert main(["plot", str(comparison_dir)]) == 0
+    assert capsys.readouterr().out == f"wrote {figure}\n"
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["plot", str(comparison_dir)]) == 0  # its own figure: drawn again
+    figure.unlink()
+
+
+def test_the_algorithm_names_under_the_bars_do_not_overlap(comparison_dir):
+    """Every registered algorithm's label (Local-Only, Random-Search, PF-XAB-Adaptive, ...) stands clear of the next."""
+    import matplotlib.pyplot as plt
+
+    from pfxab_flower.simulations.plots import plot_comparison
+
+    comparison = load_comparison(comparison_dir)
+    fig = plot_comparison(comparison)
+    try:
+        renderer = fig.canvas.get_renderer()
+        labels = [label for label in fig.axes[0].get_xticklabels() if label.get_text()]
+        assert len(labels) == len(comparison.summary) >= 6
+        for label, after in itertools.pairwise(labels):
+            angle = np.radians(label.get_rotation())
+            if angle == 0:
+                assert not label.get_window_extent(renderer).overlaps(after.get_window_extent(renderer))
+                continue
+            # parallel text boxes anchored at one height: apart when their baselines are a text's height apart
+            height = renderer.get_text_width_height_descent(label.get_text(), label.get_fontproperties(), False)[1]
+            spacing = after.get_window_extent(renderer).x1 - label.get_window_extent(renderer).x1
+            assert spacing * np.sin(angle) >= height, (label.get_text(), after.get_text())
+        assert all(fig.bbox.contains(*label.get_window_extent(renderer).p0) for label in labels)  # inside the figure
+    finally:
         plt.close(fig)
 
 

@@ -32,15 +32,17 @@ from pfxab_flower.simulations.flwr_run import free_port, run_config_argument, wr
 from pfxab_flower.strategies import ray_diagnosis
 from pfxab_flower.strategies.common import NO_REPLY, explain_silence, make_driver
 from pfxab_flower.strategies.ray_diagnosis import foreign_cluster, ray_temp_dir
+from tests.patience import patient
 from tests.test_user_app import (
     check_outcome,
-    expected_points,
+    expected_run,
     flwr_environment,
     flwr_run_command,
     stop_local_superlink,
 )
 
-#: The stop line must come well before the strategy's 600 s round timeout: within a minute of the run's start.
+#: The stop line must come well before the strategy's 600 s round timeout: within a minute of the run's start
+#: (on an idle machine: :func:`tests.patience.patient` stretches it on a busy one).
 WITHIN = 60.0
 
 
@@ -136,7 +138,7 @@ def stop_all(directory: Path, grace: float = 5.0) -> list[int]:
         for pid in processes_using(directory):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-        deadline = time.monotonic() + wait
+        deadline = time.monotonic() + patient(wait)
         while processes_using(directory) and time.monotonic() < deadline:
             time.sleep(0.2)
     return processes_using(directory)
@@ -147,16 +149,16 @@ def start_ray_head(env: dict[str, str]) -> None:
     command = [str(Path(sys.executable).with_name("ray")), "start", "--head", "--port", "0", "--num-cpus", "1",
                "--include-dashboard=false", "--disable-usage-stats",
                "--ray-client-server-port", str(free_port()), "--dashboard-agent-listen-port", str(free_port())]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=patient(180))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
-def timed_flwr_run(command: list[str], cwd: Path, env: dict[str, str], limit: float = 240.0) -> tuple[str, float]:
+def timed_flwr_run(command: list[str], cwd: Path, env: dict[str, str], limit: float | None = None) -> tuple[str, float]:
     """Run ``flwr run --stream`` (killed after ``limit`` s); its output, and the seconds from its
     'Successfully started run' line to its end (``inf`` if it never got there or was killed)."""
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert process.stdout is not None
-    killer = threading.Timer(limit, process.kill)
+    killer = threading.Timer(patient(240.0) if limit is None else limit, process.kill)
     killer.start()
     lines, started = [], None
     try:
@@ -199,7 +201,7 @@ def test_the_docs_app_with_a_ray_head_already_running(tmp_path: Path) -> None:
             command = flwr_run_command(app_dir, config["num-clients"], f"algorithm='fed-pne' results-file='{results}'",
                                        init_cpus=False)
             output, seconds = timed_flwr_run(command, app_dir, env)
-            assert seconds < WITHIN, (seconds, output[-3000:])
+            assert seconds < patient(WITHIN), (seconds, output[-3000:])
             print(f"flwr run ended {seconds:.1f} s after the run started, with the stop line")
             lines = [line for line in output.splitlines() if "my-tuning-app:" in line]
             assert len(lines) == 1, output[-3000:]
@@ -214,7 +216,7 @@ def test_the_docs_app_with_a_ray_head_already_running(tmp_path: Path) -> None:
                                              AppOptions(api="legacy", out_dir=str(tmp_path / "bundled-out")))
             output, seconds = timed_flwr_run(flwr_run_command(bundled.parent, 3, run_config, init_cpus=False),
                                              bundled.parent, env)
-            assert seconds < WITHIN, (seconds, output[-3000:])
+            assert seconds < patient(WITHIN), (seconds, output[-3000:])
             stops = [line for line in output.splitlines() if "run stopped: " in line]
             assert stops and "joined the Ray cluster at" in stops[0] and "RAY_ADDRESS=local" in stops[0], output[-3000:]
             assert not (tmp_path / "bundled-out").exists()
@@ -225,10 +227,10 @@ def test_the_docs_app_with_a_ray_head_already_running(tmp_path: Path) -> None:
             command = flwr_run_command(app_dir, config["num-clients"], f"algorithm='fed-pne' results-file='{results}'",
                                        init_cpus=False)
             done = subprocess.run(command, cwd=app_dir, env={**env, "RAY_ADDRESS": "local"}, capture_output=True,
-                                  text=True, timeout=300)
+                                  text=True, timeout=patient(300))
             assert done.returncode == 0 and results.exists(), done.stdout[-3000:]
-            check_outcome(json.loads(results.read_text()), expected_points(app_dir, config, "fed-pne"))
-            assert np.isfinite(json.loads(results.read_text())["final_points"]).all()
+            check_outcome(json.loads(results.read_text()), expected_run(app_dir, config, "fed-pne"))
+            assert np.isfinite([row["final_point"] for row in json.loads(results.read_text())["clients"]]).all()
             assert (private / "ray" / "ray_current_cluster").read_text().strip() == announced  # the head untouched
         finally:
             left = stop_all(private)

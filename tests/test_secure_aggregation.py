@@ -25,6 +25,7 @@ from pfxab_flower.problems import build_federation
 from pfxab_flower.run_parameters import AppOptions, RunConfig, parse_run_config
 from pfxab_flower.sampling import SimulatedEnvironment
 from pfxab_flower.wire import summed
+from tests.patience import patient
 
 MODULUS = 2**32
 STEP = 2 * summed.SECURE_CLIP / summed.QUANTIZATION_RANGE
@@ -149,7 +150,7 @@ def test_secagg_plus_on_ray_matches_the_plain_run() -> None:
     from pfxab_flower.simulations.run_flower import run_flower_simulation
 
     config = RunConfig(problem="garland", algorithm="pf-xab", clients=3, alpha=0.5, horizon=10_000, seed=0)
-    result = run_flower_simulation(config, options=AppOptions(round_timeout=60.0, secure_aggregation=True))
+    result = run_flower_simulation(config, options=AppOptions(round_timeout=patient(60.0), secure_aggregation=True))
     plain = engine.run_config(config)
     for key in ("regret", "final_nodes", "final_points", "phases", "failures", "communication_rounds"):
         assert result.summary[key] == plain.summary[key], key

@@ -12,6 +12,7 @@ import tomli_w
 
 from pfxab_flower.simulations.flwr_run import write_app_project
 from pfxab_flower.simulations.log_lines import readable_lines
+from tests.patience import patient
 
 FLOWER_LOG = [
     "Successfully started run 1\n",
@@ -48,7 +49,7 @@ def test_a_run_the_server_stops_is_one_line_and_exit_2_under_simulate(tmp_path: 
     proc = subprocess.run(
         [sys.executable, "-m", "pfxab_flower.simulations.cli", "simulate", "--clients", "3", "--horizon", "20000",
          "--fail-rate", "1.0", "--out", str(out)],
-        capture_output=True, text=True, timeout=280, cwd=tmp_path,
+        capture_output=True, text=True, timeout=patient(280), cwd=tmp_path,
     )
     assert proc.returncode == 2, proc.stderr + proc.stdout[-2000:]
     lines = proc.stderr.strip().splitlines()
@@ -87,7 +88,7 @@ def test_a_run_that_ends_without_a_result_names_flowers_record_and_exits_1(tmp_p
     proc = subprocess.run(
         [sys.executable, "-m", "pfxab_flower.simulations.cli", "simulate", "--clients", "2", "--horizon", "2000",
          "--app-dir", str(app), "--out", str(out)],
-        capture_output=True, text=True, timeout=280, cwd=tmp_path,
+        capture_output=True, text=True, timeout=patient(280), cwd=tmp_path,
     )
     assert proc.returncode == 1, proc.stderr + proc.stdout[-2000:]
     lines = proc.stderr.strip().splitlines()

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.patience import patient
+
 ROOT = Path(__file__).resolve().parents[1]
 ADAPTERS = ("simulations", "strategies", "client_apps")
 
@@ -28,7 +30,7 @@ def bare_python(args: list[str], *first: Path, cwd: Path) -> subprocess.Complete
     """``python -S ARGS`` with ``first``, then this environment's site-packages, on ``sys.path``; no install hooks."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*map(str, first), *site.getsitepackages()])}
     return subprocess.run([sys.executable, "-S", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=patient(120))
 
 
 def one_error_line(proc: subprocess.CompletedProcess) -> str:
@@ -133,7 +135,7 @@ def test_a_docs_script_outside_its_clone_says_so_in_one_line(tmp_path, script) -
     copy.parent.mkdir()
     shutil.copy(ROOT / "docs" / script, copy)
     line = one_error_line(subprocess.run([sys.executable, str(copy)], cwd=tmp_path, capture_output=True, text=True,
-                                         timeout=60))
+                                         timeout=patient(60)))
     assert line == (f"{script}: error: {tmp_path} is not a clone of pfxab-flower; allowed: run this script from the "
                     "docs/ folder of a clone (it is not installed with the package)")
 
@@ -149,7 +151,7 @@ def test_a_docs_script_in_the_clone_runs_the_clones_code_from_anywhere(tmp_path,
 def test_benchmarks_say_in_one_line_where_they_run(tmp_path) -> None:
     for target in (ROOT / "benchmarks", ROOT / "benchmarks" / "__main__.py"):  # run by path, not as a module
         line = one_error_line(subprocess.run([sys.executable, str(target)], cwd=tmp_path, capture_output=True,
-                                             text=True, timeout=60))
+                                             text=True, timeout=patient(60)))
         assert line == "python -m benchmarks: error: run it in the root folder of a clone of pfxab-flower"
     # in the clone's root with no install hooks, the entry point gets as far as its own flag check
     line = one_error_line(bare_python(["-m", "benchmarks", "--only", "0"], cwd=ROOT))

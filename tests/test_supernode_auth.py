@@ -43,6 +43,7 @@ from pfxab_flower.strategies import PFXAB
 from pfxab_flower.trust import pull_log_rewritten
 from tests.deployment_tools import flwr_run_streaming, log_tail, node_status, sign_off, start_until_accepted
 from tests.message_loopback import LoopbackGrid, run_loopback
+from tests.patience import patient
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -72,7 +73,7 @@ def test_bad_site_names_are_refused_in_one_line_before_any_file(tmp_path: Path, 
 
 def test_authentication_without_tls_is_refused_before_any_process(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="authenticate=True without tls is invalid"), \
-            dep.deployment(2, tmp_path, authenticate=True):
+            dep.deployment(2, tmp_path, authenticate=True, startup_timeout=patient(60)):
         pass
     assert not (tmp_path / "flwr-home").exists()
 
@@ -180,17 +181,18 @@ def test_only_registered_sites_join_and_a_restarted_site_takes_its_client_back(t
     T = 500_000
     config = RunConfig(problem="garland", algorithm="pf-xab", clients=3, alpha=0.5, horizon=T, seed=0)
     out = tmp_path / "out"
-    options = AppOptions(out_dir=str(out), round_timeout=30.0, min_fraction=0.3)
+    options = AppOptions(out_dir=str(out), round_timeout=patient(30.0), min_fraction=0.3)
     node_configs = [f'{dep.default_node_config(i, 3, f"site-{i}")} {STATE_DIR}="{tmp_path / "state" / str(i)}"'
                     for i in range(3)]
     events: list[str] = []
 
-    with dep.deployment(3, tmp_path / "deploy", tls=True, authenticate=True, node_configs=node_configs) as running:
+    with dep.deployment(3, tmp_path / "deploy", tls=True, authenticate=True, node_configs=node_configs,
+                        startup_timeout=patient(60)) as running:
         home = str(running.home)
         registered = [running.node_ids[f"site-{i}"] for i in range(3)]
         (stranger,) = dep.make_site_keys(tmp_path / "stranger", ["stranger"])
         intruder = running.start_supernode("stranger", 'site="stranger"', stranger)
-        assert intruder.wait(timeout=60) != 0  # the SuperLink refused it
+        assert intruder.wait(timeout=patient(60)) != 0  # the SuperLink refused it
         assert "Failed to activate SuperNode" in (running.logs / "stranger.log").read_text()
 
         def restart_site_1_then_unregister_site_2() -> None:
@@ -206,7 +208,7 @@ def test_only_registered_sites_join_and_a_restarted_site_takes_its_client_back(t
                 events.append("phase 1 done")
                 threading.Thread(target=restart_site_1_then_unregister_site_2, daemon=True).start()
 
-        code, log = flwr_run_streaming(running, ROOT, run_config_argument(config, options), timeout=250,
+        code, log = flwr_run_streaming(running, ROOT, run_config_argument(config, options), timeout=patient(250),
                                        on_line=on_line)
         assert code == 0, log[-3000:] + log_tail(running)
         assert events == ["phase 1 done", "site-1 stopped", "site-1 back", "site-2 unregistered"], \

@@ -19,6 +19,7 @@ from pfxab_flower.simulations.experiment import load_experiment, run_id
 from pfxab_flower.simulations.sweep import consolidate, sweep_lock
 from pfxab_flower.simulations.sweep_runs import RUN_FILES
 from tests.conftest import cli_error_line
+from tests.patience import patient
 from tests.test_sweep import TINY, last_invocation, sweep, write_config
 
 
@@ -102,7 +103,7 @@ def test_concurrent_sweeps_never_both_do_the_work(tmp_path):
     command = [sys.executable, "-m", "pfxab_flower.simulations.cli", "sweep", str(config), "--out", str(out),
                "--workers", "1", "--no-progress"]
     procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
-    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    results = [(p.wait(timeout=patient(300)), p.stderr.read()) for p in procs]
     for code, err in results:
         assert code == 0 or (code == 2 and err.count("\n") == 1 and "another pfxab sweep, pid" in err), err
     history = json.loads((out / "sweep.json").read_text())["invocations"]

@@ -42,6 +42,7 @@ from tests.flower_loopback import LoopbackProxy
 from tests.flower_loopback import run_loopback as run_legacy_loopback
 from tests.impostors import claim, edit_pull_log, from_node, is_final, phase_of
 from tests.message_loopback import LoopbackGrid, run_loopback
+from tests.patience import patient
 from tests.test_hostile_replies import federation as tent_federation
 from tests.test_hostile_replies import replies, start
 
@@ -268,7 +269,7 @@ def test_a_ray_simulation_refuses_an_impostor_and_a_long_pull_log_and_scores_the
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-m", "tests.hostile_apps"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=280)
+                          text=True, timeout=patient(280))
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     ray = json.loads(done.stdout.strip().splitlines()[-1].removeprefix("SUMMARY "))
     loopback, _ = run_message(lambda message, reply: hostile(message, reply,
