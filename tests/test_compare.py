@@ -198,7 +198,7 @@ def no_runs(monkeypatch):
         ("tent", {"seed": 1}, "unknown keyword 'seed' (compare takes seeds=, a list)"),
         ("tent", {"seeds": [0, 0]}, "seeds=[0, 0] is invalid; allowed: a list without repeats"),
         ("tent", {"seeds": []}, "seeds=[] is invalid; allowed: a non-empty list"),
-        ("tent", {"seeds": [0, -1]}, "seeds=-1 is invalid; allowed: an integer in [0, 2**63)"),
+        ("tent", {"seeds": [0, -1]}, "seeds=-1 is invalid; allowed: an integer in [0, 2**32)"),
         ("tent", {"algorithms": ["pf-xab", "hoo"]}, "algorithms='hoo' is invalid; allowed: pf-xab, fed-pne, pf-pne"),
         ("tent", {"algorithms": "pf-xab"}, "algorithms='pf-xab' is invalid; allowed: a non-empty list"),
         ("tent", {"workers": 0}, "workers=0 is invalid; allowed: an integer in [1, "),
