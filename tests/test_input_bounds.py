@@ -89,6 +89,36 @@ def test_a_huge_grid_is_counted_and_refused_before_any_row(tmp_path, capsys, no_
     assert not (tmp_path / "out").exists()
 
 
+SPELLED_TWICE = {
+    "fixed": ("[fixed]\nnoise-sigma = 0.1\nnoise_sigma = 0.2\n", "[fixed] noise_sigma and noise-sigma"),
+    "grid": ("[fixed]\nhorizon = 100\n[grid]\nnoise-sigma = [0.1, 0.2]\nnoise_sigma = [0.3]\n",
+             "[grid] noise_sigma and noise-sigma"),
+}
+
+
+@pytest.mark.parametrize("table", list(SPELLED_TWICE))
+def test_a_sweep_file_naming_one_field_twice_is_one_line_not_silently_the_later(tmp_path, capsys, table):
+    """``noise-sigma`` and ``noise_sigma`` in one table: the later won; in [grid] the other's grid points were
+    silently dropped (a 2-run sweep of sigma 0.3 instead of 3 runs)."""
+    text, names = SPELLED_TWICE[table]
+    config = tmp_path / "twice.toml"
+    config.write_text(text)
+    line = error_line(capsys, "sweep", str(config), "--out", str(tmp_path / "out"))
+    assert line == f"pfxab sweep: error: twice.toml: {names} are the same field; allowed: one spelling of each key " \
+                   "per table"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("key", ["title", "name"])
+def test_a_sweep_title_too_long_to_draw_is_one_line(tmp_path, capsys, key):
+    """A 900 KB title made ``pfxab plot`` take 172 s and 737 MB."""
+    config = tmp_path / "long.toml"
+    config.write_text(f'[experiment]\n{key} = "{"x" * 900_000}"\n[fixed]\nhorizon = 100\n')
+    line = error_line(capsys, "sweep", str(config), "--out", str(tmp_path / "out"))
+    assert line.startswith(f"pfxab sweep: error: long.toml: [experiment] {key}='xxxx") and line.endswith(
+        "is invalid; allowed: a text of at most 200 characters")
+
+
 @pytest.mark.parametrize("case", ["FIFO", "/dev/zero", "too large", "nested 5000 deep", "nested lists"])
 def test_a_config_that_cannot_be_an_experiment_is_one_line(tmp_path, capsys, case):
     """A FIFO hung for ever, /dev/zero was a MemoryError, 5,000-deep nesting a 3,002-line RecursionError."""
