@@ -19,6 +19,7 @@ from pfxab_flower.client_apps.sessions import SessionFn
 from pfxab_flower.engine import describe_problem
 from pfxab_flower.errors import ConfigError, IncompleteRunError, RunStoppedError
 from pfxab_flower.faults import DEFAULT_ROUND_TIMEOUT
+from pfxab_flower.printable import printable
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
@@ -116,7 +117,7 @@ def _one_line_client_errors(record: logging.LogRecord) -> bool:
     failure again with its phase, so the traceback is dropped and the exception shortened.
     """
     if isinstance(record.msg, BaseException):
-        record.msg, record.args = f"a ClientApp raised: {failure_reason(record.msg)}", ()
+        record.msg, record.args = f"a ClientApp raised: {printable(failure_reason(record.msg))}", ()
         return True
     text = record.msg if isinstance(record.msg, str) else ""
     return not text.startswith(("Traceback (most recent call last)", "An exception was raised when processing"))
