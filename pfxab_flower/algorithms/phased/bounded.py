@@ -63,7 +63,7 @@ def check_pulls(settings: Settings, pulls_made: int, what: str, pulls: int) -> N
         raise ProtocolError(f"{what} asks {pulls} pulls, but horizon={settings.horizon} leaves {left}")
 
 
-def check_sizes(arrays: Mapping[str, object], size: int, phase: int) -> None:
+def check_sizes(arrays: Mapping[str, np.ndarray | None], size: int, phase: int) -> None:
     """Every array of a global update has one value per node of the union."""
     for name, values in arrays.items():
         if values is not None and np.shape(values) != (size,):
