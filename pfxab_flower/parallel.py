@@ -68,11 +68,14 @@ def exit_with_parent(parent_pid: int) -> None:
 
 
 def _start_worker(parent_pid: int) -> None:
-    """A pool worker's set-up: ignore Ctrl-C and exit with the parent.
+    """A pool worker's set-up: ignore Ctrl-C, end at SIGTERM, exit with the parent.
 
-    The parent alone handles Ctrl-C (and stops the workers), so one message is shown.
+    The parent alone handles Ctrl-C (and stops the workers with SIGTERM), so one message is
+    shown; a handler the parent had for SIGTERM (``pfxab``'s, which unwinds) is not the worker's.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
     exit_with_parent(parent_pid)
 
 

@@ -26,7 +26,12 @@ from pfxab_flower.results import RunResult
 from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import client_app, server_app
 from pfxab_flower.simulations.cluster import check_ray_address, fits_on
-from pfxab_flower.simulations.environment import backend_config, check_num_cpus, ray_environment
+from pfxab_flower.simulations.environment import (
+    backend_config,
+    check_num_cpus,
+    our_signal_handlers,
+    ray_environment,
+)
 from pfxab_flower.simulations.server_app import show_phase_log
 from pfxab_flower.strategies.common import failure_reason
 
@@ -89,7 +94,8 @@ def run_flower(
     flwr_logger.addFilter(_drop_run_simulation_deprecation)
     flwr_logger.addFilter(_one_line_client_errors)
     try:
-        with ray_environment() as ray_dir, warnings.catch_warnings(), fits_on(ray_address):  # landmine's optimum grid
+        with ray_environment() as ray_dir, warnings.catch_warnings(), fits_on(ray_address), \
+                our_signal_handlers():  # fits_on: landmine's optimum grid; our_signal_handlers: SIGTERM cleans up
             warnings.simplefilter("ignore", DeprecationWarning)
             run_simulation(server, client, num_supernodes=config.clients,
                            backend_config=backend_config(num_cpus, ray_dir, ray_address))

@@ -98,6 +98,8 @@ class SweepOutcome:
     executed: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
     interrupted: bool = False
+    #: The exit status of the interrupt (128 + the signal's number: 130 for Ctrl-C, 143 for SIGTERM).
+    interrupt_status: int = 130
     seconds: float = 0.0
 
 
@@ -235,16 +237,16 @@ def _run_locked(
     runs_dir = out / "runs"
     pending, damaged = damaged_runs(experiment, runs_dir)
     outcome = SweepOutcome(total=len(experiment.configs), skipped=len(experiment.configs) - len(pending))
-    if damaged and on_damaged:
-        on_damaged(damaged)
-    if on_start:
-        on_start(len(pending), outcome.total)
     started = time.perf_counter()
-    if pending:
-        from tqdm import tqdm
+    bar = None
+    try:  # an interrupt from here on is the sweep's: it says how many runs are complete
+        if damaged and on_damaged:
+            on_damaged(damaged)
+        if on_start:
+            on_start(len(pending), outcome.total)
+        if pending:
+            from tqdm import tqdm
 
-        bar = None
-        try:
             prepare(pending)
             bar = tqdm(total=len(pending), desc=experiment.name, unit="run", file=sys.stderr, disable=not progress)
             jobs = [(c, engine, experiment.curve_points) for c in pending]
@@ -259,14 +261,16 @@ def _run_locked(
                         error = exc
                 if error is not None:  # one failing run must not lose the others
                     outcome.failures.append((Path(run_dirs[index]).name, f"{type(error).__name__}: {error}"))
-                bar.update()
+                if bar is not None:
+                    bar.update()
 
             runner(run_files, jobs, done)
-        except KeyboardInterrupt:
-            outcome.interrupted = True
-        finally:
-            if bar is not None:
-                bar.close()
+    except KeyboardInterrupt as exc:
+        outcome.interrupted = True
+        outcome.interrupt_status = getattr(exc, "status", 130)
+    finally:
+        if bar is not None:
+            bar.close()
     outcome.seconds = time.perf_counter() - started
     _record_invocation(out, experiment, engine, workers, outcome)
     if not outcome.interrupted and not outcome.failures and (outcome.executed or not _tables_match(experiment, out)):

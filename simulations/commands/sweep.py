@@ -64,7 +64,7 @@ def handle(args: argparse.Namespace) -> int:
     if outcome.interrupted:
         print(f"pfxab sweep: interrupted; {done} of {outcome.total} runs complete in {out}; "
               "run the same command again to resume", file=sys.stderr)
-        return 130
+        return outcome.interrupt_status
     if outcome.failures:
         for rid, message in outcome.failures:
             print(f"pfxab sweep: run {rid} failed: {message}", file=sys.stderr)
