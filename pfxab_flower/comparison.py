@@ -46,7 +46,7 @@ from tqdm import tqdm
 from pfxab_flower.algorithms.registry import options_of
 from pfxab_flower.config import PARAMETERS, algorithm_names, check, parse, parse_workers
 from pfxab_flower.engine import describe_problem, run_checked, run_spec
-from pfxab_flower.errors import ConfigError
+from pfxab_flower.errors import ConfigError, WorkerLostError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS
 from pfxab_flower.formatting import format_mean_sd
 from pfxab_flower.outputs import write_files_atomically
@@ -306,7 +306,7 @@ def compare(
     federation.optimum(setting["alpha"])  # once, before workers fork: they inherit it
     grid = time_grid(setting["horizon"], CURVE_POINTS)
     results: list[tuple[dict[str, Any], np.ndarray] | None] = [None] * len(keywords)
-    errors: list[BaseException] = []
+    errors: dict[int, BaseException] = {}
     if token is not None:
         _FEDERATIONS[token] = federation
     try:
@@ -316,8 +316,11 @@ def compare(
             def done(index: int, result: tuple[dict[str, Any], np.ndarray] | None,
                      error: BaseException | None) -> None:
                 results[index] = result
+                if isinstance(error, WorkerLostError):  # say which run: the worker's death names none
+                    spec = keywords[index]["spec"]
+                    error = WorkerLostError(f"run {spec.algorithm} seed {spec.seed}: {error}")
                 if error is not None:
-                    errors.append(error)
+                    errors[index] = error
                 bar.update()
 
             (runner or local_runner(workers))(_run_job, [(source, kw, grid) for kw in keywords], done)
@@ -325,7 +328,7 @@ def compare(
         if token is not None:
             _FEDERATIONS.pop(token, None)
     if errors:
-        raise errors[0]
+        raise errors[min(errors)]  # the first run's, whatever order the workers ended in
     finished = [r for r in results if r is not None]
     runs = pd.DataFrame([row for row, _ in finished], columns=list(RUN_COLUMNS))
     curves = pd.DataFrame({

@@ -117,7 +117,9 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         with spelled_as("flag"):
-            return int(args.handler(args) or 0)
+            status = int(args.handler(args) or 0)
+        sys.stdout.flush()  # here, where a reader that has gone is one more case below, not a warning at exit
+        return status
     except (ConfigError, ObjectiveError, RunStoppedError, WorkerLostError) as exc:
         return fail(str(exc))
     except KeyboardInterrupt as exc:
