@@ -223,7 +223,7 @@ class Federation:
         points = _read_only(points)
         fn = self.objectives[client]
         try:
-            raw = call_within(self.objective_timeout, lambda: fn(points), f"objective of client {client}")
+            raw = call_within(self.objective_timeout, fn, points, f"objective of client {client}")
         except ObjectiveError:
             raise
         except Exception as exc:  # a user's objective may raise anything: name where it failed
@@ -247,8 +247,11 @@ class Federation:
 
     def _locate_failure(self, client: int, points: np.ndarray, exc: Exception) -> str:
         for point in points:
-            try:
-                self.objectives[client](point[None, :])
+            try:  # within the limit too: an objective that raised on the batch may hang on one point
+                call_within(self.objective_timeout, self.objectives[client], point[None, :],
+                            f"objective of client {client}")
+            except ObjectiveError:
+                raise
             except Exception as inner:
                 return (
                     f"objective of client {client} raised {type(inner).__name__}: {inner} at point "
