@@ -49,6 +49,7 @@ from pfxab_flower.engine import describe_problem, run_checked, run_spec
 from pfxab_flower.errors import ConfigError, WorkerLostError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS
 from pfxab_flower.formatting import format_mean_sd
+from pfxab_flower.manifest import read_bounded
 from pfxab_flower.outputs import write_files_atomically
 from pfxab_flower.parallel import local_runner, shared_federation
 from pfxab_flower.problems.federation import Federation
@@ -79,6 +80,8 @@ _LABELS = {
 }
 #: The file that makes a directory a comparison (what was compared); written with the tables, as one unit.
 MANIFEST = "comparison.json"
+#: Largest ``comparison.json`` read back (one is a few kB; a damaged one of gigabytes is refused on its size).
+MAX_DESCRIPTION_BYTES = 1 << 20
 #: Files ``Comparison.write`` produces (written as one unit: all of them or none).
 COMPARE_FILES = (MANIFEST, "runs.csv", "runs.parquet", "summary.csv", "summary.parquet", "curves.csv",
                  "curves.parquet")
@@ -106,10 +109,11 @@ class Comparison:
     algorithms: tuple[str, ...]
     seeds: tuple[int, ...]
 
-    def write(self, out_dir: str | os.PathLike[str]) -> Path:
+    def write(self, out_dir: str | os.PathLike[str], replace: bool = False) -> Path:
         """Write the manifest, runs, summary and curves (CSV and Parquet) as the content of ``out_dir``, as one unit.
 
-        An older comparison there is kept whole if writing fails and replaced whole otherwise.
+        An older comparison there is kept whole if writing fails and replaced whole otherwise;
+        another kind's result (a run's, a sweep's) only with ``replace``.
         """
         manifest = {"kind": "comparison", "algorithms": list(self.algorithms), "seeds": list(self.seeds),
                     "setting": self.setting}
@@ -117,7 +121,7 @@ class Comparison:
         for name, frame in (("runs", self.runs), ("summary", self.summary), ("curves", self.curves)):
             files[f"{name}.csv"] = frame.to_csv(index=False)
             files[f"{name}.parquet"] = frame.to_parquet(None, index=False)
-        return write_files_atomically(out_dir, files)
+        return write_files_atomically(out_dir, files, kind="comparison", replace=replace)
 
     def header(self) -> str:
         """One line: what was compared, on which seeds."""
@@ -355,11 +359,11 @@ def load_comparison(directory: str | os.PathLike[str]) -> Comparison:
                            f"`pfxab compare --out` ({MANIFEST}, runs.parquet, curves.parquet)")
 
     try:
-        manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads(read_bounded(out / MANIFEST, MAX_DESCRIPTION_BYTES).decode("utf-8"))
     except FileNotFoundError:
         raise refuse(f"no {MANIFEST}") from None
     except (OSError, ValueError) as exc:
-        raise refuse(f"{MANIFEST} is unreadable: {type(exc).__name__}") from None
+        raise refuse(f"{MANIFEST} is unreadable: {type(exc).__name__}: {str(exc)[:120]}") from None
     if not (isinstance(manifest, dict) and manifest.get("kind") == "comparison"
             and isinstance(manifest.get("setting"), dict) and isinstance(manifest.get("algorithms"), list)
             and isinstance(manifest.get("seeds"), list) and manifest["algorithms"] and manifest["seeds"]):

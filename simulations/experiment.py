@@ -115,7 +115,8 @@ def load_experiment(path: str | Path) -> Experiment:
     for key in meta:
         if key not in _EXPERIMENT_KEYS:
             raise ConfigError(f"{_where(path, 'experiment', key)} is unknown; allowed: {', '.join(_EXPERIMENT_KEYS)}")
-    name = meta.get("name", path.stem)
+    # a file name that is not UTF-8 names the experiment with U+FFFD where its bytes were: it is printed
+    name = meta.get("name", os.fsencode(path.stem).decode("utf-8", "replace"))
     kind = meta.get("kind", "regret")
     if kind not in KINDS:
         raise ConfigError(f"{_where(path, 'experiment', 'kind')}={kind!r} is invalid; allowed: {', '.join(KINDS)}")

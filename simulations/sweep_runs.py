@@ -86,7 +86,7 @@ def run_files(config: RunConfig, engine: str, curve_points: int) -> dict[str, st
 
 def write_run(run_dir: str, files: dict[str, str | bytes]) -> None:
     """The driver's write of one run's files, as a unit (replacing whatever was there)."""
-    write_files_atomically(run_dir, files, replace_all=True)
+    write_files_atomically(run_dir, files, kind="sweep-run", replace_all=True)
 
 
 def _number(value: Any) -> bool:

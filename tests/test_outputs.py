@@ -200,7 +200,7 @@ set -e
     assert (summary["seed"], summary["clients"]) == (3, 40) and summary["regret"] > 0
     assert seen["err"].count("\n") == 1 and "No space left on device" in seen["err"], seen["err"]
     assert f"not written: {', '.join(RESULT_FILES)} (the result is printed on stdout)" in seen["err"]
-    assert seen["err"].startswith("pfxab run: error: --out='disk/r' could not be written")
+    assert seen["err"].startswith(f"pfxab run: error: --out='{tmp_path}/disk/r' could not be written")  # as checked
     assert "Traceback" not in seen["err"]
     assert seen["same"] and seen["files"] == sorted([*RESULT_FILES, MANIFEST_NAME]) and seen["disk"] == ["r"], seen
 

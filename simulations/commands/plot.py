@@ -17,7 +17,7 @@ def handle(args: argparse.Namespace) -> int:
     from pfxab_flower.outputs import check_output_file
     from pfxab_flower.simulations.plots import FORMATS, is_our_figure, plot_result
 
-    check_output_file(args.out, FORMATS, ours=is_our_figure)  # before reading the results or drawing
+    out = check_output_file(args.out, FORMATS, ours=is_our_figure)  # before reading the results or drawing
 
-    print(f"wrote {plot_result(args.dir, args.out, log_x=args.log_x)}")
+    print(f"wrote {plot_result(args.dir, out, log_x=args.log_x)}")
     return 0
