@@ -59,6 +59,12 @@ MAX_CONFIG_BYTES = 1 << 20
 #: Characters of a sweep's name and title (a figure's title, a progress bar's label): a 900 KB title made
 #: ``pfxab plot`` take 172 s and 737 MB to lay out; the bundled titles are under 60 characters.
 MAX_TITLE_CHARS = 200
+#: Open files a command starts with (``ulimit -n``): a sweep with two workers needed 20, a Flower run of 3 clients
+#: on Ray ran with 64; with 15 a sweep failed half-way through starting its workers and then hung.
+MIN_OPEN_FILES = 64
+#: Address space a command starts in (``ulimit -v``), in bytes: below about 150 MB numpy's OpenBLAS could not load
+#: (its own message, exit 1), at 150 MB pandas could not (an ImportError traceback); a small run took 200 MB.
+MIN_ADDRESS_SPACE = 512 << 20
 
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pfxab_flower
 from pfxab_flower.errors import ConfigError, ObjectiveError, RunStoppedError, WorkerLostError, spelled_as
-from pfxab_flower.simulations.processes import STOP_SIGNALS, Interrupted, exit_on_signals
+from pfxab_flower.simulations.processes import Interrupted, exit_on_signals
 
 #: Each sub-command: the module that adds its arguments (``add_arguments(parser)``) and runs it
 #: (``handle(args)``), and its one-line help. Order is ``pfxab --help``'s.
@@ -104,7 +104,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     away (``| head``: status 141, silently), or memory or open files running out (status 2).
     """
     words = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(commands=[command] if (command := chosen_command(words)) in COMMANDS else [])
+    command = chosen_command(words)
+    if command in COMMANDS and (short := resources_short()) is not None:  # before the command loads numpy
+        print(f"pfxab {command}: error: {short}", file=sys.stderr)
+        return 2
+    parser = build_parser(commands=[command] if command in COMMANDS else [])
     args = parser.parse_args(words)
     with one_line_warnings(), exit_on_signals():
         return _run(args)
@@ -133,11 +137,30 @@ def _run(args: argparse.Namespace) -> int:
     except MemoryError:
         return fail("out of memory (the process's address-space limit, `ulimit -v`, or the machine's memory); "
                     "allowed: a smaller run (fewer clients, a shorter horizon, fewer workers) or more memory")
+    except ImportError as exc:  # a library that cannot be loaded: too little memory to map it, or a broken install
+        return fail(f"a library could not be loaded ({exc}); allowed: more memory (`ulimit -v`), or a complete "
+                    "install (pip install pfxab-flower)")
     except OSError as exc:
         if exc.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN):
             raise
         return fail(f"the system refused a resource ({exc.strerror}); allowed: more open files (`ulimit -n`), "
                     "processes or memory, or fewer workers")
+
+
+def resources_short() -> str | None:
+    """Why this process has too few open files or too little address space for any command; ``None`` if not."""
+    import resource
+
+    from pfxab_flower.limits import MIN_ADDRESS_SPACE, MIN_OPEN_FILES
+
+    files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if files != resource.RLIM_INFINITY and files < MIN_OPEN_FILES:
+        return f"the open-file limit is {files} (`ulimit -n`); allowed: at least {MIN_OPEN_FILES}"
+    space = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if space != resource.RLIM_INFINITY and space < MIN_ADDRESS_SPACE:
+        return (f"the address-space limit is {space >> 20} MiB (`ulimit -v {space >> 10}`); allowed: at least "
+                f"{MIN_ADDRESS_SPACE >> 20} MiB")
+    return None
 
 
 #: The exit status of a command whose output was closed (a shell's status for SIGPIPE).
@@ -147,14 +170,16 @@ BROKEN_PIPE_STATUS = 128 + signal.SIGPIPE
 def console() -> None:
     """The ``pfxab`` program: :func:`main`, then an immediate exit after an interrupt.
 
-    Once an interrupted command has cleaned up (every process it started stopped, its
-    temporary files removed) and said so, nothing may keep it alive: a Flower ServerApp
-    thread waiting for replies or Ray's exit handlers held it 40-120 s.
+    Once an interrupted or failed command has cleaned up (every process it started stopped,
+    its temporary files removed) and said so, nothing may keep it alive: a Flower ServerApp
+    thread waiting for replies or Ray's exit handlers held it 40-120 s, a half-started pool
+    (too few open files) for ever.
     """
     status = main()
-    if status in {128 + int(sig) for sig in STOP_SIGNALS}:
-        sys.stdout.flush()
-        sys.stderr.flush()
+    if status != 0:  # an interrupt or an error: said, cleaned up; nothing may hold the process now
+        with contextlib.suppress(OSError):
+            sys.stdout.flush()
+            sys.stderr.flush()
         os._exit(status)
     sys.exit(status)
 

@@ -10,6 +10,8 @@ import errno
 import json
 import os
 import sqlite3
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -31,7 +33,7 @@ from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.flwr_run import check_app_dir, unsaved_result
 from pfxab_flower.simulations.server_app import UNSAVED_MARK, write_or_log
-from tests.conftest import tent_federation
+from tests.conftest import PFXAB, tent_federation
 
 SMALL_RUN = ["--problem", "garland", "--clients", "3", "--horizon", "5000"]
 CPUS = os.cpu_count() or 1
@@ -408,3 +410,49 @@ def test_a_timeout_leaves_a_quick_objective_and_its_numbers_alone():
 def test_a_bad_objective_timeout_is_one_line(value):
     with pytest.raises(ConfigError, match=r"objective_timeout=.* is invalid; allowed: a number of seconds > 0"):
         Federation.from_callables([lambda x: x[:, 0]], {"x": (0, 1)}, objective_timeout=value)
+
+
+# --- issue 37, class 11: a process short of resources is one line, never a traceback or a hang -----------------
+
+
+def _limited(resource_name: str, value: int, *args: str) -> subprocess.CompletedProcess:
+    import resource
+
+    def limit() -> None:
+        which = getattr(resource, resource_name)
+        resource.setrlimit(which, (value, resource.getrlimit(which)[1]))
+
+    return subprocess.run([*PFXAB, *args], capture_output=True, text=True, timeout=60, preexec_fn=limit)
+
+
+@pytest.mark.parametrize(("resource_name", "value", "line"), [
+    ("RLIMIT_NOFILE", 15, "pfxab sweep: error: the open-file limit is 15 (`ulimit -n`); allowed: at least 64"),
+    ("RLIMIT_AS", 150 << 20, "pfxab sweep: error: the address-space limit is 150 MiB (`ulimit -v 153600`); allowed: "
+                             "at least 512 MiB"),
+])
+def test_too_few_open_files_or_too_little_memory_is_one_line_before_any_work(tmp_path, resource_name, value, line):
+    """``ulimit -n 15`` made ``pfxab sweep`` hang after a traceback; ``ulimit -v`` gave MemoryError and ImportError
+    tracebacks after up to 12 s of work."""
+    config = tmp_path / "s.toml"
+    config.write_text("[fixed]\nhorizon = 2000\nclients = 3\n[grid]\nseed = [0, 1, 2, 3]\n")
+    done = _limited(resource_name, value, "sweep", str(config), "--out", str(tmp_path / "S"), "--no-progress")
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", line + "\n")
+    assert not (tmp_path / "S").exists()
+
+
+def test_memory_or_a_library_running_out_during_the_work_is_one_line(capsys, monkeypatch):
+    """What the start-up check cannot foresee (a run larger than the memory left) is one line too."""
+    import pfxab_flower.engine as engine
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(engine, "run_config", exhausted)
+    line = error_line(capsys, "run", "--horizon", "100")
+    assert line.startswith("pfxab run: error: out of memory (the process's address-space limit, `ulimit -v`, or the "
+                           "machine's memory); allowed: ")
+    monkeypatch.setitem(sys.modules, "pandas", None)  # what a library that cannot be mapped looks like to Python
+    monkeypatch.delitem(sys.modules, "pfxab_flower.simulations.report", raising=False)
+    line = error_line(capsys, "report", ".")
+    assert line.startswith("pfxab report: error: a library could not be loaded (import of pandas halted; None in "
+                           "sys.modules); allowed: ")
