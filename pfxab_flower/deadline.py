@@ -15,6 +15,7 @@ keep results in its return value.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import pickle
@@ -87,9 +88,11 @@ class _ObjectiveProcess:
         raise value
 
     def stop(self) -> None:
-        """End the process at once (SIGKILL: nothing the objective does can delay it)."""
-        if self.process.is_alive():
-            self.process.kill()
+        """End the process and whatever it started, at once (SIGKILL to its process group: nothing the objective
+        does can delay it, and a program it ran, ``sleep 1000`` say, goes with it)."""
+        if self.process.pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
         self.process.join()
         self.connection.close()
 
@@ -110,6 +113,7 @@ def _serve(fn: Callable[[np.ndarray], Any], connection: Connection, parent: int)
 
     Interrupts are the parent's to handle (it ends this process); once the parent is gone, so is this process.
     """
+    os.setpgid(0, 0)  # a group of its own: what the objective starts is ended with it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)

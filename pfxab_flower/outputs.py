@@ -133,6 +133,8 @@ def _absolute(text: str, name: str, what: str) -> Path:
         out = Path(text).expanduser().absolute()
     except RuntimeError as exc:  # ~ with no home directory
         raise _refuse(name, text, what, str(exc)) from None
+    except OSError as exc:  # a relative path, and the current directory was removed
+        raise _refuse(name, text, what, f"the current directory is gone: {exc.strerror}") from None
     longest = max((len(os.fsencode(part)) for part in out.parts[1:-1]), default=0)
     last = len(os.fsencode(out.name))
     if longest > NAME_MAX or last > NAME_MAX - TEMP_OVERHEAD or len(os.fsencode(out)) > MAX_PATH:

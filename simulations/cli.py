@@ -140,11 +140,13 @@ def _run(args: argparse.Namespace) -> int:
     except ImportError as exc:  # a library that cannot be loaded: too little memory to map it, or a broken install
         return fail(f"a library could not be loaded ({exc}); allowed: more memory (`ulimit -v`), or a complete "
                     "install (pip install pfxab-flower)")
-    except OSError as exc:
-        if exc.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN):
-            raise
-        return fail(f"the system refused a resource ({exc.strerror}); allowed: more open files (`ulimit -n`), "
-                    "processes or memory, or fewer workers")
+    except OSError as exc:  # what the machine refused where no check could foresee it: said, not a traceback
+        if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN):
+            return fail(f"the system refused a resource ({exc.strerror}); allowed: more open files (`ulimit -n`), "
+                        "processes or memory, or fewer workers")
+        where = f" ({exc.filename})" if exc.filename else ""
+        return fail(f"the system refused: {exc.strerror or exc}{where}; allowed: a working file system, device "
+                    "or output (stdout too)")
 
 
 def resources_short() -> str | None:

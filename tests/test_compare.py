@@ -326,3 +326,14 @@ def test_output_closed_early_is_quiet_and_status_141(tmp_path) -> None:
         err = child.stderr.read().decode()
         assert child.wait(timeout=120) == 141 and "Traceback" not in err and "BrokenPipe" not in err, err
     assert (tmp_path / "R" / "summary.json").is_file()  # written before anything was printed: kept
+
+
+def test_output_to_a_full_device_is_one_line(tmp_path) -> None:
+    """``pfxab run > /dev/full``: an ``OSError: No space left on device`` traceback (found again, issue 37)."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([*PFXAB, "run", "--horizon", "2000", "--clients", "3"], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120, cwd=tmp_path)
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("with nu1")]
+    assert done.returncode == 2 and lines == [
+        "pfxab run: error: the system refused: No space left on device; allowed: a working file system, device or "
+        "output (stdout too)"], done.stderr

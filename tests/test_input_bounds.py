@@ -398,6 +398,28 @@ def test_an_objective_that_overruns_its_timeout_stops_the_run_with_one_line(wher
     assert done.returncode == 0 and "Traceback" not in done.stderr
 
 
+def test_a_stopped_objective_leaves_nothing_it_started_running(tmp_path):
+    """An objective that started a program (``sleep 300``) and then hung: the program outlived the stopped call
+    (found again, issue 37); the objective's whole process group is ended now."""
+    import time
+
+    from pfxab_flower.simulations.processes import processes_with_marker
+
+    mark = f"pfxab-objective-child-{os.getpid()}-{time.monotonic_ns()}"
+
+    def starts_a_program_then_hangs(points):
+        subprocess.Popen(["sleep", "300"], env={**os.environ, "PFXAB_TEST_MARK": mark})
+        while True:
+            time.sleep(1)
+
+    federation = Federation.from_callables([lambda x: x[:, 0], starts_a_program_then_hangs], {"x": (0, 1)},
+                                           objective_timeout=0.5)
+    with pytest.raises(ObjectiveError, match=r"objective of client 1 took longer than objective_timeout=0\.5 s"):
+        run(federation, horizon=100)
+    time.sleep(0.5)
+    assert processes_with_marker(mark) == []
+
+
 def test_a_timeout_leaves_a_quick_objective_and_its_numbers_alone():
     objectives = [lambda x: 1 - np.abs(x[:, 0] - 0.3), lambda x: 1 - np.abs(x[:, 0] - 0.6)]
     plain = run(Federation.from_callables(objectives, {"x": (0, 1)}), horizon=2000)

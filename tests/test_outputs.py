@@ -219,3 +219,14 @@ set -e
     seen = _in_private_mounts(tmp_path, script)
     assert seen["status"] == 2 and seen["err"].count("\n") == 1
     assert "--out='ro/r' is invalid (cannot write in" in seen["err"] and "Read-only file system" in seen["err"]
+
+
+def test_a_relative_out_after_the_current_directory_was_removed_is_one_line(tmp_path):
+    """``cd gone; rmdir ../gone; pfxab run --out r``: a ``FileNotFoundError`` traceback (found again, issue 37)."""
+    (tmp_path / "gone").mkdir()
+    done = subprocess.run(["bash", "-c", f"cd gone && rmdir ../gone && exec {sys.executable} -m "
+                           "pfxab_flower.simulations.cli run --horizon 100 --out r"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("with nu1")]
+    assert done.returncode == 2 and len(lines) == 1 and "(the current directory is gone: No such file or directory)" \
+        in lines[0], done.stderr
