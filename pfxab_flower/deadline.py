@@ -97,8 +97,10 @@ class _ObjectiveProcess:
         self.connection.close()
 
 
-#: This process's objective processes, by (thread, objective): each thread calls its own.
+#: This process's objective processes, by (thread, objective): each thread calls its own. A forked process (a
+#: comparison's pool worker) starts with none: the ones it inherited are its parent's children, not its own.
 _WORKERS: dict[tuple[int, int], _ObjectiveProcess] = {}
+os.register_at_fork(after_in_child=_WORKERS.clear)
 
 
 def _stop_orphans() -> None:
@@ -117,7 +119,6 @@ def _serve(fn: Callable[[np.ndarray], Any], connection: Connection, parent: int)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
-    _WORKERS.clear()  # the parent's, inherited: not this process's to use
     while True:
         if not connection.poll(_PARENT_POLL_SECONDS):
             if os.getppid() != parent:

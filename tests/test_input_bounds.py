@@ -420,6 +420,19 @@ def test_a_stopped_objective_leaves_nothing_it_started_running(tmp_path):
     assert processes_with_marker(mark) == []
 
 
+def test_a_timeout_in_a_comparisons_workers_gives_the_numbers_of_no_timeout():
+    """Pool workers inherited the parent's objective processes and could not use them (``AssertionError: can only
+    test a child process``, found by the re-attack of issue 37): each process has its own."""
+    from pfxab_flower.comparison import compare
+
+    objectives = [lambda x: 1 - np.abs(x[:, 0] - 0.3), lambda x: 1 - np.abs(x[:, 0] - 0.7)]
+    plain = compare(Federation.from_callables(objectives, {"x": (0, 1)}), seeds=[0, 1], progress=False, horizon=20000)
+    limited = compare(Federation.from_callables(objectives, {"x": (0, 1)}, objective_timeout=30), seeds=[0, 1],
+                      workers=2, progress=False, horizon=20000)
+    columns = [c for c in plain.runs.columns if c != "wall_seconds"]
+    assert limited.runs[columns].equals(plain.runs[columns])
+
+
 def test_a_timeout_leaves_a_quick_objective_and_its_numbers_alone():
     objectives = [lambda x: 1 - np.abs(x[:, 0] - 0.3), lambda x: 1 - np.abs(x[:, 0] - 0.6)]
     plain = run(Federation.from_callables(objectives, {"x": (0, 1)}), horizon=2000)
