@@ -251,3 +251,19 @@ def test_a_hostile_servers_values_are_bounded_by_the_run_before_any_work(case: s
     reply = ask(app, Message(records.to_record(*codec.broadcast_payload(OURS)), dst_node_id=100,
                              message_type=MessageType.TRAIN), context)  # nothing was kept: the honest phase 1 runs
     assert not reply.has_error() and CALLS
+
+
+@pytest.mark.parametrize(("edit", "reason"), [
+    (lambda arrays, config: arrays.update({codec.NODE_IDS: np.array([2.5, 3.0])}), "node ids are float64, not integers"),
+    (lambda arrays, config: config.update({"phase": 1.9}), "'phase' is 1.9, not an integer"),
+    (lambda arrays, config: config.update({"global-pulls": "10"}), "'global-pulls' is '10', not an integer"),
+])
+def test_a_server_value_of_another_type_is_refused_not_cast(edit, reason) -> None:
+    """Node ids 2.5 were cast to node 2, a phase 1.9 to phase 1 (found by the re-attack of issue 37)."""
+    app, context = message_client_app(objective_sessions(_counted, {"x": (0.0, 1.0)})), node()
+    arrays, config = codec.broadcast_payload(OURS)
+    edit(arrays, config)
+    CALLS.clear()
+    reply = ask(app, Message(records.to_record(arrays, config), dst_node_id=100, message_type=MessageType.TRAIN),
+                context)
+    assert reply.has_error() and reason in reply.error.reason and CALLS == []
