@@ -254,7 +254,8 @@ def test_a_hostile_servers_values_are_bounded_by_the_run_before_any_work(case: s
 
 
 @pytest.mark.parametrize(("edit", "reason"), [
-    (lambda arrays, config: arrays.update({codec.NODE_IDS: np.array([2.5, 3.0])}), "node ids are float64, not integers"),
+    (lambda arrays, config: arrays.update({codec.NODE_IDS: np.array([2.5, 3.0])}),
+     "node ids are float64, not integers"),
     (lambda arrays, config: config.update({"phase": 1.9}), "'phase' is 1.9, not an integer"),
     (lambda arrays, config: config.update({"global-pulls": "10"}), "'global-pulls' is '10', not an integer"),
 ])
