@@ -52,6 +52,7 @@ from pfxab_flower.formatting import format_mean_sd
 from pfxab_flower.manifest import read_bounded
 from pfxab_flower.outputs import write_files_atomically
 from pfxab_flower.parallel import local_runner, shared_federation
+from pfxab_flower.printable import first_line
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.remote import JobRunner
 from pfxab_flower.results import time_grid
@@ -363,7 +364,7 @@ def load_comparison(directory: str | os.PathLike[str]) -> Comparison:
     except FileNotFoundError:
         raise refuse(f"no {MANIFEST}") from None
     except (OSError, ValueError) as exc:
-        raise refuse(f"{MANIFEST} is unreadable: {type(exc).__name__}: {str(exc)[:120]}") from None
+        raise refuse(f"{MANIFEST} is unreadable: {type(exc).__name__}: {first_line(exc)}") from None
     if not (isinstance(manifest, dict) and manifest.get("kind") == "comparison"
             and isinstance(manifest.get("setting"), dict) and isinstance(manifest.get("algorithms"), list)
             and isinstance(manifest.get("seeds"), list) and manifest["algorithms"] and manifest["seeds"]):
@@ -377,8 +378,10 @@ def load_comparison(directory: str | os.PathLike[str]) -> Comparison:
             frame = pd.read_parquet(out / f"{name}.parquet")
         except FileNotFoundError:
             raise refuse(f"no {name}.parquet") from None
+        except MemoryError:  # the machine's shortage, not the table's damage: said as such
+            raise
         except (OSError, ValueError, pyarrow.ArrowException) as exc:
-            raise refuse(f"{name}.parquet is unreadable: {type(exc).__name__}") from None
+            raise refuse(f"{name}.parquet is unreadable: {type(exc).__name__}: {first_line(exc)}") from None
         missing = [c for c in columns if c not in frame.columns]
         if missing:
             raise refuse(f"{name}.parquet lacks column {missing[0]!r}")
@@ -392,3 +395,4 @@ def load_comparison(directory: str | os.PathLike[str]) -> Comparison:
         raise refuse(f"its tables do not hold the runs of its {MANIFEST}; run `pfxab compare --out` again")
     return Comparison(runs=runs, summary=summarise(runs, algorithms), curves=curves, setting=manifest["setting"],
                       algorithms=algorithms, seeds=seeds)
+

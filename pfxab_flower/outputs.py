@@ -303,6 +303,8 @@ def check_output_dir(
         what += f", or one holding only a result pfxab wrote ({', '.join(sorted(result_files))})"
     what += ", on a writable file system"
     out = _resolved(_absolute(text, name, what), name, text, what)
+    if out.parent.is_dir():  # an old result a crash moved aside is put back first, and checked like any
+        remove_stale_temporaries(out)
     if out.exists() and not out.is_dir():
         raise _refuse(name, text, what, "it exists and is not a directory")
     existing = _nearest_existing(out)
@@ -481,6 +483,8 @@ def write_files_atomically(
     (symbolic links resolved).
     """
     target = Path(os.path.realpath(Path(out_dir).expanduser()))
+    if not replace_all and target.parent.is_dir():  # first: an old result a crash moved aside is put back, and
+        remove_stale_temporaries(target)            # checked like any (a sweep's runs/ is cleaned by the sweep)
     entry = entry_kind(target)
     if entry not in (None, "dir"):
         raise _refuse("out", out_dir, "a directory", "it exists and is not a directory")
@@ -497,8 +501,6 @@ def write_files_atomically(
     swapped = False
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        if not replace_all:  # a sweep's runs/ is cleaned by the sweep, under its lock, once
-            remove_stale_temporaries(target)
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=TEMP_SUFFIX))
         with _held(tmp):  # while it is written: a later writer sees it is not stale
             for name, content in data.items():

@@ -25,3 +25,8 @@ def printable(text: object, limit: int = MAX_CHARS) -> str:
 def _escape(char: str) -> str:
     code = ord(char)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def first_line(exc: BaseException, limit: int = 120) -> str:
+    """The first line of an exception's text, printable, cut to ``limit``: why a file could not be read, in a line."""
+    return printable((str(exc).splitlines() or [""])[0], limit)

@@ -75,6 +75,7 @@ from pfxab_flower.outputs import (
     written_pid,
 )
 from pfxab_flower.parallel import federation_key, local_runner
+from pfxab_flower.printable import first_line
 from pfxab_flower.remote import JobRunner
 from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.simulations.experiment import RUN_ID_PATTERN, Experiment, load_experiment, run_id
@@ -387,8 +388,10 @@ def load_sweep(out: str | Path) -> tuple[Experiment, pd.DataFrame, pd.DataFrame]
     for name in ("runs.parquet", "curves.parquet"):
         try:
             tables[name] = pd.read_parquet(out / name)
+        except MemoryError:  # the machine's shortage, not the table's damage: said as such
+            raise
         except (OSError, ValueError, pyarrow.ArrowException) as exc:
-            raise refuse(f"{name} is unreadable: {type(exc).__name__}") from None
+            raise refuse(f"{name} is unreadable: {type(exc).__name__}: {first_line(exc)}") from None
     runs, curves = tables["runs.parquet"], tables["curves.parquet"]
     needed = {"runs.parquet": ("run_id", *CONFIG_COLUMNS, *SUMMARY_COLUMNS, *REFERENCE_COLUMNS),
               "curves.parquet": ("run_id", *CONFIG_COLUMNS, "t", "regret")}
@@ -400,3 +403,4 @@ def load_sweep(out: str | Path) -> tuple[Experiment, pd.DataFrame, pd.DataFrame]
     if not set(runs["run_id"]) == expected == set(curves["run_id"]):
         raise refuse("its tables do not hold the runs of its config.toml; run `pfxab sweep` again")
     return experiment, runs, curves
+

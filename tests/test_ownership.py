@@ -426,3 +426,19 @@ def test_a_killed_plot_leaves_no_temporary_for_good(tmp_path, monkeypatch):
 
 
 RESULT_FILES = ("clients.csv", "curve.csv", "phases.csv", "communication.csv", "summary.json")
+
+
+def test_an_old_result_a_crash_left_aside_is_put_back_and_checked_not_replaced(tmp_path, capsys):
+    """A crash between a two-rename swap's renames leaves the old result in ``.R.<random>.old/old`` and nothing at
+    ``R``: the next write beside it put it back and then replaced it with another kind's result (found by the
+    re-attack of issue 37). It is put back before the check now, which then refuses another kind."""
+    target = tmp_path / "R"
+    assert main(["run", *RUN_ARGS, "--out", str(target)]) == 0
+    before = _snapshot(target)
+    aside = tmp_path / ".R.abcd1234.old"
+    aside.mkdir()
+    os.rename(target, aside / "old")
+    os.utime(aside, (0, 0))  # left a while ago
+    line = error_line(capsys, "compare", *COMPARE_ARGS, "--out", str(target))
+    assert "it holds a run's result (pfxab run --out), not a comparison" in line
+    assert _snapshot(target) == before and not aside.exists()
