@@ -162,7 +162,8 @@ class Federation:
         names are; ``value_range`` is where the objectives' values lie (checked on every
         evaluation; a server rejects local means outside it, widened by the noise).
         ``objective_timeout`` (seconds) stops the run with one line when one call of an objective
-        takes longer (an objective that never returns would otherwise hang the run).
+        takes longer (an objective that never returns would otherwise hang the run); with it, each
+        objective runs in a process of its own that the limit ends (:mod:`pfxab_flower.deadline`).
 
         ``evaluation`` says what an objective is: ``"simulated"`` (its mean reward, ``noise`` added),
         ``"deterministic"`` (exact: each point evaluated once) or ``"stochastic"`` (one real trial per
