@@ -22,6 +22,7 @@ from flwr.common import log
 
 from pfxab_flower import __version__
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.printable import printable
 from pfxab_flower.session import Instruction
 from pfxab_flower.strategies import records
 from pfxab_flower.strategies.flower_internals import CLIENT_APP_RAISED
@@ -41,9 +42,9 @@ class ForeignMessageError(ValueError):
     """A server message this ClientApp cannot read; the text is the error reply's reason."""
 
     def __init__(self, api: str, message_type: str, problem: str) -> None:
-        super().__init__(
-            f"pfxab-flower {__version__} ClientApp cannot read this {message_type} message: {problem}; it answers "
-            f"only {EXPECTED[api]} of the same version"
+        super().__init__(  # the problem names what the server sent (its keys): printable before it is logged
+            f"pfxab-flower {__version__} ClientApp cannot read this {printable(message_type, 80)} message: "
+            f"{printable(problem)}; it answers only {EXPECTED[api]} of the same version"
         )
 
 

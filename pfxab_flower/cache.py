@@ -10,11 +10,15 @@ version, cache version), an integer *item* (e.g. a landmine field) and the
 exact point as float64 bytes.
 
 The cache lives in ``$PFXAB_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/pfxab-flower``,
-else ``~/.cache/pfxab-flower``. If it cannot be opened or written, a warning
-is issued once and evaluation goes on without it: the cache is only a speed-up.
-A *corrupt* file (not a database, a malformed page) heals instead: it is moved
-aside to ``<name>.corrupt-<time>`` with one line on stderr and a new cache is
-started, so one damaged file does not make every later run cold. Every row
+else ``~/.cache/pfxab-flower``. The cache is only a speed-up, so no problem of it may fail
+or slow a run: if it cannot be placed (no home directory), opened, read or written, or another
+process holds its lock for longer than :data:`_TIMEOUT_SECONDS`, a warning is issued once and
+this process evaluates without it (it tries again after :data:`RETRY_SECONDS`). A file that is
+*ours* but corrupt (not a database, a malformed page) or of another layout heals instead: it is
+moved aside to ``<name>.corrupt-<time>`` with one line on stderr and a new cache is started, so
+one damaged file does not make every later run cold. Ours means marked with our SQLite
+``application_id`` (or, written before the mark, holding nothing but our table): another
+application's database at the cache path is never written to, nor moved. Every row
 carries a checksum of its key and value (:func:`row_checksum`): a value changed
 on disk, even to one that looks plausible (inside the objective's range), no
 longer matches and is dropped from the file and recomputed, never used; values
@@ -37,33 +41,66 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pfxab_flower.errors import ConfigError
 from pfxab_flower.remote import in_ray_task
 
 #: Bump when the table layout or the meaning of stored values changes (2: a checksum per row).
 CACHE_FORMAT = 2
 ENV_VAR = "PFXAB_CACHE_DIR"
-_TIMEOUT_SECONDS = 60.0
+#: Longest wait for another process's lock: a writer of ours holds it for milliseconds (15 concurrent writers
+#: wait under a second); a lock held longer (another program's ``BEGIN EXCLUSIVE``) cost 60 s per statement.
+_TIMEOUT_SECONDS = 2.0
+#: How long a cache found unusable stays unused in this process before it is tried again.
+RETRY_SECONDS = 60.0
+#: ``PRAGMA application_id`` of our cache files ("pfxb"): what tells them from another application's database.
+APPLICATION_ID = 0x70667862
+#: The table's columns, in order: a file of ours with other columns was written by another layout.
+_COLUMNS = ("namespace", "item", "point", "value", "checksum")
+_TABLE = ("CREATE TABLE IF NOT EXISTS evaluations (namespace TEXT NOT NULL, item INTEGER NOT NULL, "
+          "point BLOB NOT NULL, value REAL NOT NULL, checksum BLOB NOT NULL, "
+          "PRIMARY KEY (namespace, item, point)) WITHOUT ROWID")
+#: Cache files this process found unusable: when, and why (said once, not per store or per statement).
+_UNUSABLE: dict[Path, tuple[float, str]] = {}
 _POINTS_PER_QUERY = 500
 #: Connections a forked process inherited: kept referenced (never closed, never used) in that process.
 _INHERITED: list[sqlite3.Connection] = []
 
 
+class NotOurs(sqlite3.DatabaseError):
+    """A database at the cache path that is not a pfxab cache (another application's): never written to."""
+
+
+class WrongLayout(sqlite3.DatabaseError):
+    """A pfxab cache file whose table has other columns (another layout): moved aside like a corrupt one."""
+
+
 def cache_dir() -> Path:
-    """The user's cache directory for this package."""
-    if os.environ.get(ENV_VAR):
-        return Path(os.environ[ENV_VAR]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "pfxab-flower"
+    """The user's cache directory for this package; one :class:`ConfigError` line if there is none.
+
+    ``Path.home()`` raises for a user without a passwd entry and no ``HOME`` (a container's uid).
+    """
+    try:
+        if os.environ.get(ENV_VAR):
+            return Path(os.environ[ENV_VAR]).expanduser()
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return Path(base).expanduser() / "pfxab-flower"
+    except RuntimeError as exc:  # no home directory to expand ~ or to put .cache in
+        raise ConfigError(f"the cache directory is unknown ({exc}); allowed: a home directory, or "
+                          f"{ENV_VAR} or XDG_CACHE_HOME set to a directory") from None
 
 
 class EvaluationStore:
     """Values of ``(namespace, item, point bytes)`` in ``<cache_dir>/evaluations-v<format>.sqlite``."""
 
     def __init__(self, path: Path | None = None) -> None:
-        self.path = path if path is not None else cache_dir() / f"evaluations-v{CACHE_FORMAT}.sqlite"
         self._connection: sqlite3.Connection | None = None
         self._owner = os.getpid()  # the process whose connection ``_connection`` is
         self._disabled = False
+        try:
+            self.path = path if path is not None else cache_dir() / f"evaluations-v{CACHE_FORMAT}.sqlite"
+        except ConfigError as exc:
+            self.path = Path(f"evaluations-v{CACHE_FORMAT}.sqlite")  # named in messages only: never opened
+            self._disable(exc)
         self._connect()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -87,6 +124,10 @@ class EvaluationStore:
         self._drop_inherited()
         if self._connection is not None or self._disabled:
             return self._connection
+        when, _ = _UNUSABLE.get(self.path, (-math.inf, ""))
+        if time.monotonic() - when < RETRY_SECONDS:  # found unusable a moment ago, and said so then
+            self._disabled = True
+            return None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             try:
@@ -101,15 +142,13 @@ class EvaluationStore:
         return self._connection
 
     def _open(self) -> sqlite3.Connection:
+        """A connection to our cache file, made ours first if it is new; :class:`NotOurs` for another's database."""
         connection = sqlite3.connect(self.path, timeout=_TIMEOUT_SECONDS, isolation_level=None)
         try:
+            _claim(connection)  # reads only, unless the file is new or already ours
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=NORMAL")
-            connection.execute(
-                "CREATE TABLE IF NOT EXISTS evaluations (namespace TEXT NOT NULL, item INTEGER NOT NULL, "
-                "point BLOB NOT NULL, value REAL NOT NULL, checksum BLOB NOT NULL, "
-                "PRIMARY KEY (namespace, item, point)) WITHOUT ROWID"
-            )
+            connection.execute(_TABLE)
         except BaseException:
             connection.close()
             raise
@@ -133,7 +172,10 @@ class EvaluationStore:
         return self._connect() is not None
 
     def _disable(self, exc: Exception) -> None:
-        warnings.warn(f"evaluation cache {self.path} disabled ({exc}); evaluating without it", stacklevel=3)
+        """Evaluate without the cache from now on; said once per process and file (tried again later)."""
+        if self.path not in _UNUSABLE:
+            warnings.warn(f"evaluation cache {self.path} disabled ({exc}); evaluating without it", stacklevel=3)
+        _UNUSABLE[self.path] = (time.monotonic(), str(exc))
         if self._connection is not None:
             self._connection.close()
         self._connection = None
@@ -233,9 +275,31 @@ def row_checksum(namespace: str, item: int, point: bytes, value: float) -> bytes
     return digest.digest()[:16]
 
 
+def _claim(connection: sqlite3.Connection) -> None:
+    """Make sure the database is ours before anything is written to it: new (then marked), or marked ours.
+
+    A file without the mark that holds nothing but our table is ours from before the mark (marked now).
+    Another application's database raises :class:`NotOurs`; ours with other columns :class:`WrongLayout`.
+    """
+    mark = connection.execute("PRAGMA application_id").fetchone()[0]
+    names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
+    if mark not in (0, APPLICATION_ID) or (mark == 0 and names - {"evaluations"}):
+        raise NotOurs(f"it is not a pfxab cache (application_id {mark}, tables {', '.join(sorted(names))}): another "
+                      f"application's database is left alone; set {ENV_VAR} to use another directory")
+    if "evaluations" in names:
+        columns = tuple(row[1] for row in connection.execute("PRAGMA table_info(evaluations)"))
+        if columns != _COLUMNS:
+            raise WrongLayout(f"its table has the columns {', '.join(columns)}, not {', '.join(_COLUMNS)}")
+    if mark == 0:
+        connection.execute(f"PRAGMA application_id={APPLICATION_ID}")
+
+
 def _is_corruption(exc: sqlite3.Error) -> bool:
-    """Whether the file itself is damaged (not a database, malformed), as opposed to locked or unwritable."""
-    if isinstance(exc, sqlite3.OperationalError):
+    """Whether the file itself is damaged (not a database, malformed, another layout of ours), as opposed to
+    locked, unwritable or another application's."""
+    if isinstance(exc, WrongLayout):
+        return True
+    if isinstance(exc, sqlite3.OperationalError | NotOurs):
         return False
     code = getattr(exc, "sqlite_errorcode", None)
     return code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB) or (

@@ -46,11 +46,13 @@ from tqdm import tqdm
 from pfxab_flower.algorithms.registry import options_of
 from pfxab_flower.config import PARAMETERS, algorithm_names, check, parse, parse_workers
 from pfxab_flower.engine import describe_problem, run_checked, run_spec
-from pfxab_flower.errors import ConfigError
+from pfxab_flower.errors import ConfigError, WorkerLostError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS
 from pfxab_flower.formatting import format_mean_sd
+from pfxab_flower.manifest import read_bounded
 from pfxab_flower.outputs import write_files_atomically
 from pfxab_flower.parallel import local_runner, shared_federation
+from pfxab_flower.printable import first_line
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.remote import JobRunner
 from pfxab_flower.results import time_grid
@@ -79,6 +81,8 @@ _LABELS = {
 }
 #: The file that makes a directory a comparison (what was compared); written with the tables, as one unit.
 MANIFEST = "comparison.json"
+#: Largest ``comparison.json`` read back (one is a few kB; a damaged one of gigabytes is refused on its size).
+MAX_DESCRIPTION_BYTES = 1 << 20
 #: Files ``Comparison.write`` produces (written as one unit: all of them or none).
 COMPARE_FILES = (MANIFEST, "runs.csv", "runs.parquet", "summary.csv", "summary.parquet", "curves.csv",
                  "curves.parquet")
@@ -106,10 +110,11 @@ class Comparison:
     algorithms: tuple[str, ...]
     seeds: tuple[int, ...]
 
-    def write(self, out_dir: str | os.PathLike[str]) -> Path:
+    def write(self, out_dir: str | os.PathLike[str], replace: bool = False) -> Path:
         """Write the manifest, runs, summary and curves (CSV and Parquet) as the content of ``out_dir``, as one unit.
 
-        An older comparison there is kept whole if writing fails and replaced whole otherwise.
+        An older comparison there is kept whole if writing fails and replaced whole otherwise;
+        another kind's result (a run's, a sweep's) only with ``replace``.
         """
         manifest = {"kind": "comparison", "algorithms": list(self.algorithms), "seeds": list(self.seeds),
                     "setting": self.setting}
@@ -117,7 +122,7 @@ class Comparison:
         for name, frame in (("runs", self.runs), ("summary", self.summary), ("curves", self.curves)):
             files[f"{name}.csv"] = frame.to_csv(index=False)
             files[f"{name}.parquet"] = frame.to_parquet(None, index=False)
-        return write_files_atomically(out_dir, files)
+        return write_files_atomically(out_dir, files, kind="comparison", replace=replace)
 
     def header(self) -> str:
         """One line: what was compared, on which seeds."""
@@ -292,8 +297,9 @@ def compare(
         base, configs, setting = _plan_config(target, algorithms, seeds, parameters)
         source: RunConfig | int = base
         federation = shared_federation(base)
-        keywords = [{"spec": AlgorithmSpec.from_config(c, federation.reward_range), "describe": describe_problem(c)}
-                    for c in configs]
+        keywords: list[dict[str, Any]] = [
+            {"spec": AlgorithmSpec.from_config(c, federation.reward_range), "describe": describe_problem(c)}
+            for c in configs]
     elif isinstance(target, Federation):
         if runner is not None:
             raise ConfigError("runner=... is invalid with a Federation; allowed: a RunConfig (a remote worker "
@@ -306,7 +312,7 @@ def compare(
     federation.optimum(setting["alpha"])  # once, before workers fork: they inherit it
     grid = time_grid(setting["horizon"], CURVE_POINTS)
     results: list[tuple[dict[str, Any], np.ndarray] | None] = [None] * len(keywords)
-    errors: list[BaseException] = []
+    errors: dict[int, BaseException] = {}
     if token is not None:
         _FEDERATIONS[token] = federation
     try:
@@ -316,8 +322,11 @@ def compare(
             def done(index: int, result: tuple[dict[str, Any], np.ndarray] | None,
                      error: BaseException | None) -> None:
                 results[index] = result
+                if isinstance(error, WorkerLostError):  # say which run: the worker's death names none
+                    spec = keywords[index]["spec"]
+                    error = WorkerLostError(f"run {spec.algorithm} seed {spec.seed}: {error}")
                 if error is not None:
-                    errors.append(error)
+                    errors[index] = error
                 bar.update()
 
             (runner or local_runner(workers))(_run_job, [(source, kw, grid) for kw in keywords], done)
@@ -325,7 +334,7 @@ def compare(
         if token is not None:
             _FEDERATIONS.pop(token, None)
     if errors:
-        raise errors[0]
+        raise errors[min(errors)]  # the first run's, whatever order the workers ended in
     finished = [r for r in results if r is not None]
     runs = pd.DataFrame([row for row, _ in finished], columns=list(RUN_COLUMNS))
     curves = pd.DataFrame({
@@ -351,11 +360,11 @@ def load_comparison(directory: str | os.PathLike[str]) -> Comparison:
                            f"`pfxab compare --out` ({MANIFEST}, runs.parquet, curves.parquet)")
 
     try:
-        manifest = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads(read_bounded(out / MANIFEST, MAX_DESCRIPTION_BYTES).decode("utf-8"))
     except FileNotFoundError:
         raise refuse(f"no {MANIFEST}") from None
     except (OSError, ValueError) as exc:
-        raise refuse(f"{MANIFEST} is unreadable: {type(exc).__name__}") from None
+        raise refuse(f"{MANIFEST} is unreadable: {type(exc).__name__}: {first_line(exc)}") from None
     if not (isinstance(manifest, dict) and manifest.get("kind") == "comparison"
             and isinstance(manifest.get("setting"), dict) and isinstance(manifest.get("algorithms"), list)
             and isinstance(manifest.get("seeds"), list) and manifest["algorithms"] and manifest["seeds"]):
@@ -369,8 +378,10 @@ def load_comparison(directory: str | os.PathLike[str]) -> Comparison:
             frame = pd.read_parquet(out / f"{name}.parquet")
         except FileNotFoundError:
             raise refuse(f"no {name}.parquet") from None
+        except MemoryError:  # the machine's shortage, not the table's damage: said as such
+            raise
         except (OSError, ValueError, pyarrow.ArrowException) as exc:
-            raise refuse(f"{name}.parquet is unreadable: {type(exc).__name__}") from None
+            raise refuse(f"{name}.parquet is unreadable: {type(exc).__name__}: {first_line(exc)}") from None
         missing = [c for c in columns if c not in frame.columns]
         if missing:
             raise refuse(f"{name}.parquet lacks column {missing[0]!r}")
@@ -384,3 +395,4 @@ def load_comparison(directory: str | os.PathLike[str]) -> Comparison:
         raise refuse(f"its tables do not hold the runs of its {MANIFEST}; run `pfxab compare --out` again")
     return Comparison(runs=runs, summary=summarise(runs, algorithms), curves=curves, setting=manifest["setting"],
                       algorithms=algorithms, seeds=seeds)
+

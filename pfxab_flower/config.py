@@ -45,6 +45,7 @@ from pfxab_flower.limits import (
     MAX_DIMENSIONS,
     MAX_HORIZON,
     MAX_INT64,
+    MAX_SEED,
     MAX_SEEDS,
     NU1_RANGE,
     RHO_LOW,
@@ -131,7 +132,7 @@ def _algorithm_list(text: str) -> list[str] | None:
 
 
 _CORES = os.cpu_count() or 1
-_SEEDS_ALLOWED = (f"an integer, a range like 0-9, or a comma-separated list like 0,3,5 (integers in [0, 2**63), "
+_SEEDS_ALLOWED = (f"an integer, a range like 0-9, or a comma-separated list like 0,3,5 (integers in [0, 2**32), "
                   f"no repeats, at most {MAX_SEEDS:,} seeds)")
 
 #: The declaration: RunConfig fields (in order), then the Flower app's options, then other flags and limits.
@@ -145,7 +146,8 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("horizon", int, 2_000_000, f"an integer in [1, {MAX_HORIZON:,}]",
               f"pulls per client T, at most {MAX_HORIZON:,}",
               _between(1, MAX_HORIZON)),
-    Parameter("seed", int, 0, "an integer in [0, 2**63)", "random seed (noise)", _between(0, MAX_INT64)),
+    Parameter("seed", int, 0, "an integer in [0, 2**32)", "random seed (noise), in [0, 2**32)",
+              _between(0, MAX_SEED)),
     Parameter("nu1", float, 1.0, f"a number in [{NU1_RANGE[0]:g}, {NU1_RANGE[1]:g}]",
               f"smoothness constant nu1 in [{NU1_RANGE[0]:g}, {NU1_RANGE[1]:g}]", _between(*NU1_RANGE)),
     Parameter("rho", float, 0.5, f"a number in [{RHO_LOW:g}, 1)", f"smoothness rate rho in [{RHO_LOW:g}, 1)",

@@ -29,6 +29,10 @@ class RunStoppedError(RuntimeError):
     """The server stopped the run on purpose (e.g. too few clients answered); the message says why."""
 
 
+class WorkerLostError(RuntimeError):
+    """A worker process running some of the jobs died (killed, out of memory, a crash); the message names them."""
+
+
 class IncompleteRunError(RuntimeError):
     """A run lacks what its result needs; the message says what.
 

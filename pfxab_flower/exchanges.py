@@ -24,6 +24,7 @@ from pfxab_flower.algorithms.messages import (
     LocalReport,
     PhaseInstruction,
 )
+from pfxab_flower.printable import printable
 
 #: The kinds of exchange, as the communication log names them, and the reply each expects.
 EXPECTED_REPLY: Mapping[str, type] = {"explore": LocalReport, "eliminate": ActiveSetReport, "finish": FinishReport}
@@ -51,11 +52,19 @@ class Outgoing:
 
 @dataclass
 class Unreadable:
-    """A reply no core message could be read from: who claimed to send it (if known) and why."""
+    """A reply no core message could be read from: who claimed to send it (if known) and why.
+
+    The reason and a claim that is not a number are a peer's text: made printable (:func:`printable`).
+    """
 
     client: object
     reason: str
     node: int | None = None  # the Flower node it came from, where the transport knows it
+
+    def __post_init__(self) -> None:
+        self.reason = printable(self.reason)
+        if isinstance(self.client, str | bytes):
+            self.client = printable(repr(self.client), 80)
 
 
 @dataclass
@@ -65,6 +74,9 @@ class Failure:
     reason: str
     node: int | None = None  # the Flower node the message went to
     client: int | None = None  # the client index, if the transport knows it without the node
+
+    def __post_init__(self) -> None:
+        self.reason = printable(self.reason)  # a client's own text: one printable line
 
 
 @dataclass
@@ -89,7 +101,7 @@ class Exchange:
         self.reports.append(report)
         self.senders.append(node)
         self.harnesses.append(harness or None)
-        self.sites.append(site)
+        self.sites.append(None if site is None else printable(site))
 
     def sources(self) -> list[tuple[Any, int | None, Mapping[str, np.ndarray] | None, str | None]]:
         """Each report with its sender, harness data and site (``None`` where the transport gave none)."""

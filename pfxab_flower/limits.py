@@ -38,6 +38,11 @@ MAX_CURVE_POINTS = 100_000
 MAX_DIMENSIONS = 32
 #: Flower run-config integers are signed 64-bit.
 MAX_INT64 = 2**63 - 1
+#: Seeds are one 32-bit word: numpy's ``SeedSequence`` reads an integer as 32-bit words and pads the pool
+#: with zeros, so a larger seed made two runs' streams coincide (``[2**32, 0]`` is the words ``0, 1, 0``, as
+#: ``[0, 1]`` pads to): ``solo_seed(0, 1) == solo_seed(2**32, 0)``. Below it every seed gives the numbers it
+#: always gave; above it, a one-line refusal instead of a second seeding scheme.
+MAX_SEED = 2**32 - 1
 #: Smoothness constants the phase schedule can compute with any other allowed value: ``f(p) = 2 log T /
 #: (M nu1^2 rho^(2p))`` needs ``nu1^2`` finite and non-zero (``nu1 = 1e308`` overflowed, ``1e-300`` divided by
 #: zero) and ``rho^(2p)`` non-zero at the first depth whose phase no longer fits the horizon (``rho = 1e-300``
@@ -51,6 +56,15 @@ MAX_SWEEP_RUNS = 10_000
 #: Bytes of a sweep's TOML file: the bundled ones are under 1 kB; a larger file is no experiment (``/dev/zero`` read
 #: until memory ran out). Only a regular file is read, so a FIFO cannot hang the sweep.
 MAX_CONFIG_BYTES = 1 << 20
+#: Characters of a sweep's name and title (a figure's title, a progress bar's label): a 900 KB title made
+#: ``pfxab plot`` take 172 s and 737 MB to lay out; the bundled titles are under 60 characters.
+MAX_TITLE_CHARS = 200
+#: Open files a command starts with (``ulimit -n``): a sweep with two workers needed 20, a Flower run of 3 clients
+#: on Ray ran with 64; with 15 a sweep failed half-way through starting its workers and then hung.
+MIN_OPEN_FILES = 64
+#: Address space a command starts in (``ulimit -v``), in bytes: below about 150 MB numpy's OpenBLAS could not load
+#: (its own message, exit 1), at 150 MB pandas could not (an ImportError traceback); a small run took 200 MB.
+MIN_ADDRESS_SPACE = 512 << 20
 
 
 
@@ -73,10 +87,10 @@ def seed_ranges(text: str) -> list[tuple[int, int]] | None:
     ranges: list[tuple[int, int]] = []
     for item in text.split(","):
         lo, sep, hi = item.strip().partition("-")
-        if not (_is_uint(lo) and (_is_uint(hi) if sep else True)) or max(len(lo), len(hi)) > 19:
+        if not (_is_uint(lo) and (_is_uint(hi) if sep else True)) or max(len(lo), len(hi)) > 10:
             return None
         first, last = int(lo), int(hi) if sep else int(lo)
-        if not first <= last <= MAX_INT64:
+        if not first <= last <= MAX_SEED:
             return None
         ranges.append((first, last))
     total = sum(last - first + 1 for first, last in ranges)

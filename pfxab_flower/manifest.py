@@ -10,7 +10,12 @@ between leaves a listed name with no file (harmless), never a file of ours that 
 For a result written as a unit (a run's or comparison's directory, one run of a sweep)
 the manifest also holds every file's size and sha256, and is written last: a result is
 complete only while its files match it (:func:`verify`), whatever happened to them since
-(truncated, edited, deleted, replaced).
+(truncated, edited, deleted, replaced). Checking reads a file only once its size is the
+recorded one, a bounded piece at a time (a 50 GB sparse ``summary.json`` was read whole).
+
+The manifest also says which *kind* of result the directory is (``run``, ``comparison``,
+``sweep``, ``sweep-run``), so that one command never replaces another's result
+(:mod:`pfxab_flower.outputs`); a manifest written before kinds existed has none.
 """
 
 from __future__ import annotations
@@ -42,20 +47,24 @@ class Manifest:
 
     owned: frozenset[str] = frozenset()
     checksums: Mapping[str, tuple[int, str]] = field(default_factory=dict)
+    #: What the directory holds (``run``, ``comparison``, ``sweep``, ``sweep-run``); ``None``: written before kinds.
+    kind: str | None = None
 
     def to_bytes(self) -> bytes:
-        record = {
+        record: dict[str, object] = {
             "format": FORMAT,
             "written_by": WRITER,
             "owned": sorted(self.owned),
             "files": {name: {"size": size, "sha256": digest}
                       for name, (size, digest) in sorted(self.checksums.items())},
         }
+        if self.kind is not None:
+            record["kind"] = self.kind
         return (json.dumps(record, indent=2) + "\n").encode("utf-8")
 
-    def claiming(self, names: Collection[str]) -> Manifest:
-        """This manifest with ``names`` owned too."""
-        return Manifest(self.owned | frozenset(names), dict(self.checksums))
+    def claiming(self, names: Collection[str], kind: str | None = None) -> Manifest:
+        """This manifest with ``names`` owned too (and its kind ``kind``, if it had none)."""
+        return Manifest(self.owned | frozenset(names), dict(self.checksums), self.kind or kind)
 
 
 def checksum(data: bytes) -> tuple[int, str]:
@@ -63,9 +72,9 @@ def checksum(data: bytes) -> tuple[int, str]:
     return len(data), hashlib.sha256(data).hexdigest()
 
 
-def unit_manifest(files: Mapping[str, bytes]) -> Manifest:
-    """The manifest of a result written as a unit: owns its files, with their checksums."""
-    return Manifest(frozenset(files), {name: checksum(data) for name, data in files.items()})
+def unit_manifest(files: Mapping[str, bytes], kind: str | None = None) -> Manifest:
+    """The manifest of a result of ``kind`` written as a unit: owns its files, with their checksums."""
+    return Manifest(frozenset(files), {name: checksum(data) for name, data in files.items()}, kind)
 
 
 def _parse(data: bytes) -> Manifest:
@@ -82,7 +91,10 @@ def _parse(data: bytes) -> Manifest:
                 and isinstance(entry.get("sha256"), str)):
             raise ValueError(f"the entry of {name!r} is malformed")
         checksums[name] = (entry["size"], entry["sha256"])
-    return Manifest(frozenset(owned), checksums)
+    kind = record.get("kind")
+    if kind is not None and not isinstance(kind, str):
+        raise ValueError("its kind is not a name")
+    return Manifest(frozenset(owned), checksums, kind)
 
 
 def _plain_name(name: str) -> bool:
@@ -153,13 +165,61 @@ def verify(directory: Path, expected: Collection[str]) -> str | None:
     if set(manifest.checksums) != set(expected):
         return f"{MANIFEST_NAME} does not list this run's files"
     for name in sorted(expected):
-        path = directory / name
-        if entry_kind(path) != "file":
-            return f"{name} is missing" if entry_kind(path) is None else f"{name} is not a regular file"
         size, digest = manifest.checksums[name]
-        data = path.read_bytes()
-        if len(data) != size:
-            return f"{name} has {len(data)} bytes, not the {size} written"
-        if hashlib.sha256(data).hexdigest() != digest:
-            return f"{name} was changed after it was written (sha256 differs)"
+        why = _differs(directory / name, size, digest)
+        if why is not None:
+            return f"{name} {why}"
     return None
+
+
+#: How much of a file is read at a time while its checksum is computed.
+_CHUNK = 1 << 20
+
+
+def _differs(path: Path, size: int, digest: str) -> str | None:
+    """Why ``path`` is not the regular file of ``size`` bytes and sha256 ``digest`` pfxab wrote; ``None`` if it is.
+
+    The size is checked on the open file before a byte is read; then the file is hashed a
+    chunk at a time (memory bounded whatever its size), never followed through a link.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return "is missing"
+    except OSError:
+        return "is not a regular file"
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return "is not a regular file"
+        if info.st_size != size:
+            return f"has {info.st_size} bytes, not the {size} written"
+        hasher, left = hashlib.sha256(), size + 1  # one byte more: a file that grew meanwhile is caught
+        while left > 0 and (chunk := os.read(fd, min(_CHUNK, left))):
+            hasher.update(chunk)
+            left -= len(chunk)
+        if left != 1 or hasher.hexdigest() != digest:
+            return "was changed after it was written (sha256 differs)"
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of the regular file ``path`` (never through a link); ``ValueError`` if it holds more than ``limit``.
+
+    For files pfxab wrote and reads back whole (``comparison.json``, ``sweep.json``): a damaged
+    or replaced one of gigabytes is refused on its size, not read into memory.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path.name} is not a regular file")
+        data = b""
+        while len(data) <= limit and (chunk := os.read(fd, min(_CHUNK, limit + 1 - len(data)))):
+            data += chunk
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ValueError(f"{path.name} holds more than {limit:,} bytes")
+    return data

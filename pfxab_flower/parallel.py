@@ -16,10 +16,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from functools import lru_cache
 from typing import Any
 
 from pfxab_flower.config import OPTION_FIELDS, PARAMETERS
+from pfxab_flower.errors import WorkerLostError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.remote import JobRunner
@@ -68,11 +70,14 @@ def exit_with_parent(parent_pid: int) -> None:
 
 
 def _start_worker(parent_pid: int) -> None:
-    """A pool worker's set-up: ignore Ctrl-C and exit with the parent.
+    """A pool worker's set-up: ignore Ctrl-C, end at SIGTERM, exit with the parent.
 
-    The parent alone handles Ctrl-C (and stops the workers), so one message is shown.
+    The parent alone handles Ctrl-C (and stops the workers with SIGTERM), so one message is
+    shown; a handler the parent had for SIGTERM (``pfxab``'s, which unwinds) is not the worker's.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
     exit_with_parent(parent_pid)
 
 
@@ -96,6 +101,9 @@ def run_in_processes(
 
     ``on_done(index, result, error)`` is called in this process as each job ends;
     a job's exception is passed on, not raised, so one failing job loses no other.
+    A worker that dies (killed, out of memory, a crash in C) takes the pool's running jobs
+    with it: each of those is run again, alone, once; if its worker dies again its error is a
+    :class:`~pfxab_flower.errors.WorkerLostError` naming how (a bare ``BrokenProcessPool`` was).
     Ctrl-C drops the queued jobs, stops the running ones at once and re-raises.
     Workers are forked, so they inherit what this process has already cached.
     If this process dies (even by SIGKILL), the workers exit within a fraction of a second.
@@ -108,15 +116,29 @@ def run_in_processes(
                 result, error = None, exc
             on_done(index, result, error)
         return
+    lost = _in_pool(fn, dict(enumerate(jobs)), workers, on_done)
+    for index in lost:  # a worker killed from outside is no fault of the jobs beside it: each runs again, alone
+        for again in _in_pool(fn, {index: jobs[index]}, 1, on_done).values():
+            on_done(index, None, WorkerLostError(f"a worker process died twice running this job ({again}); "
+                                                 "allowed: a job its worker survives (memory, signals, crashes)"))
+
+
+def _in_pool(fn: Callable[..., Any], jobs: dict[int, tuple[Any, ...]], workers: int,
+             on_done: Callable[[int, Any, BaseException | None], None]) -> dict[int, str]:
+    """Run ``jobs`` (index -> job) in a pool of ``workers``; the jobs lost to a dead worker, with how it died."""
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(os.getpid(),))
+    lost: dict[int, str] = {}
     try:
-        futures = {pool.submit(fn, *job): index for index, job in enumerate(jobs)}
+        futures = {pool.submit(fn, *job): index for index, job in jobs.items()}
         remaining = set(futures)
         while remaining:
             done, remaining = wait(remaining, return_when=FIRST_COMPLETED)
             for future in done:
                 failure = future.exception()
-                on_done(futures[future], None if failure else future.result(), failure)
+                if isinstance(failure, BrokenProcessPool):
+                    lost[futures[future]] = _how_workers_died(pool)
+                else:
+                    on_done(futures[future], None if failure else future.result(), failure)
     except KeyboardInterrupt:
         pool.shutdown(wait=False, cancel_futures=True)
         for worker in multiprocessing.active_children():  # this pool's workers are our only children
@@ -124,3 +146,14 @@ def run_in_processes(
         raise
     finally:
         pool.shutdown(wait=True)
+    return lost
+
+
+def _how_workers_died(pool: ProcessPoolExecutor) -> str:
+    """``killed by SIGKILL`` (or the exit status) of the pool's worker that died first, as far as can be told."""
+    processes = getattr(pool, "_processes", None) or {}  # the pool's workers (CPython keeps them there)
+    codes = [p.exitcode for p in processes.values() if p.exitcode not in (None, 0, -signal.SIGTERM)]
+    if not codes:
+        return "it ended without a word"
+    code = codes[0]
+    return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"

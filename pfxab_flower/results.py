@@ -100,13 +100,14 @@ class RunResult:
         texts["summary.json"] = json.dumps(self.summary, indent=2) + "\n"
         return texts
 
-    def write(self, out_dir: str | os.PathLike[str]) -> Path:
-        """Write every table and ``summary.json`` as the content of ``out_dir``, as one unit.
+    def write(self, out_dir: str | os.PathLike[str], replace: bool = False) -> Path:
+        """Write every table and ``summary.json`` as the content of ``out_dir``, as one unit (a result of kind ``run``).
 
-        An older result there is kept whole if writing fails and replaced whole
-        otherwise (:func:`pfxab_flower.outputs.write_files_atomically`).
+        An older run's result there is kept whole if writing fails and replaced whole
+        otherwise (:func:`pfxab_flower.outputs.write_files_atomically`); another kind's result
+        (a sweep's, a comparison's) only with ``replace``.
         """
-        return write_files_atomically(out_dir, self.files())
+        return write_files_atomically(out_dir, self.files(), kind="run", replace=replace)
 
 
 def time_grid(horizon: int, points: int = 200) -> np.ndarray:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, Self
 
@@ -125,12 +125,13 @@ class SimulatedEnvironment:
         return np.array([self.memo[k] for k in node_ids.tolist()], dtype=np.float64)
 
     def trials(self, node_ids: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Stochastic: one real call per pull, rows grouped by node; each node's reward sum and sum of squares."""
-        which = np.repeat(np.arange(len(node_ids)), counts)
+        """Stochastic: one real call per pull, rows grouped by node; each node's reward sum and sum of squares.
+
+        The rows are made one batch at a time (a phase of 2e8 pulls made all 2e8 row indices first: 1.6 GB).
+        """
         centres = self.partition.midpoints(node_ids)
         sums, squares = np.zeros(len(node_ids)), np.zeros(len(node_ids))
-        for start in range(0, len(which), MAX_BATCH):
-            block = which[start : start + MAX_BATCH]
+        for block in _batches(np.asarray(counts, dtype=np.int64), MAX_BATCH):
             values = self._evaluate(centres[block])
             sums += np.bincount(block, weights=values, minlength=len(node_ids))
             squares += np.bincount(block, weights=values * values, minlength=len(node_ids))
@@ -204,6 +205,18 @@ class SimulatedEnvironment:
         memo = dict(zip(np.asarray(nodes, dtype=np.int64).tolist(), values.tolist(), strict=True))
         return cls(federation, client, log, evaluations, memo, _float(saved, "objective-seconds"),
                    _float(saved, "observed-sum"))
+
+
+def _batches(counts: np.ndarray, size: int) -> Iterator[np.ndarray]:
+    """``np.repeat(np.arange(len(counts)), counts)`` in consecutive pieces of ``size`` rows, never all of it at once."""
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    total = int(ends[-1]) if len(ends) else 0
+    for start in range(0, total, size):
+        stop = min(start + size, total)
+        first, last = np.searchsorted(ends, start, side="right"), np.searchsorted(ends, stop - 1, side="right")
+        rows = np.arange(first, last + 1)
+        yield np.repeat(rows, np.minimum(ends[rows], stop) - np.maximum(starts[rows], start))
 
 
 def _bits(value: float) -> np.ndarray:

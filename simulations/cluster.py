@@ -23,11 +23,13 @@ from typing import Any
 
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.remote import TASK_ENV, FitMapper, JobRunner, fits_with
+from pfxab_flower.simulations.environment import RAY_NO_FAILURE_HANDLER, our_signal_handlers
 
 #: How long the check waits for the head node's answer (seconds).
 CONNECT_TIMEOUT = 5.0
 #: Environment every connection sets for Ray's processes: no usage stats, no log deduplication.
-QUIET = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_DEDUP_LOGS": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
+QUIET = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_DEDUP_LOGS": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
+         RAY_NO_FAILURE_HANDLER: "1"}
 
 
 #: Longest host name (DNS: 253 characters); a longer one broke the socket layer's IDNA encoding with a traceback.
@@ -131,8 +133,9 @@ def connected(address: str) -> Iterator[Any]:
         return
     for key, value in QUIET.items():
         os.environ.setdefault(key, value)
-    ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False,
-             runtime_env={"env_vars": {TASK_ENV: "1", **QUIET}})
+    with our_signal_handlers():  # SIGTERM stays pfxab's: an interrupt cleans up
+        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False,
+                 runtime_env={"env_vars": {TASK_ENV: "1", **QUIET}})
     try:
         yield ray
     finally:

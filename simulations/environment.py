@@ -19,6 +19,11 @@ from typing import Any
 from pfxab_flower.config import PARAMETERS, check, check_against
 from pfxab_flower.simulations.processes import owner_gone, owner_token, processes_with_marker, stop_processes
 
+#: Set for Ray's processes: without it, SIGTERM to a process running Ray's driver core (``pfxab run --engine
+#: flower``, ``--executor ray``) met Ray's C++ failure handler, which printed its stack and aborted (SIGABRT)
+#: before any clean-up; Ray's crash reports of its workers lose that stack too.
+RAY_NO_FAILURE_HANDLER = "RAY_DISABLE_FAILURE_SIGNAL_HANDLER"
+
 QUIET_ENV = {
     "FLWR_TELEMETRY_ENABLED": "0",
     "FLWR_DISABLE_UPDATE_CHECK": "1",
@@ -26,7 +31,32 @@ QUIET_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
     "RAY_DEDUP_LOGS": "0",
+    RAY_NO_FAILURE_HANDLER: "1",
 }
+
+
+@contextmanager
+def our_signal_handlers() -> Iterator[None]:
+    """Within the block, ``ray.init`` in this process leaves SIGTERM to ``pfxab`` (see :data:`RAY_NO_FAILURE_HANDLER`).
+
+    ``ray.init`` in the main thread replaces the SIGTERM handler with one that calls ``sys.exit``,
+    whose ``SystemExit`` skips the clean-up of an interrupt; Ray offers no switch, so its
+    ``set_sigterm_handler`` is made a no-op for the block (where Ray has none, nothing is done).
+    """
+    try:
+        import ray._private.utils as ray_utils
+    except ImportError:
+        yield
+        return
+    saved = getattr(ray_utils, "set_sigterm_handler", None)
+    if saved is None:
+        yield
+        return
+    ray_utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        ray_utils.set_sigterm_handler = saved
 
 
 def check_num_cpus(num_cpus: float, ray_address: str | None = None) -> float:

@@ -39,7 +39,7 @@ from typing import Any
 from pfxab_flower.algorithms.registry import algorithm_names, label
 from pfxab_flower.config import PARAMETERS, check
 from pfxab_flower.errors import ConfigError, spelled_as
-from pfxab_flower.limits import MAX_CONFIG_BYTES, MAX_SWEEP_RUNS
+from pfxab_flower.limits import MAX_CONFIG_BYTES, MAX_SWEEP_RUNS, MAX_TITLE_CHARS
 from pfxab_flower.run_parameters import RunConfig
 
 KINDS = ("regret", "rewards")
@@ -115,7 +115,8 @@ def load_experiment(path: str | Path) -> Experiment:
     for key in meta:
         if key not in _EXPERIMENT_KEYS:
             raise ConfigError(f"{_where(path, 'experiment', key)} is unknown; allowed: {', '.join(_EXPERIMENT_KEYS)}")
-    name = meta.get("name", path.stem)
+    # a file name that is not UTF-8 names the experiment with U+FFFD where its bytes were: it is printed
+    name = meta.get("name", os.fsencode(path.stem).decode("utf-8", "replace"))
     kind = meta.get("kind", "regret")
     if kind not in KINDS:
         raise ConfigError(f"{_where(path, 'experiment', 'kind')}={kind!r} is invalid; allowed: {', '.join(KINDS)}")
@@ -124,9 +125,15 @@ def load_experiment(path: str | Path) -> Experiment:
             curve_points = check("curve_points", meta.get("curve_points", PARAMETERS["curve_points"].default))
     except ConfigError as exc:
         raise ConfigError(f"{_where(path, 'experiment')} {exc}") from None
-    fixed = {_field_name(k, path, "fixed"): v for k, v in _table(data, "fixed", path).items()}
+    for key in ("name", "title"):  # text for people (a figure's title): a 900 KB title took plot 172 s
+        text = meta.get(key)
+        if text is not None and (not isinstance(text, str) or len(text) > MAX_TITLE_CHARS):
+            shown = repr(text) if len(repr(text)) <= 80 else repr(text)[:60] + "..."
+            raise ConfigError(f"{_where(path, 'experiment', key)}={shown} is invalid; allowed: a text of at most "
+                              f"{MAX_TITLE_CHARS} characters")
+    fixed = {_field_name(k, path, "fixed"): v for k, v in _unique_fields(data, "fixed", path).items()}
     grid: dict[str, list[Any]] = {}
-    for key, values in _table(data, "grid", path).items():
+    for key, values in _unique_fields(data, "grid", path).items():
         name_ = _field_name(key, path, "grid")
         if not isinstance(values, list) or not values or any(isinstance(v, list | dict) for v in values):
             shown = repr(values) if len(repr(values)) <= 80 else repr(values)[:60] + "..."
@@ -196,6 +203,20 @@ def _table(data: dict[str, Any], name: str, path: Path) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise ConfigError(f"{path.name}: {name}={table!r} is invalid; allowed: a [{name}] table")
     return table
+
+
+def _unique_fields(data: dict[str, Any], table: str, path: Path) -> dict[str, Any]:
+    """A table whose keys name distinct fields: ``noise-sigma`` and ``noise_sigma`` are one field, and
+    silently letting the later one win (or, in ``[grid]``, dropping the other's grid points) is refused."""
+    entries = _table(data, table, path)
+    seen: dict[str, str] = {}
+    for key in entries:
+        name = _field_name(key, path, table)
+        if name in seen:
+            raise ConfigError(f"{_where(path, table, key)} and {seen[name]} are the same field; allowed: one "
+                              "spelling of each key per table")
+        seen[name] = key
+    return entries
 
 
 def _field_name(key: str, path: Path, table: str) -> str:

@@ -175,7 +175,7 @@ def simulate(
     summary = out_dir / "summary.json"
     previous = summary.stat().st_mtime_ns if summary.exists() else None
     with (
-        exit_on_signals(),  # SIGTERM/SIGHUP unwind through the clean-up below
+        exit_on_signals(),  # Ctrl-C, SIGTERM, SIGHUP unwind through the clean-up below
         temporary_directory("pfxab-flwr-") as home,
         temporary_directory("pfxab-ray-") as ray_dir,
         watchdog(str(home), [home, ray_dir]),  # the clean-up, should this process be killed

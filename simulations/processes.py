@@ -6,8 +6,8 @@ of them is our child, and some outlive ``flwr run``; all of them inherit the
 environment, so a unique value in it (our temporary ``FLWR_HOME``) names exactly
 the processes this run started, and nothing else.
 
-Our own end must not leave them running either. SIGTERM and SIGHUP become a
-``SystemExit`` (:func:`exit_on_signals`), so the usual clean-up runs. SIGKILL
+Our own end must not leave them running either. Ctrl-C, SIGTERM and SIGHUP become
+:class:`Interrupted` (:func:`exit_on_signals`), so the usual clean-up runs. SIGKILL
 reaches no handler, so a tiny watcher process (:func:`watchdog`) waits for us to
 disappear and then stops the marked processes and removes the temporary
 directories itself. It learns the marker on its stdin, never in its command line
@@ -164,23 +164,34 @@ def _watch(parent: int, marker: str, directories: list[str]) -> None:
     clean_up(marker, directories)
 
 
-class _Signalled(SystemExit):
-    """SIGTERM or SIGHUP, turned into a normal exit (status 128 + signal number) so clean-up runs."""
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, SIGTERM or SIGHUP, raised as Ctrl-C is (so every ``except KeyboardInterrupt`` clean-up runs),
+    with the exit status the shell expects: ``128 + signum`` (130, 143, 129)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        self.status = 128 + signum
+        self.name = signal.Signals(signum).name
+
+
+#: The signals that stop a command: Ctrl-C, ``kill``, a closed terminal.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextlib.contextmanager
-def exit_on_signals(signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
-    """For the block: ``signals`` raise ``SystemExit(128 + signum)`` (143 for SIGTERM, 129 for SIGHUP).
+def exit_on_signals(signals: Sequence[signal.Signals] = STOP_SIGNALS) -> Iterator[None]:
+    """For the block: ``signals`` raise :class:`Interrupted` (status 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
 
-    The exception unwinds through the caller's ``finally`` blocks, which stop
-    what was started; further signals are ignored meanwhile, so a second SIGTERM
-    cannot cut the clean-up short. Outside the main thread (where Python allows
-    no handlers) the block runs unchanged.
+    The exception unwinds through the caller's ``finally`` blocks (and ``except KeyboardInterrupt``
+    ones), which stop what was started; further signals are ignored meanwhile, so a second one
+    cannot cut the clean-up short. Outside the main thread (where Python allows no handlers) the
+    block runs unchanged.
     """
     def handler(signum: int, frame: FrameType | None) -> None:
         for sig in signals:
             signal.signal(sig, signal.SIG_IGN)
-        raise _Signalled(128 + signum)
+        raise Interrupted(signum)
 
     try:
         previous = {sig: signal.signal(sig, handler) for sig in signals}

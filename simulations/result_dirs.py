@@ -24,6 +24,11 @@ _ALLOWED = ("a finished sweep directory (`pfxab sweep --out`, with config.toml) 
 def result_kind(directory: str | os.PathLike[str]) -> Literal["sweep", "comparison"]:
     """``"comparison"`` or ``"sweep"``; a :class:`ConfigError` line for anything else."""
     path = Path(directory)
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:  # a name no table or terminal can take: never one pfxab wrote
+        raise ConfigError(f"dir={str(directory)!r} is invalid (its name is not UTF-8 text); "
+                          f"allowed: {_ALLOWED}") from None
     if (path / MANIFEST).is_file():
         return "comparison"
     if (path / SWEEP_CONFIG).is_file():

@@ -19,13 +19,19 @@ from pfxab_flower.client_apps.sessions import SessionFn
 from pfxab_flower.engine import describe_problem
 from pfxab_flower.errors import ConfigError, IncompleteRunError, RunStoppedError
 from pfxab_flower.faults import DEFAULT_ROUND_TIMEOUT
+from pfxab_flower.printable import printable
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
 from pfxab_flower.run_parameters import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import client_app, server_app
 from pfxab_flower.simulations.cluster import check_ray_address, fits_on
-from pfxab_flower.simulations.environment import backend_config, check_num_cpus, ray_environment
+from pfxab_flower.simulations.environment import (
+    backend_config,
+    check_num_cpus,
+    our_signal_handlers,
+    ray_environment,
+)
 from pfxab_flower.strategies.base import show_phase_log
 from pfxab_flower.strategies.common import failure_reason
 
@@ -88,7 +94,8 @@ def run_flower(
     flwr_logger.addFilter(_drop_run_simulation_deprecation)
     flwr_logger.addFilter(_one_line_client_errors)
     try:
-        with ray_environment() as ray_dir, warnings.catch_warnings(), fits_on(ray_address):  # landmine's optimum grid
+        with ray_environment() as ray_dir, warnings.catch_warnings(), fits_on(ray_address), \
+                our_signal_handlers():  # fits_on: landmine's optimum grid; our_signal_handlers: SIGTERM cleans up
             warnings.simplefilter("ignore", DeprecationWarning)
             run_simulation(server, client, num_supernodes=config.clients,
                            backend_config=backend_config(num_cpus, ray_dir, ray_address))
@@ -116,7 +123,7 @@ def _one_line_client_errors(record: logging.LogRecord) -> bool:
     failure again with its phase, so the traceback is dropped and the exception shortened.
     """
     if isinstance(record.msg, BaseException):
-        record.msg, record.args = f"a ClientApp raised: {failure_reason(record.msg)}", ()
+        record.msg, record.args = f"a ClientApp raised: {printable(failure_reason(record.msg))}", ()
         return True
     text = record.msg if isinstance(record.msg, str) else ""
     return not text.startswith(("Traceback (most recent call last)", "An exception was raised when processing"))

@@ -62,15 +62,20 @@ import pyarrow
 
 from pfxab_flower.config import ENGINES
 from pfxab_flower.errors import ConfigError, IncompleteRunError
-from pfxab_flower.manifest import MANIFEST_NAME, entry_kind
+from pfxab_flower.manifest import MANIFEST_NAME, entry_kind, read_bounded
 from pfxab_flower.outputs import (
+    LOCK_FILE,
     TEMP_SUFFIX,
     OutputError,
     atomic_file,
     claim,
+    clear_result,
+    replaced_kind,
     write_file_atomically,
+    written_pid,
 )
 from pfxab_flower.parallel import federation_key, local_runner
+from pfxab_flower.printable import first_line
 from pfxab_flower.remote import JobRunner
 from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.simulations.experiment import RUN_ID_PATTERN, Experiment, load_experiment, run_id
@@ -84,7 +89,8 @@ from pfxab_flower.simulations.sweep_runs import (
     write_run,
 )
 
-LOCK_FILE = ".pfxab-sweep.lock"
+#: Largest ``sweep.json`` read back (an invocation is about 300 bytes: tens of thousands fit).
+MAX_RECORD_BYTES = 16 << 20
 #: The names a sweep writes in its directory (claimed in its manifest first; anything else there is the user's).
 SWEEP_NAMES = ("config.toml", "sweep.json", "runs", "runs.parquet", "curves.parquet", LOCK_FILE)
 
@@ -98,6 +104,8 @@ class SweepOutcome:
     executed: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
     interrupted: bool = False
+    #: The exit status of the interrupt (128 + the signal's number: 130 for Ctrl-C, 143 for SIGTERM).
+    interrupt_status: int = 130
     seconds: float = 0.0
 
 
@@ -117,38 +125,29 @@ def damaged_runs(experiment: Experiment, runs_dir: Path) -> tuple[list[RunConfig
     return pending, damaged
 
 
-def _holder(out: Path) -> str:
-    """The pid the lock holder wrote (never read through a link; "unknown" if there is none yet)."""
-    try:
-        fd = os.open(out / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return "unknown"
-    try:
-        text = os.read(fd, 32).decode("ascii", "replace").strip()
-    finally:
-        os.close(fd)
-    return text if text.isdecimal() else "unknown"
-
-
 @contextlib.contextmanager
-def sweep_lock(out: Path) -> Iterator[None]:
+def sweep_lock(out: Path, replace: bool = False) -> Iterator[str | None]:
     """Hold ``out``'s sweep lock, or refuse at once (:class:`ConfigError` naming the holder's pid).
 
     The lock is ``flock`` on the directory itself (no lock file to delete or to replace
     by a link); then the sweep's names are claimed in its manifest (one line if one of
-    them is not pfxab's) and the holder's pid is written, atomically, to :data:`LOCK_FILE`.
+    them is not pfxab's) and the holder's pid is written, atomically, to :data:`LOCK_FILE`. With
+    ``replace``, another kind's result there (a run's) is removed first; what it was is yielded.
     """
     fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise ConfigError(f"out={str(out)!r} is invalid (another pfxab sweep, pid {_holder(out)}, is writing "
+            raise ConfigError(f"out={str(out)!r} is invalid (another pfxab sweep, pid {written_pid(out)}, is writing "
                               "there); allowed: a directory no other sweep is using (wait for it, or choose another "
                               "--out)") from None
+        replaced = replaced_kind(out, "sweep") if replace else None
+        if replaced is not None:  # asked for in so many words (--replace): the other kind's result goes
+            clear_result(out)
         claim(out, SWEEP_NAMES)
         write_file_atomically(out / LOCK_FILE, f"{os.getpid()}\n")
-        yield
+        yield replaced
     finally:
         os.close(fd)  # releases the lock (forked workers that inherited it have exited by now)
 
@@ -189,6 +188,8 @@ def run_sweep(
     on_start: Callable[[int, int], None] | None = None,
     on_damaged: Callable[[list[tuple[str, str]]], None] | None = None,
     ray_address: str | None = None,
+    replace: bool = False,
+    on_replaced: Callable[[str], None] | None = None,
 ) -> SweepOutcome:
     """Run the runs of ``experiment`` not yet complete in ``out``; consolidate when all are.
 
@@ -203,7 +204,8 @@ def run_sweep(
     redone, ``on_start(pending, total)`` before any work (both for messages).
     Ctrl-C drops the queued runs, stops the running ones (nothing of theirs is
     left but hidden temporary directories, removed next time) and returns with
-    ``interrupted`` set.
+    ``interrupted`` set. ``replace`` lets the sweep take a directory holding another kind's
+    result (a run's, a comparison's), which is removed; ``on_replaced(what)`` is told what it was.
     """
     if engine not in ENGINES:
         raise ConfigError(f"engine={engine!r} is invalid; allowed: {', '.join(ENGINES)}")
@@ -211,7 +213,9 @@ def run_sweep(
         raise ConfigError(f"engine={engine!r} is invalid with executor='ray'; allowed: inprocess (a Flower "
                           "simulation runs on a cluster with `pfxab simulate --ray-address`)")
     out.mkdir(parents=True, exist_ok=True)
-    with sweep_lock(out):
+    with sweep_lock(out, replace) as replaced:
+        if replaced is not None and on_replaced is not None:
+            on_replaced(replaced)
         if experiment.source:
             write_file_atomically(out / "config.toml", experiment.source)  # plot and report read it
         _remove_leftovers(out)
@@ -235,16 +239,16 @@ def _run_locked(
     runs_dir = out / "runs"
     pending, damaged = damaged_runs(experiment, runs_dir)
     outcome = SweepOutcome(total=len(experiment.configs), skipped=len(experiment.configs) - len(pending))
-    if damaged and on_damaged:
-        on_damaged(damaged)
-    if on_start:
-        on_start(len(pending), outcome.total)
     started = time.perf_counter()
-    if pending:
-        from tqdm import tqdm
+    bar = None
+    try:  # an interrupt from here on is the sweep's: it says how many runs are complete
+        if damaged and on_damaged:
+            on_damaged(damaged)
+        if on_start:
+            on_start(len(pending), outcome.total)
+        if pending:
+            from tqdm import tqdm
 
-        bar = None
-        try:
             prepare(pending)
             bar = tqdm(total=len(pending), desc=experiment.name, unit="run", file=sys.stderr, disable=not progress)
             jobs = [(c, engine, experiment.curve_points) for c in pending]
@@ -259,14 +263,16 @@ def _run_locked(
                         error = exc
                 if error is not None:  # one failing run must not lose the others
                     outcome.failures.append((Path(run_dirs[index]).name, f"{type(error).__name__}: {error}"))
-                bar.update()
+                if bar is not None:
+                    bar.update()
 
             runner(run_files, jobs, done)
-        except KeyboardInterrupt:
-            outcome.interrupted = True
-        finally:
-            if bar is not None:
-                bar.close()
+    except KeyboardInterrupt as exc:
+        outcome.interrupted = True
+        outcome.interrupt_status = getattr(exc, "status", 130)
+    finally:
+        if bar is not None:
+            bar.close()
     outcome.seconds = time.perf_counter() - started
     _record_invocation(out, experiment, engine, workers, outcome)
     if not outcome.interrupted and not outcome.failures and (outcome.executed or not _tables_match(experiment, out)):
@@ -319,9 +325,9 @@ def machine() -> dict[str, Any]:
 
 def _record_invocation(out: Path, experiment: Experiment, engine: str, workers: int, outcome: SweepOutcome) -> None:
     path = out / "sweep.json"
-    try:
-        history = json.loads(path.read_text())["invocations"]
-    except (OSError, ValueError, KeyError):
+    try:  # a damaged record (even one of gigabytes) starts a new history, never a MemoryError
+        history = json.loads(read_bounded(path, MAX_RECORD_BYTES).decode("utf-8"))["invocations"]
+    except (OSError, ValueError, KeyError, TypeError):
         history = []
     history.append({
         "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -382,8 +388,10 @@ def load_sweep(out: str | Path) -> tuple[Experiment, pd.DataFrame, pd.DataFrame]
     for name in ("runs.parquet", "curves.parquet"):
         try:
             tables[name] = pd.read_parquet(out / name)
+        except MemoryError:  # the machine's shortage, not the table's damage: said as such
+            raise
         except (OSError, ValueError, pyarrow.ArrowException) as exc:
-            raise refuse(f"{name} is unreadable: {type(exc).__name__}") from None
+            raise refuse(f"{name} is unreadable: {type(exc).__name__}: {first_line(exc)}") from None
     runs, curves = tables["runs.parquet"], tables["curves.parquet"]
     needed = {"runs.parquet": ("run_id", *CONFIG_COLUMNS, *SUMMARY_COLUMNS, *REFERENCE_COLUMNS),
               "curves.parquet": ("run_id", *CONFIG_COLUMNS, "t", "regret")}
@@ -395,3 +403,4 @@ def load_sweep(out: str | Path) -> tuple[Experiment, pd.DataFrame, pd.DataFrame]
     if not set(runs["run_id"]) == expected == set(curves["run_id"]):
         raise refuse("its tables do not hold the runs of its config.toml; run `pfxab sweep` again")
     return experiment, runs, curves
+

@@ -20,6 +20,7 @@ from pfxab_flower.errors import IncompleteRunError
 from pfxab_flower.manifest import verify
 from pfxab_flower.outputs import write_files_atomically
 from pfxab_flower.parallel import shared_federation
+from pfxab_flower.printable import first_line
 from pfxab_flower.results import RESULT_FILES, RunResult, time_grid
 from pfxab_flower.run_parameters import RunConfig
 
@@ -86,7 +87,7 @@ def run_files(config: RunConfig, engine: str, curve_points: int) -> dict[str, st
 
 def write_run(run_dir: str, files: dict[str, str | bytes]) -> None:
     """The driver's write of one run's files, as a unit (replacing whatever was there)."""
-    write_files_atomically(run_dir, files, replace_all=True)
+    write_files_atomically(run_dir, files, kind="sweep-run", replace_all=True)
 
 
 def _number(value: Any) -> bool:
@@ -113,8 +114,7 @@ def load_run(run_dir: Path, config: RunConfig) -> tuple[dict[str, Any], dict[str
     except FileNotFoundError as exc:
         raise IncompleteRunError(f"{Path(exc.filename).name} is missing") from None
     except (OSError, ValueError) as exc:  # JSON, CSV and UTF-8 errors are ValueErrors
-        first = (str(exc).splitlines() or [""])[0]
-        raise IncompleteRunError(f"unreadable ({type(exc).__name__}: {first})") from None
+        raise IncompleteRunError(f"unreadable ({type(exc).__name__}: {first_line(exc, 500)})") from None
     if not isinstance(summary, dict) or not isinstance(refs, dict):
         raise IncompleteRunError("summary.json or references.json is not a JSON object")
     for key in SUMMARY_COLUMNS:

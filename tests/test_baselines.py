@@ -23,7 +23,7 @@ from pfxab_flower.algorithms.messages import (
     LocalReport,
     PhaseInstruction,
 )
-from pfxab_flower.algorithms.phased import ClientMachine, ServerMachine
+from pfxab_flower.algorithms.phased import ClientMachine, ServerMachine, Settings
 from pfxab_flower.engine import make_settings, simulate
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems.federation import Federation
@@ -45,8 +45,10 @@ def _phases(sim):
     return phases
 
 
-def _simulate(fed, algorithm, alpha, horizon, seed=0, **kw):
+def _simulate(fed, algorithm, alpha, horizon, seed=0, internal_seed=None, **kw):
     settings = make_settings(fed.num_clients, algorithm=algorithm, alpha=alpha, horizon=horizon, seed=seed, **kw)
+    if internal_seed is not None:  # a baseline's own seed (solo_seed: up to 2**63), set as local-only sets it
+        settings = Settings(settings.spec.replace(seed=internal_seed), settings.min_fraction)
     return simulate(fed, make_policy(algorithm), settings, keep_messages=True), settings
 
 
@@ -377,7 +379,7 @@ def test_local_only_sends_no_means_and_each_client_is_the_client_alone() -> None
     assert result.summary["pulls_scored"] == [SOLO_T] * 3 and result.summary["rejected_replies"] == 0
     # client m does exactly what a one-client PF-XAB (alpha 1) on its own objective does with its own seed
     for m, (nodes, counts) in enumerate(logs):
-        alone_logs, alone = _logs(_fed([OBJECTIVES[m]]), "pf-xab", alpha=1.0, seed=solo_seed(3, m))
+        alone_logs, alone = _logs(_fed([OBJECTIVES[m]]), "pf-xab", alpha=1.0, internal_seed=solo_seed(3, m))
         np.testing.assert_array_equal(nodes, alone_logs[0][0])
         np.testing.assert_array_equal(counts, alone_logs[0][1])
         assert result.summary["final_nodes"][m] == alone.driver.final_reports[0].node_id

@@ -3,6 +3,10 @@ tables, the files read back, how numbers are printed, one-line errors before any
 
 from __future__ import annotations
 
+import os
+import subprocess
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,12 +16,12 @@ from pfxab_flower import Federation
 from pfxab_flower.comparison import COMPARE_FILES, CURVE_COLUMNS, METRICS, RUN_COLUMNS, compare, load_comparison
 from pfxab_flower.config import ALGORITHMS, parse_seeds
 from pfxab_flower.engine import run, run_config
-from pfxab_flower.errors import ConfigError
+from pfxab_flower.errors import ConfigError, WorkerLostError
 from pfxab_flower.formatting import format_mean_sd, format_number
 from pfxab_flower.manifest import MANIFEST_NAME
 from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.simulations.cli import main
-from tests.conftest import cli_error_line, tent_federation
+from tests.conftest import PFXAB, cli_error_line, tent_federation
 
 SMALL = RunConfig(problem="garland", clients=3, alpha=0.5, horizon=20_000)
 ALL = list(ALGORITHMS)
@@ -198,7 +202,7 @@ def no_runs(monkeypatch):
         ("tent", {"seed": 1}, "unknown keyword 'seed' (compare takes seeds=, a list)"),
         ("tent", {"seeds": [0, 0]}, "seeds=[0, 0] is invalid; allowed: a list without repeats"),
         ("tent", {"seeds": []}, "seeds=[] is invalid; allowed: a non-empty list"),
-        ("tent", {"seeds": [0, -1]}, "seeds=-1 is invalid; allowed: an integer in [0, 2**63)"),
+        ("tent", {"seeds": [0, -1]}, "seeds=-1 is invalid; allowed: an integer in [0, 2**32)"),
         ("tent", {"algorithms": ["pf-xab", "hoo"]}, "algorithms='hoo' is invalid; allowed: pf-xab, fed-pne, pf-pne"),
         ("tent", {"algorithms": "pf-xab"}, "algorithms='pf-xab' is invalid; allowed: a non-empty list"),
         ("tent", {"workers": 0}, "workers=0 is invalid; allowed: an integer in [1, "),
@@ -272,3 +276,64 @@ def test_a_table_on_one_scale_keeps_its_decimals():
 )
 def test_single_numbers(value, text):
     assert format_number(value) == text
+
+
+# -- issue 37, class 14: a dead worker or a closed output is one line, and loses no finished run ---------------
+
+_PARENT: list[int] = []
+
+
+def _dies_in_a_worker(points: np.ndarray, how: str) -> np.ndarray:
+    """Client 1's objective: its worker is SIGKILLed once (``how``: a flag file to create) or segfaults (``crash``)."""
+    import ctypes
+    import signal
+
+    if os.getpid() != _PARENT[0]:
+        if how.startswith("/"):
+            if not os.path.exists(how):
+                open(how, "w").close()
+                os.kill(os.getpid(), signal.SIGKILL)
+        else:
+            ctypes.string_at(0)  # a crash in C: the worker dies of SIGSEGV
+    return 1.0 - np.abs(points[:, 0] - 0.6)
+
+
+def _federation(how: str) -> Federation:
+    return Federation.from_callables([lambda x: 1.0 - np.abs(x[:, 0] - 0.3), partial(_dies_in_a_worker, how=how)],
+                                     {"x": (0.0, 1.0)})
+
+
+def test_a_worker_killed_once_loses_no_run_and_a_crashing_one_is_one_line(tmp_path) -> None:
+    """``compare()`` raised a bare ``BrokenProcessPool`` when a worker was killed or crashed (issue 37)."""
+    _PARENT[:] = [os.getpid()]
+    keywords = dict(seeds=[0, 1, 2], progress=False, horizon=20_000)
+    reference = compare(_federation("/dev/null"), ["pf-xab", "fed-pne"], workers=1, **keywords)  # no worker: no kill
+    killed = compare(_federation(str(tmp_path / "killed-once")), ["pf-xab", "fed-pne"], workers=2, **keywords)
+    assert (tmp_path / "killed-once").exists()  # a worker was SIGKILLed mid-comparison
+    columns = [c for c in RUN_COLUMNS if c != "wall_seconds"]
+    assert killed.runs[columns].equals(reference.runs[columns])  # its runs were run again: nothing lost
+    with pytest.raises(WorkerLostError) as info:
+        compare(_federation("crash"), ["pf-xab", "fed-pne"], workers=2, **keywords)
+    assert str(info.value).startswith("run pf-xab seed 0: a worker process died twice running this job (killed by "
+                                      "SIGSEGV)") and "\n" not in str(info.value)
+
+
+def test_output_closed_early_is_quiet_and_status_141(tmp_path) -> None:
+    """``pfxab run ... | head -2``: a BrokenPipeError traceback when the reader had gone before the report."""
+    for args in (["run", "--horizon", "2000"], ["run", "--horizon", "2000", "--json", "--out", "R"]):
+        child = subprocess.Popen([*PFXAB, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+        child.stdout.close()  # the reader is gone before anything is printed
+        err = child.stderr.read().decode()
+        assert child.wait(timeout=120) == 141 and "Traceback" not in err and "BrokenPipe" not in err, err
+    assert (tmp_path / "R" / "summary.json").is_file()  # written before anything was printed: kept
+
+
+def test_output_to_a_full_device_is_one_line(tmp_path) -> None:
+    """``pfxab run > /dev/full``: an ``OSError: No space left on device`` traceback (found again, issue 37)."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([*PFXAB, "run", "--horizon", "2000", "--clients", "3"], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120, cwd=tmp_path)
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("with nu1")]
+    assert done.returncode == 2 and lines == [
+        "pfxab run: error: the system refused: No space left on device; allowed: a working file system, device or "
+        "output (stdout too)"], done.stderr

@@ -127,7 +127,7 @@ def test_the_second_checks_are_the_declared_ones() -> None:
         (("run", "--horizon", str(MAX_HORIZON + 1)), f"horizon={MAX_HORIZON + 1} is invalid"),
         (("run", "--clients", str(10**7)), f"clients=10000000 is invalid; allowed: an integer in [1, {MAX_CLIENTS}]"),
         (("run", "--clients", str(10**12)), "clients=1000000000000 is invalid"),
-        (("run", "--seed", str(2**63)), f"seed={2**63} is invalid; allowed: an integer in [0, 2**63)"),
+        (("run", "--seed", str(2**32)), f"seed={2**32} is invalid; allowed: an integer in [0, 2**32)"),
         (("compare", "--seeds", "0-100000000000"), "seeds='0-100000000000' is invalid"),
     ],
 )
@@ -141,6 +141,31 @@ def test_limits_themselves_are_accepted() -> None:
     assert RunConfig(horizon=MAX_PULLS // MAX_CLIENTS, clients=MAX_CLIENTS).clients == MAX_CLIENTS
     assert len(parse_seeds(f"0-{MAX_SEEDS - 1}")) == MAX_SEEDS
     assert parse_seeds("5,0-2") == [5, 0, 1, 2]
+
+
+def test_a_seed_is_one_32_bit_word_so_no_two_runs_share_a_noise_stream(tmp_path: Path) -> None:
+    """numpy's SeedSequence reads an integer as 32-bit words and pads with zeros: seeds >= 2**32 made different
+    runs' streams coincide (solo_seed(0, 1) == solo_seed(2**32, 0)); every entry point refuses them now."""
+    from pfxab_flower.algorithms.solo import solo_seed
+    from pfxab_flower.limits import MAX_SEED
+    from pfxab_flower.spec import AlgorithmSpec
+
+    assert solo_seed(0, 1) == solo_seed(2**32, 0)  # the hazard: two runs, one stream
+    assert MAX_SEED == 2**32 - 1 and RunConfig(seed=MAX_SEED).seed == MAX_SEED
+    allowed = "allowed: an integer in [0, 2**32)"
+    assert cli_error_line("run", "--seed", str(2**32)) == f"pfxab run: error: --seed={2**32} is invalid; {allowed}"
+    assert cli_error_line("compare", "--seeds", f"{MAX_SEED}-{2**32}").startswith(
+        f"pfxab compare: error: --seeds='{MAX_SEED}-{2**32}' is invalid; allowed: an integer, a range")
+    for call in (lambda: RunConfig(seed=2**32), lambda: parse_seeds(str(2**32)),
+                 lambda: run(synthetic_federation("garland", 2), horizon=100, seed=2**32),
+                 lambda: AlgorithmSpec.from_wire({**AlgorithmSpec.build("pf-xab", num_clients=2).to_wire(),
+                                                  "param-seed": 2**32})):
+        with pytest.raises(ConfigError, match=r"seeds?=.*is invalid; allowed: .*\[0, 2\*\*32\)"):
+            call()
+    path = tmp_path / "e.toml"
+    path.write_text(f"[fixed]\nhorizon = 100\n[grid]\nseed = [0, {2**32}]\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"seed=4294967296 is invalid; allowed: an integer in \[0, 2\*\*32\)"):
+        load_experiment(path)
 
 
 @pytest.mark.parametrize("text", [f"0-{MAX_SEEDS}", "0-100000000000", "0-5,3", "3,3", "1" * 30])

@@ -302,3 +302,35 @@ def test_the_bundled_apps_clients_build_the_run_configs_evaluation() -> None:
                       run_config={"evaluation": "stochastic", "clients": 3, "out-dir": "elsewhere"})
     env = federation_sessions()(context).make_environment(None)
     assert env.federation.evaluation == "stochastic" and env.federation.truth() is not None
+
+
+def test_a_stochastic_phase_is_given_to_the_objective_batch_by_batch_never_all_rows_at_once() -> None:
+    """A stochastic phase of 2e8 pulls built all 2e8 row indices before its first batch (1.6 GB; a hostile
+    server's global-pulls made it 10**12, issue 37): the rows are made one batch at a time now, so ten
+    batches take no more memory than one."""
+    import tracemalloc
+
+    from pfxab_flower.sampling import MAX_BATCH, SimulatedEnvironment
+
+    seen: list[int] = []
+
+    def half(points: np.ndarray) -> np.ndarray:
+        seen.append(len(points))
+        return np.full(len(points), 0.5)
+
+    env = SimulatedEnvironment(Federation.from_callables([half], {"x": (0.0, 1.0)}, evaluation="stochastic"), 0)
+
+    def peak_of(counts: list[int]) -> int:
+        tracemalloc.start()
+        try:
+            sums, squares = env.trials(np.array([2, 3][: len(counts)]), np.array(counts, dtype=np.int64))
+            assert sums.tolist() == [0.5 * c for c in counts] and squares.tolist() == [0.25 * c for c in counts]
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    one = peak_of([MAX_BATCH])
+    seen.clear()
+    ten = peak_of([6 * MAX_BATCH + 5, 4 * MAX_BATCH])
+    assert seen == [MAX_BATCH] * 10 + [5]  # the same batches as ever, in the same order
+    assert ten < 1.3 * one  # all row indices at once added 9 more batches' worth of int64

@@ -277,3 +277,26 @@ def test_a_truncated_array_is_not_read_fast_but_fails_as_numpy_fails() -> None:
         short.numpy()
     with pytest.raises(ValueError):
         array_of(short)
+
+
+def test_an_npy_header_declaring_more_data_than_it_carries_is_refused_before_numpy_allocates_it() -> None:
+    """A peer's ``.npy`` bytes (the legacy API carries arrays in the config) claiming 10**9 float64 values in
+    144 bytes: numpy allocated the 8 GB the header claims before finding the data short (issue 37, class 6)."""
+    import struct
+    import tracemalloc
+
+    from pfxab_flower.wire.npy import from_npy
+
+    header = "{'descr': '<f8', 'fortran_order': True, 'shape': (1000000000,), }"
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    data = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + bytes(16)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="declares 8000000000 bytes of data, but only 144 bytes came"):
+            from_npy(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+    with pytest.raises(codec.WireError, match="cannot be read as an array"):  # what the legacy codec makes of it
+        codec.from_positional([], {codec.CONFIG_ARRAY_PREFIX + "means": data})

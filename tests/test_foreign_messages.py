@@ -28,7 +28,7 @@ from flwr.compat.common.recorddict_compat import fitins_to_recorddict
 from flwr.supercore.task_identity import TaskIdentity
 
 from pfxab_flower import __version__
-from pfxab_flower.algorithms.messages import PhaseInstruction
+from pfxab_flower.algorithms.messages import FinishInstruction, GlobalUpdate, PhaseInstruction
 from pfxab_flower.client_apps import legacy_client_app, message_client_app, objective_sessions
 from pfxab_flower.client_apps.foreign import LOGGED_KEY
 from pfxab_flower.errors import RunStoppedError
@@ -198,3 +198,74 @@ def test_our_strategy_facing_a_foreign_client_app_on_ray_stops_in_one_line() -> 
     assert "it holds records 'arrays' (ArrayRecord), 'metrics' (MetricRecord); expected records 'arrays' " \
            "(ArrayRecord) and 'config' (ConfigRecord)" in stops[0]
     assert "[ROUND 2]" not in log
+
+
+# -- 6. a hostile server cannot exhaust a ClientApp: every value is bounded by the run, before any work ---------
+
+CALLS: list[int] = []
+
+
+def _counted(points: np.ndarray, partition: int) -> np.ndarray:
+    CALLS.append(len(points))
+    return 1.0 - np.abs(points[:, 0] - 0.3)
+
+
+def _phase(phase: int, ids: list[int], global_pulls: int, local_pulls: int) -> PhaseInstruction:
+    return PhaseInstruction(phase, np.array(ids), global_pulls, local_pulls,
+                            AlgorithmSpec.build("pf-xab", num_clients=2, horizon=1000))
+
+
+HOSTILE = {  # what a hostile server sent (issue 37, class 6), and what the one line says
+    "phase 30": (lambda: _phase(30, [2**30, 2**30 + 1], 1, 0), "phase 30 is not one this run can have: [1, "),
+    "phase 10**9": (lambda: _phase(10**9, [2, 3], 1, 0), "phase 1000000000 is not one this run can have"),
+    "global-pulls 10**12": (lambda: _phase(1, [2, 3], 10**12, 0), "phase 1 asks 2000000000000 pulls, but horizon=1000"),
+    "local-pulls 10**12": (lambda: _phase(1, [2, 3], 0, 10**12), "phase 1 asks 2000000000000 pulls, but horizon"),
+    "negative pulls": (lambda: _phase(1, [2, 3], 600, -100), "phase 1 asks a negative number of pulls"),
+    "nodes of another depth": (lambda: _phase(1, [4, 5, 6, 7], 1, 0), "are not distinct nodes of depth 1"),
+    "node id 0": (lambda: _phase(1, [0, 3], 1, 0), "are not distinct nodes of depth 1 in order"),
+    "a phase-length of 10**12": (lambda: GlobalUpdate(1, np.array([2, 3]), np.zeros(2), 10**12, np.zeros(2, bool),
+                                                      OURS.parameters), "asks 1000000000000 pulls"),
+    "means of another size": (lambda: GlobalUpdate(1, np.array([2, 3]), np.zeros(7), 10, np.zeros(2, bool),
+                                                   OURS.parameters), "has means of shape (7,), expected (2,)"),
+    "final after 10**9 phases": (lambda: FinishInstruction(10**9, OURS.parameters),
+                                 "completed phases 1000000000 is not one this run can have"),
+}
+
+
+@pytest.mark.parametrize("evaluation", ["simulated", "stochastic"])
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_a_hostile_servers_values_are_bounded_by_the_run_before_any_work(case: str, evaluation: str) -> None:
+    """``phase=30`` took 5 GB, ``10**9`` a MemoryError, global-pulls of 10**12 hours of CPU (stochastic: a 2e8-row
+    batch to the objective): each is one line now, the objective is never called, and the node goes on."""
+
+    from pfxab_flower.algorithms.phased import ProtocolError
+
+    app = message_client_app(objective_sessions(_counted, {"x": (0.0, 1.0)}, evaluation=evaluation))
+    context = node()
+    make, fragment = HOSTILE[case]
+    CALLS.clear()
+    with pytest.raises(ProtocolError) as info:
+        ask(app, Message(records.to_record(*codec.broadcast_payload(make())), dst_node_id=100,
+                         message_type=MessageType.TRAIN), context)
+    assert CALLS == [] and fragment in str(info.value)
+    assert "\n" not in str(info.value)
+    reply = ask(app, Message(records.to_record(*codec.broadcast_payload(OURS)), dst_node_id=100,
+                             message_type=MessageType.TRAIN), context)  # nothing was kept: the honest phase 1 runs
+    assert not reply.has_error() and CALLS
+
+
+@pytest.mark.parametrize(("edit", "reason"), [
+    (lambda arrays, config: arrays.update({codec.NODE_IDS: np.array([2.5, 3.0])}),
+     "node ids are float64, not integers"),
+    (lambda arrays, config: config.update({"phase": 1.9}), "'phase' is 1.9, not an integer"),
+    (lambda arrays, config: config.update({"global-pulls": "10"}), "'global-pulls' is '10', not an integer"),
+])
+def test_a_server_value_of_another_type_is_refused_not_cast(edit, reason) -> None:
+    """Node ids 2.5 were cast to node 2, a phase 1.9 to phase 1 (found by the re-attack of issue 37)."""
+    app, context = message_client_app(objective_sessions(_counted, {"x": (0.0, 1.0)})), node()
+    arrays, config = codec.broadcast_payload(OURS)
+    edit(arrays, config)
+    CALLS.clear()
+    reply = ask(app, Message(records.to_record(arrays, config), dst_node_id=100, message_type=MessageType.TRAIN),
+                context)
+    assert reply.has_error() and reason in reply.error.reason and CALLS == []

@@ -136,3 +136,47 @@ def test_reports_inside_the_declared_range_are_all_used() -> None:
     low, high = federation().reward_range
     assert (low, high) == (-0.1, 1.1)
     assert all(isinstance(r, LocalReport) for r in honest)
+
+
+# -- 13. a client's text reaches the server's log and results as one printable line ------------------------
+
+#: What a hostile client put in its error reason, its claimed partition-id and its site label: cursor movement,
+#: a terminal title, colours, a NUL, a forged log line and a right-to-left override.
+ESCAPES = "\x1b[2J\x1b[H\x1b]0;owned\x07\x1b[31mred\x00\nWARNING fake line\u202eevil"
+
+
+def test_a_clients_text_reaches_the_log_and_the_result_as_one_printable_line(caplog) -> None:
+    """Escape sequences in a client's error reason reached the server's log intact (issue 37, class 13)."""
+    from flwr.app import Error, Message
+    from flwr.common.constant import ErrorCode
+
+    from pfxab_flower.run_parameters import RunConfig
+    from pfxab_flower.wire import codec
+    from tests.impostors import phase_of, rewrite
+    from tests.test_flower_message import loopback
+
+    def tamper(message: Message, reply: Message) -> Message:
+        node = message.metadata.dst_node_id
+        if node == 101:  # partition 1: an error reply whose reason is hostile (and one readable part)
+            return Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
+                                 reason=f"KeyError: 'data-dir' {ESCAPES}"), reply_to=message)
+        if node == 102 and phase_of(message) == 2:  # partition 2: a claim that is hostile text, so unreadable
+            return rewrite(reply, message, lambda arrays, config: config.update({codec.PARTITION_ID: ESCAPES}))
+        if node == 100:  # partition 0: a hostile site label on an otherwise honest reply
+            return rewrite(reply, message, lambda arrays, config: config.update({codec.SITE: ESCAPES[:60]}))
+        return reply
+
+    with caplog.at_level("INFO", logger="pfxab_flower"):
+        _, strategy = loopback(RunConfig(clients=4, horizon=20_000), tamper=tamper)
+    summary = strategy.run_result().summary
+    logged = [record.getMessage() for record in caplog.records if record.name.startswith("pfxab_flower")]
+    assert any("KeyError: 'data-dir'" in line for line in logged)  # the reason's type and message stay readable
+    assert any("\\x1b[2J" in line and "\\u202eevil" in line for line in logged)  # the rest is written as escapes
+    texts = [*logged, *(lost["reason"] for lost in summary["lost_clients"]), *map(str, summary["sites"])]
+    unsafe = [text for text in texts if not text.replace("\t", " ").isprintable()]  # our own summary lines: tabs
+    assert not unsafe, unsafe[:1]
+    assert summary["lost_clients"][0]["client"] == 1 and summary["sites"][0].startswith("\\x1b[2J")
+    # the other way: a hostile server's keys in the reason a ClientApp logs and replies with
+    from pfxab_flower.client_apps.foreign import ForeignMessageError
+
+    assert str(ForeignMessageError("Message API", "train", f"config keys: {ESCAPES}")).isprintable()

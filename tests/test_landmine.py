@@ -269,3 +269,92 @@ def test_cached_values_outside_the_objectives_range_are_refit(splits, capsys):
     again = SvmEvaluator(fields[:1], namespace, store=EvaluationStore(), workers=1)
     np.testing.assert_array_equal(again.evaluate_all(points), fresh)
     assert again.fits == 0  # the refit values replaced them on disk
+
+
+# -- issue 37, class 3: the cache is only a speed-up: no problem of it fails or slows a run -------------------
+
+
+def _run_with_cache(tmp_path, code: str = "", **env: str):
+    """``pfxab run --json`` (a short garland run, whose optimum goes through the cache) in a fresh process."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    program = (code + "\nimport sys\nfrom pfxab_flower.simulations.cli import main\n"
+               "sys.exit(main(['run', '--horizon', '2000', '--clients', '3', '--json']))")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PFXAB_CACHE_DIR": str(tmp_path), **env}, cwd=tmp_path)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    summary = json.loads(done.stdout)
+    return summary, [line for line in done.stderr.splitlines() if "cache" in line]
+
+
+REFERENCE_REGRET: list[float] = []
+
+
+def _reference(tmp_path) -> float:
+    if not REFERENCE_REGRET:
+        (tmp_path / "reference").mkdir()
+        REFERENCE_REGRET.append(_run_with_cache(tmp_path / "reference")[0]["regret"])
+    return REFERENCE_REGRET[0]
+
+
+def test_without_a_home_directory_the_run_goes_on_without_the_cache(tmp_path):
+    """A uid without a passwd entry and no HOME: ``Path.home()`` raised when the optimum was scored, after the run."""
+    no_home = ("import os, pwd\nos.environ.pop('HOME', None)\n"
+               "pwd.getpwuid = lambda uid: (_ for _ in ()).throw(KeyError(uid))")
+    summary, lines = _run_with_cache(tmp_path, no_home, PFXAB_CACHE_DIR="", XDG_CACHE_HOME="")
+    assert summary["regret"] == _reference(tmp_path)
+    assert len(lines) == 1 and lines[0].startswith("pfxab: warning: evaluation cache") and "home directory" in lines[0]
+
+
+def test_a_cache_locked_by_another_process_costs_seconds_not_minutes(tmp_path):
+    """Another program's ``BEGIN EXCLUSIVE`` made two 60 s busy waits: ``pfxab run`` took 122 s instead of 2 s."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    path = tmp_path / "evaluations-v2.sqlite"
+    sqlite3.connect(path).execute("PRAGMA journal_mode=DELETE").close()
+    holder = subprocess.Popen([sys.executable, "-c", "import sqlite3, sys, time\n"
+                               f"c = sqlite3.connect({str(path)!r}, isolation_level=None)\n"
+                               "c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); time.sleep(300)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        summary, lines = _run_with_cache(tmp_path)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert summary["regret"] == _reference(tmp_path)
+    assert summary["scoring_seconds"] < 30  # a bound on waiting, not a speed target: it was 120 s
+    assert len(lines) == 1 and "database is locked" in lines[0]
+
+
+def test_another_applications_database_at_the_cache_path_is_left_alone(tmp_path):
+    """Our table was added to it (and its journal mode changed); now it is never written to, with one line."""
+    import sqlite3
+
+    path = tmp_path / "evaluations-v2.sqlite"
+    with sqlite3.connect(path) as other:
+        other.execute("CREATE TABLE contacts (name TEXT, phone TEXT)")
+        other.execute("INSERT INTO contacts VALUES ('Ada', '123')")
+    before = path.read_bytes()
+    summary, lines = _run_with_cache(tmp_path)
+    assert summary["regret"] == _reference(tmp_path) and path.read_bytes() == before
+    assert len(lines) == 1 and "not a pfxab cache" in lines[0]
+
+
+def test_a_cache_of_another_layout_is_moved_aside_once_and_the_next_run_is_warm(tmp_path):
+    """A cache file of the wrong schema was disabled for good, with 4 warnings a run; it heals as a corrupt one does."""
+    import sqlite3
+
+    path = tmp_path / "evaluations-v2.sqlite"
+    with sqlite3.connect(path) as old:
+        old.execute("CREATE TABLE evaluations (namespace TEXT, item INTEGER, value REAL)")
+    summary, lines = _run_with_cache(tmp_path)
+    assert summary["regret"] == _reference(tmp_path)
+    assert len(lines) == 1 and "moved it to" in lines[0] and len(list(tmp_path.glob("*.corrupt-*"))) == 1
+    again, lines = _run_with_cache(tmp_path)
+    assert again["regret"] == summary["regret"] and lines == []

@@ -71,17 +71,20 @@ def test_pool_workers_exit_when_their_parent_dies(sig: signal.Signals) -> None:
 #: clean-up in ``finally``.
 SIMULATE_LIKE = """
     import os, subprocess, sys, tempfile, time
-    from pfxab_flower.simulations.processes import clean_up, exit_on_signals, watchdog
-    with exit_on_signals():
-        home = tempfile.mkdtemp(prefix="pfxab-test-")
-        link = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
-                                env={**os.environ, "FLWR_HOME": home}, start_new_session=True)
-        try:
-            with watchdog(home, [home]) as watcher:
-                print(home, link.pid, watcher.pid, flush=True)
-                time.sleep(120)
-        finally:
-            clean_up(home, [home])
+    from pfxab_flower.simulations.processes import Interrupted, clean_up, exit_on_signals, watchdog
+    try:
+        with exit_on_signals():
+            home = tempfile.mkdtemp(prefix="pfxab-test-")
+            link = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                                    env={**os.environ, "FLWR_HOME": home}, start_new_session=True)
+            try:
+                with watchdog(home, [home]) as watcher:
+                    print(home, link.pid, watcher.pid, flush=True)
+                    time.sleep(120)
+            finally:
+                clean_up(home, [home])
+    except Interrupted as stop:  # as pfxab's main() ends: the shell's status (143, 129)
+        sys.exit(stop.status)
 """
 
 
@@ -204,3 +207,53 @@ def test_simulate_and_its_watcher_both_sigkilled_leave_no_process_and_the_next_r
         parent.kill()
         parent.wait()
         log.close()
+
+
+# -- issue 37, class 5: an interrupt ends any command within seconds, with one line, nothing left ---------------
+
+
+def _interrupt(args: list[str], sig: signal.Signals, started: Callable[[str], bool], tmp_path: Path,
+               ) -> tuple[int, list[str], list[int]]:
+    """``pfxab ARGS`` in a fresh process (its own session, as a terminal's job is), interrupted by ``sig`` once
+    ``started(output so far)``; its status, output lines and the processes still carrying its mark 5 s later."""
+    mark = f"pfxab-interrupt-test-{os.getpid()}-{sig.name}-{time.monotonic_ns()}"
+    log = tmp_path / "output.txt"
+    with log.open("w") as output:
+        child = subprocess.Popen([sys.executable, "-m", "pfxab_flower.simulations.cli", *args], cwd=tmp_path,
+                                 stdout=output, stderr=output, env={**os.environ, "PFXAB_TEST_MARK": mark},
+                                 start_new_session=True)
+        try:
+            wait_for(lambda: started(log.read_text()) or child.poll() is not None, 240, f"{args[0]} started")
+            assert child.poll() is None, log.read_text()[-2000:]
+            child.send_signal(sig)
+            status = child.wait(timeout=20)  # was 40-120 s after Ctrl-C, and SIGABRT after SIGTERM
+        finally:
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+    time.sleep(5)
+    return status, log.read_text().strip().splitlines(), processes_with_marker(mark)
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_flower_run_ends_within_seconds_with_one_line_and_nothing_left(tmp_path: Path, sig) -> None:
+    """``pfxab run --engine flower``: Ctrl-C printed "interrupted" and the process lived 40-120 s more (a Flower
+    ServerApp thread); SIGTERM ended in SIGABRT with Ray's C++ stack (its failure handler)."""
+    status, lines, left = _interrupt(["run", "--engine", "flower", "--clients", "3", "--horizon", "2000000",
+                                      "--out", "out"], sig, lambda err: "phase 1 (depth 1)" in err, tmp_path)
+    assert status == 128 + sig and lines[-1] == f"pfxab run: interrupted ({sig.name})", lines[-5:]
+    assert not any("Traceback" in line or "SIGTERM received" in line for line in lines)
+    assert left == [] and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_an_interrupted_sweep_ends_with_one_line_its_status_and_no_worker(tmp_path: Path, sig) -> None:
+    """An in-process sweep with two workers: SIGTERM killed it without its clean-up (no line, a run's temporary
+    directory left) and no resume note; now every stop signal is an interrupt, as Ctrl-C is."""
+    (tmp_path / "s.toml").write_text('[fixed]\nhorizon = 200000000\nclients = 3\n[grid]\nseed = [0, 1, 2, 3]\n')
+    status, lines, left = _interrupt(["sweep", "s.toml", "--out", "S", "--workers", "2", "--no-progress"], sig,
+                                     lambda err: "runs to do" in err, tmp_path)
+    assert status == 128 + sig and lines[-1].startswith("pfxab sweep: interrupted; 0 of 4 runs complete in S;")
+    assert left == [] and not [p for p in (tmp_path / "S").rglob("*") if "pfxab-tmp" in p.name]

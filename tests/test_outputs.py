@@ -201,7 +201,7 @@ set -e
     assert (summary["seed"], summary["clients"]) == (3, 40) and summary["regret"] > 0
     assert seen["err"].count("\n") == 1 and "No space left on device" in seen["err"], seen["err"]
     assert f"not written: {', '.join(RESULT_FILES)} (the result is printed on stdout)" in seen["err"]
-    assert seen["err"].startswith("pfxab run: error: --out='disk/r' could not be written")
+    assert seen["err"].startswith(f"pfxab run: error: --out='{tmp_path}/disk/r' could not be written")  # as checked
     assert "Traceback" not in seen["err"]
     assert seen["same"] and seen["files"] == sorted([*RESULT_FILES, MANIFEST_NAME]) and seen["disk"] == ["r"], seen
 
@@ -220,3 +220,14 @@ set -e
     seen = _in_private_mounts(tmp_path, script)
     assert seen["status"] == 2 and seen["err"].count("\n") == 1
     assert "--out='ro/r' is invalid (cannot write in" in seen["err"] and "Read-only file system" in seen["err"]
+
+
+def test_a_relative_out_after_the_current_directory_was_removed_is_one_line(tmp_path):
+    """``cd gone; rmdir ../gone; pfxab run --out r``: a ``FileNotFoundError`` traceback (found again, issue 37)."""
+    (tmp_path / "gone").mkdir()
+    done = subprocess.run(["bash", "-c", f"cd gone && rmdir ../gone && exec {sys.executable} -m "
+                           "pfxab_flower.simulations.cli run --horizon 100 --out r"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("with nu1")]
+    assert done.returncode == 2 and len(lines) == 1 and "(the current directory is gone: No such file or directory)" \
+        in lines[0], done.stderr

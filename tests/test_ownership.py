@@ -230,3 +230,215 @@ def test_a_sweep_directory_lists_what_it_claims(tmp_path, capsys):
     assert sorted(manifest["owned"]) == sorted(["config.toml", "sweep.json", "runs", "runs.parquet",
                                                 "curves.parquet", LOCK_FILE])
     assert "notes.txt" not in manifest["owned"] and (out / "notes.txt").read_text() == "mine"
+
+
+# --- issue 37, class 1: each command owns its kind of directory -------------------------------------------------
+
+RUN_ARGS = ("--clients", "3", "--horizon", "2000")
+COMPARE_ARGS = ("--clients", "3", "--horizon", "2000", "--seeds", "0-1", "--no-progress")
+
+
+def _snapshot(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def three_kinds(tmp_path) -> dict[str, Path]:
+    """A sweep, a run and a comparison, each in its own directory."""
+    config = write_config(tmp_path)
+    assert main(["sweep", str(config), "--out", str(tmp_path / "S"), "--no-progress", "--workers", "1"]) == 0
+    assert main(["run", *RUN_ARGS, "--out", str(tmp_path / "R")]) == 0
+    assert main(["compare", *COMPARE_ARGS, "--out", str(tmp_path / "C")]) == 0
+    return {"sweep": tmp_path / "S", "run": tmp_path / "R", "comparison": tmp_path / "C"}
+
+
+COMMAND_OF = {"run": ("run", *RUN_ARGS), "comparison": ("compare", *COMPARE_ARGS)}
+
+
+@pytest.mark.parametrize(("writer", "victim"), [("run", "sweep"), ("comparison", "sweep"), ("run", "comparison"),
+                                                ("comparison", "run"), ("sweep", "run"), ("sweep", "comparison")])
+def test_a_command_never_replaces_another_kinds_result(tmp_path, capsys, three_kinds, writer, victim):
+    """``pfxab run --out S`` over a sweep exited 0 and S held only the run's files (issue 37, class 1)."""
+    target = three_kinds[victim]
+    before = _snapshot(target)
+    args = COMMAND_OF[writer] if writer != "sweep" else ("sweep", str(write_config(tmp_path, name="other.toml")),
+                                                        "--no-progress")
+    line = error_line(capsys, *args, "--out", str(target))
+    assert f"is invalid (it holds {outputs_kinds()[victim]}, not {outputs_kinds()[writer]})" in line
+    assert line.endswith("(--replace replaces another kind's result)")
+    assert _snapshot(target) == before
+
+
+def outputs_kinds() -> dict[str, str]:
+    from pfxab_flower.outputs import KINDS
+
+    return KINDS
+
+
+def test_replace_replaces_another_kind_and_says_what(tmp_path, capsys, three_kinds):
+    capsys.readouterr()
+    assert main(["run", *RUN_ARGS, "--out", str(three_kinds["sweep"]), "--replace"]) == 0
+    assert f"pfxab run: replaced a sweep (pfxab sweep --out) that was in {three_kinds['sweep']} (--replace)" in \
+        capsys.readouterr().err
+    assert verify(three_kinds["sweep"], RESULT_FILES) is None and not (three_kinds["sweep"] / "runs").exists()
+    assert main(["sweep", str(write_config(tmp_path, name="t.toml")), "--out", str(three_kinds["run"]),
+                 "--no-progress", "--workers", "1", "--replace"]) == 0
+    assert "pfxab sweep: replaced a run's result (pfxab run --out) that was in" in capsys.readouterr().err
+    assert not (three_kinds["run"] / "summary.json").exists() and (three_kinds["run"] / "runs.parquet").is_file()
+
+
+def test_nothing_is_written_where_a_live_sweep_is_writing_even_with_replace(tmp_path, capsys, three_kinds):
+    """Done while the sweep ran, the run replaced its directory: the sweep failed, and S was refused from then on."""
+    sweep_dir = three_kinds["sweep"]
+    before = _snapshot(sweep_dir)
+    with sweep_lock(sweep_dir):  # a live sweep holds it (this process: the flock is what others see)
+        for args in (("run", *RUN_ARGS, "--out", str(sweep_dir), "--replace"),
+                     ("compare", *COMPARE_ARGS, "--out", str(sweep_dir / "runs" / "x")),
+                     ("run", *RUN_ARGS, "--out", str(sweep_dir / "new"))):
+            line = cli_error_line(*args)  # another process, as another user of the directory is
+            assert "pfxab sweep, pid " in line and "is writing" in line, line
+    assert _snapshot(sweep_dir) == {**before, LOCK_FILE: f"{os.getpid()}\n".encode()}
+
+
+# --- class 2: a path is resolved and checked once, before any work, and written where it was checked -----------
+
+
+@pytest.mark.parametrize("case", ["a link to itself", "under a link to itself", "a dangling link into /proc"])
+def test_an_out_path_that_cannot_be_written_is_refused_before_the_run(tmp_path, capsys, case):
+    """``--out loop/x`` (loop a link to itself) ran the whole job, then ``OSError: Too many levels of symbolic
+    links``; a dangling link into /proc passed the check and failed after the run."""
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "dangling").symlink_to("/proc/1/no-such/place")
+    out, why = {"a link to itself": ("loop", "Too many levels of symbolic links"),
+                "under a link to itself": ("loop/x", "Too many levels of symbolic links"),
+                "a dangling link into /proc": ("dangling", "cannot write in /proc")}[case]
+    for args in (("run", *RUN_ARGS), ("compare", *COMPARE_ARGS)):
+        line = error_line(capsys, *args, "--out", str(tmp_path / out))
+        assert why in line, line
+
+
+def test_the_result_goes_where_the_path_was_checked_even_if_a_link_moves(tmp_path, monkeypatch):
+    """The link is followed once, when checked: moving it during the run does not move the result."""
+    import pfxab_flower.engine as engine
+
+    (tmp_path / "A").mkdir()
+    (tmp_path / "B").mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "A")
+    real = engine.run_config
+
+    def run_and_move_the_link(*args, **kwargs):
+        link.unlink()
+        link.symlink_to(tmp_path / "B")  # someone re-points it while the run works
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "run_config", run_and_move_the_link)
+    assert main(["run", *RUN_ARGS, "--out", str(link / "r")]) == 0
+    assert (tmp_path / "A" / "r" / "summary.json").is_file() and not (tmp_path / "B" / "r").exists()
+
+
+# --- class 8: a name that is not UTF-8 is refused before the work, by every command ----------------------------
+
+
+def test_an_out_name_that_is_not_utf8_is_one_line_before_any_work(tmp_path, capsys):
+    """``pfxab sweep small.toml --out $'sw\\xffbad'`` completed 8 runs, then a ``UnicodeEncodeError`` traceback
+    (pyarrow); ``report``/``plot`` then called the table "unreadable"."""
+    bad = str(tmp_path / os.fsdecode(b"sw\xffbad"))
+    config = write_config(tmp_path)
+    for args in (("sweep", str(config), "--out", bad, "--no-progress"), ("run", *RUN_ARGS, "--out", bad),
+                 ("compare", *COMPARE_ARGS, "--out", bad), ("plot", str(tmp_path), "--out", bad + ".png")):
+        line = error_line(capsys, *args)
+        assert "is invalid (byte 0xff in it is not UTF-8 text" in line, line
+    assert error_line(capsys, "report", bad).endswith(
+        "is invalid (its name is not UTF-8 text); allowed: a finished sweep directory (`pfxab sweep --out`, with "
+        "config.toml) or a comparison directory (`pfxab compare --out`, with comparison.json)")
+    assert not os.path.exists(os.fsencode(bad))
+
+
+# --- class 12: no temporary of a killed writer stays for good ---------------------------------------------------
+
+_KILLED_WRITE = """
+import os, signal, sys
+import pfxab_flower.outputs as outputs
+from pfxab_flower.simulations.cli import main
+real, written = outputs.write_bytes_synced, []
+def write_then_signal(path, data):
+    real(path, data)
+    written.append(path)
+    if len(written) == 2:  # mid-way through the result's files
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+outputs.write_bytes_synced = write_then_signal
+sys.exit(main(["run", "--clients", "3", "--horizon", "2000", "--out", sys.argv[2]]))
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_a_write_killed_midway_leaves_no_temporary_for_good(tmp_path, sig):
+    """SIGTERM/SIGKILL while ``run --out`` wrote left ``.R1.<random>.pfxab-tmp``, which no later run removed."""
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "R1"
+    done = subprocess.run([sys.executable, "-c", _KILLED_WRITE, sig, str(out)], capture_output=True, text=True,
+                          timeout=120)
+    temporaries = [p for p in tmp_path.iterdir() if p.name.startswith(".R1.")]
+    if sig == "SIGTERM":  # an interrupt: the clean-up ran, one line, status 143
+        assert done.returncode == 143 and done.stderr.strip().splitlines()[-1] == "pfxab run: interrupted (SIGTERM)"
+        assert temporaries == [] and not out.exists()
+        return
+    assert done.returncode == -9 and len(temporaries) == 1  # SIGKILL: nothing can clean up at once
+    time.sleep(2.5)  # no longer a fresh temporary a live writer might be about to lock
+    assert main(["run", *RUN_ARGS, "--out", str(out)]) == 0  # the next write there removes it
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".R1.")] == []
+    assert verify(out, RESULT_FILES) is None
+
+
+def test_a_temporary_a_live_writer_holds_is_kept(tmp_path):
+    import fcntl
+
+    from pfxab_flower.outputs import remove_stale_temporaries
+
+    target = tmp_path / "R"
+    held, stale = tmp_path / ".R.abcdefgh.pfxab-tmp", tmp_path / ".R.zzzzzzzz.pfxab-tmp"
+    held.mkdir()
+    stale.mkdir()
+    os.utime(held, (0, 0))
+    os.utime(stale, (0, 0))
+    fd = os.open(held, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # its writer is alive
+        assert remove_stale_temporaries(target) == [stale]
+    finally:
+        os.close(fd)
+    assert held.exists() and not stale.exists()
+
+
+def test_a_killed_plot_leaves_no_temporary_for_good(tmp_path, monkeypatch):
+    """``plot`` killed left ``.<name>.png.<random>.pfxab-tmp.png``; the next plot to that file removes it."""
+    config = write_config(tmp_path)
+    assert main(["sweep", str(config), "--out", str(tmp_path / "S"), "--no-progress", "--workers", "1"]) == 0
+    leftover = tmp_path / ".fig.png.abcd1234.pfxab-tmp.png"
+    leftover.write_bytes(b"half a figure")  # what a SIGKILLed plot left, a while ago
+    os.utime(leftover, (0, 0))
+    assert main(["plot", str(tmp_path / "S"), "--out", str(tmp_path / "fig.png")]) == 0
+    assert not leftover.exists() and (tmp_path / "fig.png").is_file()
+
+
+RESULT_FILES = ("clients.csv", "curve.csv", "phases.csv", "communication.csv", "summary.json")
+
+
+def test_an_old_result_a_crash_left_aside_is_put_back_and_checked_not_replaced(tmp_path, capsys):
+    """A crash between a two-rename swap's renames leaves the old result in ``.R.<random>.old/old`` and nothing at
+    ``R``: the next write beside it put it back and then replaced it with another kind's result (found by the
+    re-attack of issue 37). It is put back before the check now, which then refuses another kind."""
+    target = tmp_path / "R"
+    assert main(["run", *RUN_ARGS, "--out", str(target)]) == 0
+    before = _snapshot(target)
+    aside = tmp_path / ".R.abcd1234.old"
+    aside.mkdir()
+    os.rename(target, aside / "old")
+    os.utime(aside, (0, 0))  # left a while ago
+    line = error_line(capsys, "compare", *COMPARE_ARGS, "--out", str(target))
+    assert "it holds a run's result (pfxab run --out), not a comparison" in line
+    assert _snapshot(target) == before and not aside.exists()

@@ -213,3 +213,39 @@ def test_a_damaged_run_is_not_used_for_the_tables(finished, capsys):
     path.write_text(path.read_text().replace("\n1,", "\n1.5,", 1) + "")
     with pytest.raises(ConfigError, match=rf"run {rid} in .* is invalid \(grid_curve.csv (has|was changed)"):
         consolidate(load_experiment(config), out)
+
+
+# -- issue 37, class 7: a damaged file is judged by its size before it is read -----------------------------------
+
+
+def test_a_run_file_of_50_gb_is_redone_without_being_read(finished, capsys):
+    """Resume read a run's whole ``summary.json`` before checking its size: a 50 GB sparse file was a MemoryError
+    on every resume; a ``sweep.json`` or ``comparison.json`` of 50 GB too."""
+    import tracemalloc
+
+    config, out = finished
+    victim = out / "runs" / pd.read_parquet(out / "runs.parquet")["run_id"].iloc[0]
+    os.truncate(victim / "summary.json", 50 << 30)  # sparse: no disk used, 50 GB to read
+    os.truncate(out / "sweep.json", 50 << 30)
+    capsys.readouterr()
+    tracemalloc.start()
+    try:
+        assert sweep(config, out) == 0
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 200 << 20  # what a run and its tables take, not the 50 GB file
+    assert f"{victim.name}: summary.json has 53687091200 bytes, not the " in capsys.readouterr().err
+    assert verify(victim, RUN_FILES) is None and (out / "sweep.json").stat().st_size < 1 << 20
+
+
+def test_a_comparison_description_of_50_gb_is_one_line(tmp_path, capsys):
+    from pfxab_flower.simulations.cli import main
+
+    assert main(["compare", "--clients", "3", "--horizon", "2000", "--seeds", "0-1", "--no-progress", "--out",
+                 str(tmp_path / "C")]) == 0
+    os.truncate(tmp_path / "C" / "comparison.json", 50 << 30)
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "C")]) == 2
+    assert "comparison.json is unreadable: ValueError: comparison.json holds more than 1,048,576 bytes" in \
+        capsys.readouterr().err

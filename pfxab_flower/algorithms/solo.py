@@ -29,7 +29,9 @@ def solo_seed(seed: int, client: int) -> int:
     """The seed client ``client`` of a run with ``seed`` searches with: its own stream, in ``[0, 2**63)``.
 
     A one-client run of the same search with this seed makes exactly the same pulls
-    (``tests/test_baselines.py``), which is what "the client alone" means.
+    (``tests/test_baselines.py``), which is what "the client alone" means. It is internal,
+    never a user's seed (those are below ``2**32``: :data:`pfxab_flower.limits.MAX_SEED`), and
+    set on the spec as is, so every baseline keeps the numbers it always had.
     """
     state = np.random.SeedSequence([seed, client]).generate_state(1, dtype=np.uint64)[0]
     return int(state >> np.uint64(1))

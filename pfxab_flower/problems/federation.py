@@ -162,7 +162,8 @@ class Federation:
         names are; ``value_range`` is where the objectives' values lie (checked on every
         evaluation; a server rejects local means outside it, widened by the noise).
         ``objective_timeout`` (seconds) stops the run with one line when one call of an objective
-        takes longer (an objective that never returns would otherwise hang the run).
+        takes longer (an objective that never returns would otherwise hang the run); with it, each
+        objective runs in a process of its own that the limit ends (:mod:`pfxab_flower.deadline`).
 
         ``evaluation`` says what an objective is: ``"simulated"`` (its mean reward, ``noise`` added),
         ``"deterministic"`` (exact: each point evaluated once) or ``"stochastic"`` (one real trial per
@@ -223,7 +224,7 @@ class Federation:
         points = _read_only(points)
         fn = self.objectives[client]
         try:
-            raw = call_within(self.objective_timeout, lambda: fn(points), f"objective of client {client}")
+            raw = call_within(self.objective_timeout, fn, points, f"objective of client {client}")
         except ObjectiveError:
             raise
         except Exception as exc:  # a user's objective may raise anything: name where it failed
@@ -247,8 +248,11 @@ class Federation:
 
     def _locate_failure(self, client: int, points: np.ndarray, exc: Exception) -> str:
         for point in points:
-            try:
-                self.objectives[client](point[None, :])
+            try:  # within the limit too: an objective that raised on the batch may hang on one point
+                call_within(self.objective_timeout, self.objectives[client], point[None, :],
+                            f"objective of client {client}")
+            except ObjectiveError:
+                raise
             except Exception as inner:
                 return (
                     f"objective of client {client} raised {type(inner).__name__}: {inner} at point "

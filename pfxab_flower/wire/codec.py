@@ -138,7 +138,7 @@ def read_broadcast(arrays: Mapping[str, np.ndarray], config: Mapping[str, Any]) 
     try:
         parameters = AlgorithmSpec.from_wire(config)
         if FINISH_KEY in config:
-            return FinishInstruction(int(config[FINISH_KEY]), parameters)
+            return FinishInstruction(_integer(config, FINISH_KEY), parameters)
         if UPDATE_KEY in config:
             names = _statistic_names(parameters.confidence)
             pooled = [*(STATISTIC_PREFIX + name for name in names), HOLDERS] if names else []
@@ -146,12 +146,12 @@ def read_broadcast(arrays: Mapping[str, np.ndarray], config: Mapping[str, Any]) 
                           f" (confidence={parameters.confidence})")
             statistics = {name: np.asarray(part[STATISTIC_PREFIX + name], dtype=float) for name in names}
             holders = np.asarray(part[HOLDERS], dtype=float) if names else None
-            return GlobalUpdate(int(config["phase"]), _ids(part[NODE_IDS]), np.asarray(part[MEANS], dtype=float),
-                                int(config[UPDATE_KEY]), np.asarray(part[ELIMINATED], dtype=bool), parameters,
-                                statistics, holders)
+            return GlobalUpdate(_integer(config, "phase"), _integer_ids(part[NODE_IDS]),
+                                np.asarray(part[MEANS], dtype=float), _integer(config, UPDATE_KEY),
+                                np.asarray(part[ELIMINATED], dtype=bool), parameters, statistics, holders)
         part = _named(arrays, "phase instruction", [NODE_IDS])
-        return PhaseInstruction(int(config["phase"]), _ids(part[NODE_IDS]), int(config["global-pulls"]),
-                                int(config["local-pulls"]), parameters)
+        return PhaseInstruction(_integer(config, "phase"), _integer_ids(part[NODE_IDS]),
+                                _integer(config, "global-pulls"), _integer(config, "local-pulls"), parameters)
     except ConfigError:  # a value out of range: the spec's own one line (another version, or a hostile server)
         raise
     except WireError as exc:
@@ -346,3 +346,19 @@ def _statistic_names(confidence: str) -> tuple[str, ...]:
 
 def _ids(node_ids: object) -> np.ndarray:
     return np.asarray(node_ids, dtype=np.int64)
+
+
+def _integer(config: Mapping[str, Any], key: str) -> int:
+    """An integer of a server's config, as sent: ``1.9`` or ``"1"`` is no phase (a cast made them 1)."""
+    value = config[key]
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise WireError(f"{key!r} is {value!r}, not an integer")
+    return int(value)
+
+
+def _integer_ids(values: object) -> np.ndarray:
+    """Node ids of a server's message, as sent: floats (``2.5``) are no node ids (a cast made 2.5 node 2)."""
+    ids = np.asarray(values)
+    if not np.issubdtype(ids.dtype, np.integer):
+        raise WireError(f"node ids are {ids.dtype}, not integers")
+    return ids.astype(np.int64)

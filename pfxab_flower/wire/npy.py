@@ -52,8 +52,23 @@ def from_npy(data: bytes) -> np.ndarray:
     if layout is not None:
         dtype, shape, offset = layout
         return np.frombuffer(data, dtype=dtype, offset=offset).reshape(shape).copy()
+    declared = _declared_bytes(data)
+    if declared is not None and declared > len(data):  # numpy would allocate what the header claims first
+        raise ValueError(f"the .npy header declares {declared} bytes of data, but only {len(data)} bytes came")
     array: np.ndarray = np.load(io.BytesIO(data), allow_pickle=False)
     return array
+
+
+def _declared_bytes(data: bytes) -> int | None:
+    """The data size a ``.npy`` header declares (``None`` if it cannot be read: numpy's reader says why)."""
+    buffer = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(buffer)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(buffer)
+    except Exception:  # not an array header: np.load raises the reason
+        return None
+    return math.prod(shape) * dtype.itemsize
 
 
 def npy_elements(data: bytes) -> int:

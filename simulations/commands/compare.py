@@ -9,9 +9,14 @@ import argparse
 import sys
 
 from pfxab_flower.config import algorithm_names, parse_algorithms, parse_seeds, parse_workers
-from pfxab_flower.outputs import check_output_dir, save_or_keep
+from pfxab_flower.outputs import check_output_dir, replaced_kind, save_or_keep
 from pfxab_flower.simulations.cluster import executor_address, fits_on, ray_runner
-from pfxab_flower.simulations.commands.options import add_parameter_flag, add_run_options, config_from_args
+from pfxab_flower.simulations.commands.options import (
+    add_parameter_flag,
+    add_replace_flag,
+    add_run_options,
+    config_from_args,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_parameter_flag(parser, "executor")
     add_parameter_flag(parser, "ray_address")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_replace_flag(parser)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -37,17 +43,21 @@ def handle(args: argparse.Namespace) -> int:
     workers = parse_workers(args.workers)
     base = config_from_args(args, algorithm=algorithms[0], seed=seeds[0])
     ray_address = executor_address(args.executor, args.ray_address)  # reachable, before any work
-    if args.out is not None:
-        check_output_dir(args.out, result_files=COMPARE_FILES)  # before the runs, not after them
+    out = replaced = None
+    if args.out is not None:  # before the runs, not after them; written where it was checked
+        out = check_output_dir(args.out, result_files=COMPARE_FILES, kind="comparison", replace=args.replace)
+        replaced = replaced_kind(out, "comparison") if args.replace else None
 
     runner = ray_runner(ray_address) if ray_address is not None else None
     with fits_on(ray_address):  # landmine's optimum grid
         comparison = compare(base, algorithms, seeds, workers=workers, progress=not args.no_progress,
                              runner=runner)
-    written, unsaved = save_or_keep(comparison.write, args.out, COMPARE_FILES)
+    written, unsaved = save_or_keep(lambda path: comparison.write(path, replace=args.replace), out, COMPARE_FILES)
     print(comparison.table())
     if written is not None:
         print(f"pfxab compare: wrote {', '.join(COMPARE_FILES)} to {written}", file=sys.stderr)  # stdout: the table
+        if replaced is not None:
+            print(f"pfxab compare: replaced {replaced} that was in {written} (--replace)", file=sys.stderr)
     if unsaved is not None:
         raise unsaved  # after the table is printed: one line, exit 2
     return 0

@@ -52,6 +52,13 @@ def _described(p: Parameter) -> str:
     return " (" + "; ".join(f"{name}: {text}" for name, text in described.items()) + ")" if described else ""
 
 
+def add_replace_flag(parser: argparse.ArgumentParser) -> None:
+    """``--replace``: the one way a command replaces another kind's result (a run over a sweep, ...)."""
+    parser.add_argument("--replace", action="store_true",
+                        help="replace another kind's result in --out (a sweep's, a run's or a comparison's; never "
+                             "files pfxab did not write, nor a directory a running sweep holds), and say what")
+
+
 def config_from_args(args: argparse.Namespace, **overrides: object) -> RunConfig:
     """The validated :class:`RunConfig` of the flags the user gave."""
     given = {f.name: getattr(args, f.name) for f in fields(RunConfig) if getattr(args, f.name, None) is not None}

@@ -30,6 +30,6 @@ def handle(args: argparse.Namespace) -> int:
     from pfxab_flower.simulations.plots import FORMATS, is_our_figure, plot_result
 
     out = args.out if args.out is not None else str(default_figure(args.dir))
-    check_output_file(out, FORMATS, ours=is_our_figure)  # before reading the results or drawing
+    out = check_output_file(out, FORMATS, ours=is_our_figure)  # before reading the results or drawing
     print(f"wrote {plot_result(args.dir, out, log_x=args.log_x)}")
     return 0

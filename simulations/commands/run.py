@@ -7,8 +7,13 @@ import sys
 from typing import Any
 
 from pfxab_flower.config import parse
-from pfxab_flower.outputs import check_output_dir, save_or_keep
-from pfxab_flower.simulations.commands.options import add_parameter_flag, add_run_options, config_from_args
+from pfxab_flower.outputs import check_output_dir, replaced_kind, save_or_keep
+from pfxab_flower.simulations.commands.options import (
+    add_parameter_flag,
+    add_replace_flag,
+    add_run_options,
+    config_from_args,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_parameter_flag(parser, "ray_address")
     parser.add_argument("--out", default=None, metavar="DIR", help="write summary.json, clients.csv, curve.csv here")
     parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+    add_replace_flag(parser)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -27,8 +33,10 @@ def handle(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     args.engine = parse("engine", args.engine)
-    if args.out is not None:
-        check_output_dir(args.out, result_files=RESULT_FILES)  # before the run, not after it
+    out = replaced = None
+    if args.out is not None:  # before the run, not after it; written where it was checked
+        out = check_output_dir(args.out, result_files=RESULT_FILES, kind="run", replace=args.replace)
+        replaced = replaced_kind(out, "run") if args.replace else None
     if args.api is not None:
         parse("api", args.api)  # one-line error before anything runs
     if args.ray_address is not None:
@@ -47,7 +55,9 @@ def handle(args: argparse.Namespace) -> int:
 
         with fits_on(args.ray_address):
             result = run_config(config)
-    written, unsaved = save_or_keep(result.write, args.out, RESULT_FILES)
+    written, unsaved = save_or_keep(lambda path: result.write(path, replace=args.replace), out, RESULT_FILES)
+    if written is not None and replaced is not None:
+        print(f"pfxab run: replaced {replaced} that was in {written} (--replace)", file=sys.stderr)
     if args.json:
         print(result.to_json())
         if written is not None:

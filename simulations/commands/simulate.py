@@ -36,7 +36,8 @@ def handle(args: argparse.Namespace) -> int:
     from pfxab_flower.outputs import OutputError, check_output_dir
     from pfxab_flower.results import RESULT_FILES
 
-    check_output_dir(args.out, result_files=RESULT_FILES)  # the ServerApp writes there, after the whole run
+    # the ServerApp writes there, after the whole run: to the path checked here
+    args.out = str(check_output_dir(args.out, result_files=RESULT_FILES, kind="run"))
     if args.ray_address is not None:
         from pfxab_flower.simulations.cluster import check_ray_address
 

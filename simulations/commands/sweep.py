@@ -6,13 +6,12 @@ import argparse
 import importlib.util
 import os
 import sys
-from pathlib import Path
 
 from pfxab_flower.config import parse, parse_workers
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.outputs import check_output_dir
 from pfxab_flower.simulations.cluster import executor_address
-from pfxab_flower.simulations.commands.options import add_parameter_flag
+from pfxab_flower.simulations.commands.options import add_parameter_flag, add_replace_flag
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,6 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_parameter_flag(parser, "executor")
     add_parameter_flag(parser, "ray_address")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_replace_flag(parser)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -34,7 +34,7 @@ def handle(args: argparse.Namespace) -> int:
     workers = parse_workers(args.workers)
     args.engine = parse("engine", args.engine)
     ray_address = executor_address(args.executor, args.ray_address)  # reachable, before any work
-    check_output_dir(args.out, writes=SWEEP_NAMES)  # written into: only its own names (other files are kept)
+    out = check_output_dir(args.out, writes=SWEEP_NAMES, kind="sweep", replace=args.replace)  # its own names only
     if args.engine == "flower":
         if importlib.util.find_spec("pfxab_flower.simulations.run_flower") is None:
             raise ConfigError("engine='flower' is unavailable (simulations/run_flower.py not found); "
@@ -43,7 +43,6 @@ def handle(args: argparse.Namespace) -> int:
             print(f"note: the flower engine runs one Ray simulation at a time; using 1 worker, not {workers}",
                   file=sys.stderr)
         workers = 1
-    out = Path(args.out)
 
     def on_damaged(runs: list[tuple[str, str]]) -> None:
         rid, why = runs[0]
@@ -58,13 +57,17 @@ def handle(args: argparse.Namespace) -> int:
             print(f"{experiment.name}: {pending} of {total} runs to do ({total - pending} already complete), "
                   f"{where}, engine {args.engine}")
 
+    def on_replaced(what: str) -> None:
+        print(f"pfxab sweep: replaced {what} that was in {out} (--replace)", file=sys.stderr)
+
     outcome = run_sweep(experiment, out, workers=workers, engine=args.engine, progress=not args.no_progress,
-                        on_start=on_start, on_damaged=on_damaged, ray_address=ray_address)
+                        on_start=on_start, on_damaged=on_damaged, ray_address=ray_address, replace=args.replace,
+                        on_replaced=on_replaced)
     done = outcome.skipped + outcome.executed
     if outcome.interrupted:
         print(f"pfxab sweep: interrupted; {done} of {outcome.total} runs complete in {out}; "
               "run the same command again to resume", file=sys.stderr)
-        return 130
+        return outcome.interrupt_status
     if outcome.failures:
         for rid, message in outcome.failures:
             print(f"pfxab sweep: run {rid} failed: {message}", file=sys.stderr)

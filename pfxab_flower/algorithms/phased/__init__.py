@@ -19,6 +19,7 @@ methods in the same order, so every engine gives the same numbers for the same s
 One job per module: :mod:`.settings` (what a run shares), :mod:`.policy` (where an
 algorithm differs), :mod:`.state` (what the machines carry), :mod:`.client` and
 :mod:`.server` (the two machines), :mod:`.checks` (the server's checks of every reply),
+:mod:`.bounded` (a client's bounds on every server message, by the run it describes),
 :mod:`.pooling` (per-node means over the clients' reports).
 """
 

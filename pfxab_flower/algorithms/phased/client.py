@@ -12,6 +12,13 @@ from pfxab_flower.algorithms.messages import (
     LocalReport,
     PhaseInstruction,
 )
+from pfxab_flower.algorithms.phased.bounded import (
+    check_catch_up,
+    check_nodes,
+    check_phase,
+    check_pulls,
+    check_sizes,
+)
 from pfxab_flower.algorithms.phased.policy import ClientView, Policy
 from pfxab_flower.algorithms.phased.settings import Settings
 from pfxab_flower.algorithms.phased.state import ClientState, ProtocolError
@@ -45,7 +52,7 @@ class ClientMachine:
             raise ProtocolError(f"client {self.client}: its active set is not inside the broadcast union")
         return index
 
-    def catch_up(self, phase: int) -> None:
+    def catch_up(self, phase: int, sets: bool = True) -> None:
         """Close the phases before ``phase`` that this client missed (it was down or too late).
 
         For each missed phase its next active set is every child of its current
@@ -53,6 +60,7 @@ class ClientMachine:
         set did not arrive, so both sides keep the same sets. Its choice is kept.
         Pulls it made before dropping out count toward its ``T``; the pulls of the
         time it was away are made up at the end (``finish`` plays until ``T``).
+        Without ``sets`` (the final message: no set is used after it) the sets are not grown.
         """
         s = self.state
         if phase <= s.completed:
@@ -61,14 +69,28 @@ class ClientMachine:
             missed = s.completed + 1
             if s.explored_phase == missed:
                 s.pulls += s.explored
-            s.active = children(s.active)
+            if sets:
+                s.active = children(s.active)
             s.completed = missed
 
     def explore(self, instruction: PhaseInstruction, env: Environment) -> LocalReport:
-        """Global then local exploration; report local means over ``A(p)`` and the bound's statistics."""
+        """Global then local exploration; report local means over ``A(p)`` and the bound's statistics.
+
+        The instruction is first bounded by the run (:mod:`.bounded`): nothing is pulled for one that is not.
+        """
         s = self.state
-        self.catch_up(instruction.phase)
-        union = np.asarray(instruction.node_ids, dtype=np.int64)
+        phase, union = instruction.phase, np.asarray(instruction.node_ids)
+        check_phase(self.settings, self.policy, phase)
+        check_nodes(union, phase)
+        if phase > s.completed:
+            check_catch_up(len(s.active), s.completed, phase, len(union))
+            own_size = len(s.active) << max(phase - 1 - s.completed, 0)
+            check_pulls(self.settings, s.pulls, f"phase {phase}",
+                        int(instruction.global_pulls) * len(union) + int(instruction.local_pulls) * own_size)
+            if min(instruction.global_pulls, instruction.local_pulls) < 0:
+                raise ProtocolError(f"phase {phase} asks a negative number of pulls")
+        self.catch_up(phase)
+        union = union.astype(np.int64)
         own = self._own_index(union)
         rng = _rng(self.settings, self.client, instruction.phase)
         bound = self.settings.bound
@@ -93,6 +115,15 @@ class ClientMachine:
         server's superset rule), so it rejoins in step.
         """
         s = self.state
+        phase, union = update.phase, np.asarray(update.node_ids)
+        check_phase(self.settings, self.policy, phase)
+        check_nodes(union, phase)
+        check_sizes({"means": update.global_means, "eliminated": update.eliminated, "holders": update.holders,
+                     **{f"statistic {name}": values for name, values in update.statistics.items()}},
+                    len(union), phase)
+        check_pulls(self.settings, s.pulls, f"the global update of phase {phase}", int(update.phase_length))
+        if phase > s.completed:
+            check_catch_up(len(s.active), s.completed, phase, len(union))
         self.catch_up(update.phase)
         if s.explored_phase != update.phase:
             if update.phase_length > 0:
@@ -148,7 +179,8 @@ class ClientMachine:
     def finish(self, instruction: FinishInstruction, env: Environment) -> FinishReport:
         """Exploit the chosen node until the horizon (making up any pulls missed while away)."""
         s = self.state
-        self.catch_up(instruction.phases + 1)
+        check_phase(self.settings, self.policy, instruction.phases, final=True)
+        self.catch_up(instruction.phases + 1, sets=False)  # the sets are not used after it
         if self.policy.solo and not s.finished:  # a baseline's client searches alone, now (no phase was run)
             s.choice, pulls = self.policy.alone(self.settings, self.client, env)
             s.pulls += pulls

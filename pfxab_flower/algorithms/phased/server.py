@@ -18,6 +18,7 @@ from pfxab_flower.algorithms.messages import (
     LocalReport,
     PhaseInstruction,
 )
+from pfxab_flower.algorithms.phased.bounded import max_phases
 from pfxab_flower.algorithms.phased.checks import ReplyChecks
 from pfxab_flower.algorithms.phased.policy import Policy
 from pfxab_flower.algorithms.phased.pooling import holders, observed_mean, pooled_means, pooled_statistics
@@ -59,10 +60,7 @@ class ServerMachine(ReplyChecks):
 
     def max_phases(self) -> int:
         """An upper bound on the phases of the run (Flower's number of rounds is one more)."""
-        settings = self.settings
-        if self.policy.solo:  # its clients work alone: the final exchange is the only one
-            return 0
-        return settings.schedule.max_phases(lambda phase: settings.bound.fewest_samples(settings, phase))
+        return max_phases(self.settings, self.policy)
 
     # -- phase start ----------------------------------------------------------------
     def union(self) -> np.ndarray:

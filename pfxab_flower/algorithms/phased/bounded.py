@@ -1,0 +1,71 @@
+"""What a client accepts of a server's message: every value bounded by the run the message describes, before any work.
+
+A client does what a message says: catch up on the phases it missed, pull nodes so often, play
+until a time. A hostile or foreign server sent ``phase=30`` (catching up doubled the active set 30
+times: 5 GB, ``10**9``: MemoryError) and ``global-pulls`` of ``10**12`` (hours of CPU; in stochastic
+mode a batch of 2e8 rows to the user's objective). So each value is checked against what the run
+allows, as the message's own parameters describe it: a phase within the schedule's number of phases
+(horizon, partition depth, algorithm), node ids of that phase's depth, arrays of the union's size,
+no more pulls than the horizon leaves. A message that fails is one :class:`ProtocolError` line (the
+ClientApp's error reply), and nothing was pulled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from pfxab_flower.algorithms.phased.policy import Policy
+from pfxab_flower.algorithms.phased.settings import Settings
+from pfxab_flower.algorithms.phased.state import ProtocolError
+from pfxab_flower.partition import depth_of
+
+
+def max_phases(settings: Settings, policy: Policy) -> int:
+    """An upper bound on the phases of the run (the server's Flower rounds are one more): none for a solo policy."""
+    if policy.solo:  # its clients work alone: the final exchange is the only one
+        return 0
+    return settings.schedule.max_phases(lambda phase: settings.bound.fewest_samples(settings, phase))
+
+
+def check_phase(settings: Settings, policy: Policy, phase: int, *, final: bool = False) -> None:
+    """``phase`` (a final message's: its completed phases) is one the run can have."""
+    low, high = (0 if final else 1), max_phases(settings, policy)
+    if not low <= phase <= high:
+        what = "completed phases" if final else "phase"
+        raise ProtocolError(f"{what} {phase} is not one this run can have: [{low}, {high}] for horizon="
+                            f"{settings.horizon}, clients={settings.num_clients}, algorithm={settings.spec.algorithm}")
+
+
+def check_nodes(node_ids: np.ndarray, phase: int) -> None:
+    """The union ``A(p)`` of phase ``phase``: distinct node ids of depth ``phase``, in increasing order."""
+    ids = np.asarray(node_ids)
+    if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
+        raise ProtocolError(f"the node ids of phase {phase} are not a non-empty vector of integers")
+    if ids.size > 2**phase or ids.min() < 1 or np.any(depth_of(ids) != phase) or np.any(np.diff(ids) <= 0):
+        raise ProtocolError(f"the node ids of phase {phase} are not distinct nodes of depth {phase} in order")
+
+
+def check_catch_up(active_size: int, completed: int, phase: int, room: int) -> None:
+    """Catching up from ``completed`` to just before ``phase`` doubles the active set per missed phase: the
+    result must fit in ``room`` nodes (the union it must lie in), so the doubling is never done when it would not."""
+    missed = max(phase - 1 - completed, 0)
+    if active_size << missed > room:
+        raise ProtocolError(f"phase {phase} after {completed} would hold {active_size << missed} nodes, more than "
+                            f"the {room} of its union")
+
+
+def check_pulls(settings: Settings, pulls_made: int, what: str, pulls: int) -> None:
+    """``pulls`` more pulls (Python ints: no overflow) fit in what the horizon leaves after ``pulls_made``."""
+    left = settings.horizon - pulls_made
+    if not 0 <= pulls <= left:
+        raise ProtocolError(f"{what} asks {pulls} pulls, but horizon={settings.horizon} leaves {left}")
+
+
+def check_sizes(arrays: Mapping[str, np.ndarray | None], size: int, phase: int) -> None:
+    """Every array of a global update has one value per node of the union."""
+    for name, values in arrays.items():
+        if values is not None and np.shape(values) != (size,):
+            raise ProtocolError(f"the global update of phase {phase} has {name} of shape {np.shape(values)}, "
+                                f"expected ({size},)")
