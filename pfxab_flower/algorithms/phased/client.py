@@ -15,7 +15,6 @@ from pfxab_flower.algorithms.messages import (
 from pfxab_flower.algorithms.phased.policy import ClientView, Policy
 from pfxab_flower.algorithms.phased.settings import Settings
 from pfxab_flower.algorithms.phased.state import ClientState, ProtocolError
-from pfxab_flower.partition import children
 from pfxab_flower.sampling import Environment
 
 
@@ -38,6 +37,8 @@ class ClientMachine:
         self.settings = settings
         self.client = client
         self.state = state if state is not None else ClientState()
+        if self.state.completed == 0 and self.state.explored_phase == 0:  # no phase yet: the policy's first set
+            self.state.active = policy.first_active_set(settings)
 
     def _own_index(self, union: np.ndarray) -> np.ndarray:
         index = np.searchsorted(union, self.state.active)
@@ -61,7 +62,7 @@ class ClientMachine:
             missed = s.completed + 1
             if s.explored_phase == missed:
                 s.pulls += s.explored
-            s.active = children(s.active)
+            s.active = self.policy.successors(s.active)
             s.completed = missed
 
     def explore(self, instruction: PhaseInstruction, env: Environment) -> LocalReport:
@@ -97,7 +98,7 @@ class ClientMachine:
         if s.explored_phase != update.phase:
             if update.phase_length > 0:
                 env.play(s.choice, update.phase_length)
-            s.active = children(s.active)
+            s.active = self.policy.successors(s.active)
             s.pulls += update.phase_length
             s.completed = update.phase
             return ActiveSetReport(self.client, s.active)
@@ -110,7 +111,7 @@ class ClientMachine:
         keep = self.policy.keep(self.settings, view)
         survivors = s.active[keep]
         s.choice = int(survivors[np.argmax(self.policy.score(self.settings, view)[keep])])
-        s.active = children(survivors)
+        s.active = self.policy.successors(survivors)
         s.pulls += update.phase_length
         s.completed = update.phase
         return ActiveSetReport(self.client, s.active)

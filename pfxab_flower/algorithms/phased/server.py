@@ -22,10 +22,9 @@ from pfxab_flower.algorithms.phased.checks import ReplyChecks
 from pfxab_flower.algorithms.phased.policy import Policy
 from pfxab_flower.algorithms.phased.pooling import holders, observed_mean, pooled_means, pooled_statistics
 from pfxab_flower.algorithms.phased.settings import Settings
-from pfxab_flower.algorithms.phased.state import FIRST_ACTIVE_SET, PhasePlan, ProtocolError
+from pfxab_flower.algorithms.phased.state import PhasePlan, ProtocolError
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.faults import required_replies
-from pfxab_flower.partition import children
 
 LOGGER = logging.getLogger("pfxab_flower")
 
@@ -39,7 +38,8 @@ class ServerMachine(ReplyChecks):
         self.policy = policy
         self.settings = settings
         self.parameters = settings.spec.for_clients(report_pulls)  # what every message carries
-        self.client_sets: list[np.ndarray] = [FIRST_ACTIVE_SET.copy() for _ in range(settings.num_clients)]
+        first = policy.first_active_set(settings)
+        self.client_sets: list[np.ndarray] = [first.copy() for _ in range(settings.num_clients)]
         self.completed = 0
         self.pulls = 0
         self.points = 0  # the most distinct points a client has been asked to evaluate (max_evaluations)
@@ -62,6 +62,9 @@ class ServerMachine(ReplyChecks):
         settings = self.settings
         if self.policy.solo:  # its clients work alone: the final exchange is the only one
             return 0
+        own = self.policy.max_phases(settings)
+        if own is not None:
+            return own
         return settings.schedule.max_phases(lambda phase: settings.bound.fewest_samples(settings, phase))
 
     # -- phase start ----------------------------------------------------------------
@@ -215,17 +218,17 @@ class ServerMachine(ReplyChecks):
                 self.reject(report.client, plan.phase, "active-set", reason)
         self.require_quorum(plan.phase, "active-set", len(seen))
         # no valid reply: every child of its previous set, a superset of what it kept
-        self.client_sets = [new if new is not None else children(old) for new, old in zip(new_sets, self.client_sets,
-                                                                                            strict=True)]
+        self.client_sets = [new if new is not None else self.policy.successors(old)
+                            for new, old in zip(new_sets, self.client_sets, strict=True)]
         next_union = self.union()
         self.completed = plan.phase
         self.pulls += plan.length
         self.history.append(
             {
                 "phase": plan.phase,
-                "depth": plan.phase,
+                "depth": self.policy.depth(self.settings, plan.phase),
                 "active_nodes": int(plan.union.size),
-                "eliminated": int(plan.union.size - np.unique(next_union // 2).size),
+                "eliminated": int(plan.union.size - np.unique(self.policy.predecessors(next_union)).size),
                 "global_pulls": plan.global_pulls,
                 "local_pulls": plan.local_pulls,
                 "phase_length": plan.length,
