@@ -292,8 +292,8 @@ def compare(
         base, configs, setting = _plan_config(target, algorithms, seeds, parameters)
         source: RunConfig | int = base
         federation = shared_federation(base)
-        keywords = [{"spec": AlgorithmSpec.from_config(c, federation.reward_range, federation.domain.ndim), "describe": describe_problem(c)}
-                    for c in configs]
+        keywords = [{"spec": AlgorithmSpec.from_config(c, federation.reward_range, federation.domain.ndim),
+                     "describe": describe_problem(c)} for c in configs]
     elif isinstance(target, Federation):
         if runner is not None:
             raise ConfigError("runner=... is invalid with a Federation; allowed: a RunConfig (a remote worker "

@@ -98,11 +98,12 @@ class AlgorithmSpec:
         (against the confidence bound: ``bernstein`` needs a real one). The algorithm's options are read
         from the config's fields of the same names (``pf_pne_eps``); ``dimensions`` as in :meth:`build`."""
         options = {name: getattr(config, name) for name in _options_of(config.algorithm)}
-        return _resolved(cls(algorithm=config.algorithm, num_clients=config.clients, horizon=config.horizon, alpha=config.alpha,
+        spec = cls(algorithm=config.algorithm, num_clients=config.clients, horizon=config.horizon, alpha=config.alpha,
                    seed=config.seed, nu1=config.nu1, rho=config.rho, max_depth=config.max_depth,
                    max_evaluations=config.max_evaluations,
                    confidence=config.confidence, reward_range=check_reward_range(config.confidence, reward_range),
-                   options=options), dimensions)
+                   options=options)
+        return _resolved(spec, dimensions)
 
     def replace(self, **changes: Any) -> AlgorithmSpec:
         """A copy with ``changes`` (trusted: for values that were checked, e.g. ``report_pulls``)."""

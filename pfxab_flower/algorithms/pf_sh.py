@@ -24,18 +24,22 @@ import math
 
 import numpy as np
 
-from pfxab_flower.algorithms.pfxab_adaptive import cheapest_split, whole
+from pfxab_flower.algorithms.pfxab_adaptive import cheapest_split
 from pfxab_flower.algorithms.phased import ClientView, Policy, Settings
 from pfxab_flower.algorithms.phased.state import ROOT, ProtocolError
 from pfxab_flower.algorithms.random_search import RANDOM_DEPTH
 from pfxab_flower.config import Parameter, check
-from pfxab_flower.errors import ConfigError
+from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.spec import AlgorithmSpec
 
 #: The depth of the cells whose centres are the candidates (random search's resolution).
 CANDIDATE_DEPTH = RANDOM_DEPTH
 #: Most candidates of a run: every client holds them all in the first round (8 bytes each on the wire).
 MAX_CANDIDATES = 1_000_000
+#: Most candidates times clients (every client pulls and reports every candidate in the first round). Measured
+#: in-process, garland-5d: 1000 clients x 16,777 candidates (2**24 pairs) took 15 min and 5.8 GB; at this limit
+#: 1000 x 1,048 took 3 min and 420 MB (PF-XAB there: 4.5 min), 10 x 104,857 at T = 1e10 35 s and 390 MB.
+MAX_CANDIDATE_PAIRS = 1 << 20
 #: Keeps the candidates' stream apart from every other stream drawn from the run's seed.
 CANDIDATE_STREAM = 0x5F5E
 
@@ -89,6 +93,11 @@ def candidate_count(horizon: int, dimensions: int) -> int:
     return min(counts, key=lambda count: modelled_regret(count, horizon, dimensions))
 
 
+def most_candidates(num_clients: int) -> int:
+    """The most candidates a run of ``num_clients`` clients may have (:data:`MAX_CANDIDATE_PAIRS`)."""
+    return min(MAX_CANDIDATES, MAX_CANDIDATE_PAIRS // num_clients)
+
+
 def rounds(count: int) -> int:
     """Rounds until one candidate is left, halving (rounding up) each round: ``ceil(log2 K)``."""
     return max(0, math.ceil(math.log2(count))) if count > 1 else 0
@@ -101,10 +110,15 @@ def round_split(alpha: float, num_clients: int, budget: float, union_size: int, 
     unit_global, unit_local = cheapest_split(alpha, num_clients, 1.0, ratio)  # the split per unit of f
     unit_cost = own_size * (ratio * unit_global + unit_local)
     f = budget / unit_cost if unit_cost > 0 else 0.0
-    global_pulls, local_pulls = whole(unit_global * f, f), whole(unit_local * f, f)
+    global_pulls, local_pulls = _whole(unit_global * f), _whole(unit_local * f)
     if global_pulls == 0 and local_pulls == 0:
         local_pulls = 1
     return global_pulls, local_pulls
+
+
+def _whole(pulls: float) -> int:
+    """``pulls`` rounded up, after its floating-point error (``1.0000000002`` is one pull, not two)."""
+    return math.ceil(round(pulls, 9))
 
 
 class PFSH(Policy):
@@ -113,20 +127,28 @@ class PFSH(Policy):
     description = ("personalised successive halving: shared random candidates, halved each round on "
                    "alpha*local + (1-alpha)*global")
     parameters = (
-        Parameter("candidates", int, 0, f"an integer in [0, {MAX_CANDIDATES:,}] (0: from the horizon)",
+        Parameter("candidates", int, 0,
+                  f"an integer in [0, {MAX_CANDIDATES:,}] (0: the rule, from the horizon and dimensions)",
                   "pf-sh: candidate points K (0: the documented rule)", lambda value: 0 <= value <= MAX_CANDIDATES),
     )
     refines_partition = False
     successor_kind = "survivors"
 
     def resolve(self, spec: AlgorithmSpec, dimensions: int | None) -> AlgorithmSpec:
-        """``candidates = 0`` becomes the rule's count for the run's horizon, dimensions, clients and alpha."""
-        if spec.options["candidates"] != 0:
+        """``candidates = 0`` becomes the rule's count for the run's horizon and dimensions (at most the
+        clients' share of :data:`MAX_CANDIDATE_PAIRS`); a count given is checked against that share."""
+        most = most_candidates(spec.num_clients)
+        given = spec.options["candidates"]
+        if given > most:
+            raise ConfigError(f"{spelled('candidates')}={given!r} is invalid; allowed: an integer in [0, {most:,}] "
+                              f"with {spec.num_clients} clients (candidates x clients at most "
+                              f"{MAX_CANDIDATE_PAIRS:,})")
+        if given != 0:
             return spec
         if dimensions is None:
-            raise ConfigError("candidates=0 is invalid without the search space's dimensions; allowed: "
+            raise ConfigError(f"{spelled('candidates')}=0 is invalid without the search space's dimensions; allowed: "
                               "dimensions=d (the domain's) to derive the count, or candidates=K >= 1")
-        count = candidate_count(spec.horizon, check("dimensions", dimensions, label="dimensions"))
+        count = min(candidate_count(spec.horizon, check("dimensions", dimensions, label="dimensions")), most)
         return spec.replace(options={**spec.options, "candidates": count})
 
     def count(self, settings: Settings) -> int:
