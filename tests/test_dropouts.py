@@ -69,10 +69,9 @@ def test_dropout_keys_parse() -> None:
 
 
 def few_phases(algorithm: str) -> dict[str, int]:
-    """pf-sh with 4 candidates (2 rounds): its default runs ~10 phases, and a 30% failure rate per client and phase
-    then loses the quorum in one of them (a client that misses a round keeps its survivors: failures add rounds);
-    every other algorithm as it is."""
-    return {"candidates": 4} if "candidates" in options_of(algorithm) else {}
+    """pf-sh with 8 candidates (3 rounds): its default runs ~10 phases, and a 30% failure rate per client and phase
+    then loses the quorum in one of them; every other algorithm as it is."""
+    return {"candidates": 8} if "candidates" in options_of(algorithm) else {}
 
 
 @pytest.mark.parametrize("algorithm", federated_names())  # the baselines run no phase

@@ -25,6 +25,7 @@ from pfxab_flower.algorithms.pf_sh import (
 )
 from pfxab_flower.algorithms.pfxab_adaptive import cheapest_split
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.faults import FaultPlan
 from pfxab_flower.problems import synthetic_federation
 from pfxab_flower.spec import AlgorithmSpec
 
@@ -65,6 +66,18 @@ def test_each_round_halves_every_clients_survivors_until_one_is_left() -> None:
         assert all(report.node_ids.size == own for report in sets)
     final = result.summary["final_nodes"]
     assert all(node in candidate_nodes(1, 100, 48) for node in final)
+
+
+def test_a_client_that_misses_rounds_keeps_its_survivors_and_the_run_still_ends_after_log2_k_rounds() -> None:
+    federation = synthetic_federation("garland", 5)
+    plan = FaultPlan(seed=5, rate=1.0, clients=(3,))  # client 3 misses every round
+    settings = engine.make_settings(5, algorithm="pf-sh", alpha=0.5, horizon=20_000, seed=5, candidates=32,
+                                    min_fraction=0.5)
+    sim = engine.simulate(federation, PFSH(), settings, faults=plan)
+    assert len(sim.server.history) == 5  # ceil(log2 32), not until client 3's set halves
+    assert sim.server.client_sets[3].size == 32 and sim.stores[3].state.active.size == 32
+    assert all(sim.server.client_sets[m].size == 1 for m in (0, 1, 2, 4))
+    assert [int(env.log.counts.sum()) for env in sim.envs] == [20_000] * 5
 
 
 def test_at_alpha_zero_every_client_keeps_the_same_survivors_and_each_round_costs_k_pulls() -> None:

@@ -177,10 +177,9 @@ class PFSH(Policy):
         return bool(np.isin(node, own)) or (node == ROOT and reported_phase == 0)
 
     def max_phases(self, settings: Settings) -> int:
-        """``ceil(log2 K)`` rounds if every client answers every round; a client that misses one keeps all its
-        survivors, so it may take more, each costing every client at least ``K`` pulls: at most ``T / K``."""
-        count = min(self.count(settings), 1 << candidate_depth(settings))
-        return max(rounds(count), settings.horizon // count)
+        """``ceil(log2 K)`` rounds, whoever answers: a client that misses a round keeps all its survivors and
+        ends with more than one, exploiting its best (a lost client cannot hold the others in exploration)."""
+        return rounds(min(self.count(settings), 1 << candidate_depth(settings)))
 
     def pulls(self, settings: Settings, f: float) -> tuple[int, int]:
         return self.phase_pulls(settings, f, self.count(settings), self.count(settings))

@@ -103,7 +103,8 @@ class Policy:
         return spec
 
     def max_phases(self, settings: Settings) -> int | None:
-        """An upper bound on the run's phases that is the policy's own (``None``: the schedule's)."""
+        """The most phases the policy runs (``None``: as many as the schedule's budget fits). The server
+        starts none beyond it."""
         return None
 
     def pulls(self, settings: Settings, f: float) -> tuple[int, int]:

@@ -85,7 +85,8 @@ class ServerMachine(ReplyChecks):
         points = len(union) if n_global > 0 else own
         budget = self.settings.spec.max_evaluations
         schedule = self.settings.schedule
-        if (schedule.depth_allowed(phase) and length >= 1
+        limit = self.policy.max_phases(self.settings)  # a policy's own count of phases is a hard limit
+        if (schedule.depth_allowed(phase) and length >= 1 and (limit is None or phase <= limit)
                 and self.policy.phase_fits(self.settings, length, schedule.horizon - self.pulls)
                 and (budget is None or self.points + points <= budget)):
             self.points += points
