@@ -298,8 +298,8 @@ def compare(
         source: RunConfig | int = base
         federation = shared_federation(base)
         keywords: list[dict[str, Any]] = [
-            {"spec": AlgorithmSpec.from_config(c, federation.reward_range), "describe": describe_problem(c)}
-            for c in configs]
+            {"spec": AlgorithmSpec.from_config(c, federation.reward_range, federation.domain.ndim),
+             "describe": describe_problem(c)} for c in configs]
     elif isinstance(target, Federation):
         if runner is not None:
             raise ConfigError("runner=... is invalid with a Federation; allowed: a RunConfig (a remote worker "

@@ -71,7 +71,7 @@ APIS = ("message", "legacy")
 LANDMINE_FIELD_COUNT = 29
 DEFAULT_LANDMINE_FIELDS = tuple(range(0, LANDMINE_FIELD_COUNT, 3))
 #: RunConfig fields that are an algorithm's own parameter (declared by its policy, not in :data:`PARAMETERS`).
-OPTION_FIELDS = ("pf_pne_eps", "random_fraction")
+OPTION_FIELDS = ("pf_pne_eps", "random_fraction", "candidates")
 
 
 @dataclass(frozen=True)

@@ -161,7 +161,7 @@ def run_spec(federation: Federation, algorithm: str = "pf-xab", **parameters: An
         raise ConfigError(f"federation={federation!r} is invalid; allowed: a Federation (Federation.from_callables, "
                           "build_federation(config)); run_config(config) runs a RunConfig")
     spec = AlgorithmSpec.build(algorithm, num_clients=federation.num_clients, reward_range=federation.reward_range,
-                               **parameters)
+                               dimensions=federation.domain.ndim, **parameters)
     check_evaluation_budget(federation.evaluation, spec.max_evaluations, spec.horizon)
     if federation.num_clients * spec.horizon > MAX_PULLS:  # each limit alone allowed hours of work
         raise ConfigError(f"horizon={spec.horizon!r} is invalid; allowed: an integer in "
@@ -195,7 +195,7 @@ def run_config(config: RunConfig, federation: Federation | None = None) -> RunRe
     if federation is None:
         federation = build_federation(config)
     setup_seconds = time.perf_counter() - started
-    spec = AlgorithmSpec.from_config(config, federation.reward_range)
+    spec = AlgorithmSpec.from_config(config, federation.reward_range, federation.domain.ndim)
     result = run_checked(federation, spec, describe=describe_problem(config))
     wall_seconds = time.perf_counter() - started
     scoring_seconds = result.summary["scoring_seconds"]

@@ -59,20 +59,24 @@ class Partition:
     domain: Domain
 
     def unit_cells(self, node_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Lower corners and widths, each ``(n, d)``, of the cells in the unit cube."""
+        """Lower corners and widths, each ``(n, d)``, of the cells in the unit cube.
+
+        Cells of one depth at a time: every split then halves the same axis for all of them, so
+        a level is a shift, a mask and one exact add per cell (the halved width is a power of two).
+        """
         ids = np.asarray(node_ids, dtype=np.int64).reshape(-1)
         d = self.domain.ndim
         depth = depth_of(ids)
         lower = np.zeros((ids.size, d))
         width = np.ones((ids.size, d))
-        deepest = int(depth.max()) if ids.size else 0
-        for level in range(deepest):
-            split = level < depth
-            shift = np.where(split, depth - 1 - level, 0)
-            upper = split & ((np.right_shift(ids, shift) & 1) == 1)
-            axis = level % d
-            width[split, axis] *= 0.5
-            lower[upper, axis] += width[upper, axis]
+        for level_count in np.unique(depth).tolist():
+            rows = np.flatnonzero(depth == level_count)
+            group, corner, side = ids[rows], np.zeros((rows.size, d)), np.ones(d)
+            for level in range(level_count):
+                axis = level % d
+                side[axis] *= 0.5
+                corner[:, axis] += ((group >> (level_count - 1 - level)) & 1) * side[axis]
+            lower[rows], width[rows] = corner, side
         return lower, width
 
     def unit_midpoints(self, node_ids: np.ndarray) -> np.ndarray:

@@ -86,7 +86,7 @@ def uniform_plan(spec: AlgorithmSpec) -> UniformPlan:
     schedule = settings.schedule
     lengths: list[int] = []
     used, phase = 0, 1
-    while not policy.solo and schedule.depth_allowed(phase):
+    while policy.refines_partition and not policy.solo and schedule.depth_allowed(phase):
         n_global, n_local = policy.phase_pulls(settings, schedule.f(phase), 1 << phase, 1 << phase)
         length = (1 << phase) * (n_global + n_local)
         if length < 1 or not policy.phase_fits(settings, length, spec.horizon - used):

@@ -81,6 +81,8 @@ class RunConfig:
     pf_pne_eps: float = None  # type: ignore[assignment]
     #: Random search's own parameter, a field (``--random-fraction``) the same way (``None``: its declared default).
     random_fraction: float = None  # type: ignore[assignment]
+    #: PF-SH's own parameter, a field (``--candidates``) the same way (``None``: its declared default, the rule).
+    candidates: int = None  # type: ignore[assignment]
     confidence: str = _default("confidence")
     landmine_data: str | None = _default("landmine_data")
     fields: str | None = _default("fields")

@@ -73,10 +73,13 @@ class AlgorithmSpec:
     @classmethod
     def build(
         cls, algorithm: str, *, num_clients: int, reward_range: Any = None, report_pulls: bool = False,
-        **keywords: Any,
+        dimensions: int | None = None, **keywords: Any,
     ) -> AlgorithmSpec:
         """The spec of Python keywords: the common ones (:data:`COMMON`, declared defaults for those not
-        given) and the algorithm's own; a one-line :class:`ConfigError` naming the first bad keyword."""
+        given) and the algorithm's own; a one-line :class:`ConfigError` naming the first bad keyword.
+
+        ``dimensions`` (the search space's, when known) lets the algorithm resolve options that follow
+        from it (:meth:`~pfxab_flower.algorithms.phased.Policy.resolve`, e.g. PF-SH's candidate count)."""
         algorithm = check("algorithm", algorithm, label="algorithm")
         check_keywords(algorithm, keywords)
         common = {name: check(declared, keywords[name] if name in keywords else _default(declared), label=name)
@@ -85,20 +88,22 @@ class AlgorithmSpec:
         options = {name: check_against(p, keywords.get(name, p.default), label=name)
                    for name, p in _options_of(algorithm).items()}
         span = check_reward_range(common["confidence"], FULL_RANGE if reward_range is None else reward_range)
-        return cls(algorithm=algorithm, num_clients=num_clients, reward_range=span, report_pulls=bool(report_pulls),
-                   options=options, **common)
+        return _resolved(cls(algorithm=algorithm, num_clients=num_clients, reward_range=span,
+                             report_pulls=bool(report_pulls), options=options, **common), dimensions)
 
     @classmethod
-    def from_config(cls, config: RunConfig, reward_range: tuple[float, float] = FULL_RANGE) -> AlgorithmSpec:
+    def from_config(cls, config: RunConfig, reward_range: tuple[float, float] = FULL_RANGE,
+                    dimensions: int | None = None) -> AlgorithmSpec:
         """The spec of a checked :class:`RunConfig`: its fields are trusted; only the reward range is checked
         (against the confidence bound: ``bernstein`` needs a real one). The algorithm's options are read
-        from the config's fields of the same names (``pf_pne_eps``)."""
+        from the config's fields of the same names (``pf_pne_eps``); ``dimensions`` as in :meth:`build`."""
         options = {name: getattr(config, name) for name in _options_of(config.algorithm)}
-        return cls(algorithm=config.algorithm, num_clients=config.clients, horizon=config.horizon, alpha=config.alpha,
+        spec = cls(algorithm=config.algorithm, num_clients=config.clients, horizon=config.horizon, alpha=config.alpha,
                    seed=config.seed, nu1=config.nu1, rho=config.rho, max_depth=config.max_depth,
                    max_evaluations=config.max_evaluations,
                    confidence=config.confidence, reward_range=check_reward_range(config.confidence, reward_range),
                    options=options)
+        return _resolved(spec, dimensions)
 
     def replace(self, **changes: Any) -> AlgorithmSpec:
         """A copy with ``changes`` (trusted: for values that were checked, e.g. ``report_pulls``)."""
@@ -196,6 +201,13 @@ def _default(name: str) -> Any:
     from pfxab_flower.config import PARAMETERS
 
     return PARAMETERS[name].default
+
+
+def _resolved(spec: AlgorithmSpec, dimensions: int | None) -> AlgorithmSpec:
+    """``spec`` with the options its algorithm derives from the run (e.g. PF-SH's candidate count)."""
+    from pfxab_flower.algorithms.registry import policy_class
+
+    return policy_class(spec.algorithm)().resolve(spec, dimensions)
 
 
 def _options_of(algorithm: str) -> dict[str, Parameter]:

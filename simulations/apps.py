@@ -41,7 +41,8 @@ StopFn = Callable[[str], None]
 
 def strategy_of(config: RunConfig, options: AppOptions, federation: Federation | None) -> Any:
     """The strategy of a run config on the API its options name (``message``, or ``legacy`` / secure)."""
-    spec = AlgorithmSpec.from_config(config, federation.reward_range if federation is not None else FULL_RANGE)
+    spec = AlgorithmSpec.from_config(config, federation.reward_range if federation is not None else FULL_RANGE,
+                                     federation.domain.ndim if federation is not None else None)
     kwargs: dict[str, Any] = dict(spec=spec, min_fraction=options.min_fraction, round_timeout=options.round_timeout,
                                   federation=federation)
     if options.api == "legacy" or options.secure_aggregation:

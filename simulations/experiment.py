@@ -229,7 +229,7 @@ def _field_name(key: str, path: Path, table: str) -> str:
 
 #: Fields added to RunConfig after results were first written: left out of a run's id at their default, so
 #: an older results directory keeps its run ids (and resumes) unchanged. A new field belongs here.
-LATER_FIELDS = ("confidence", "evaluation", "random_fraction", "max_evaluations")
+LATER_FIELDS = ("confidence", "evaluation", "random_fraction", "max_evaluations", "candidates")
 LATER_FIELD_DEFAULTS = {name: getattr(RunConfig(), name) for name in LATER_FIELDS}
 
 

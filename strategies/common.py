@@ -74,6 +74,8 @@ def make_driver(
             raise ConfigError(f"num_clients is missing; allowed: {PARAMETERS['clients'].allowed}")
         if reward_range is None and federation is not None:
             reward_range = federation.reward_range
+        if federation is not None and "dimensions" not in parameters:
+            parameters["dimensions"] = federation.domain.ndim
         spec = AlgorithmSpec.build(algorithm, reward_range=reward_range, **parameters)
     elif parameters or reward_range is not None or spec.algorithm != algorithm:
         given = ", ".join([*parameters, *(["reward_range"] if reward_range is not None else [])])

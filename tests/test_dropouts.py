@@ -13,7 +13,7 @@ import pytest
 from pfxab_flower import engine
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.phased import FIRST_ACTIVE_SET, ClientMachine, ServerMachine
-from pfxab_flower.algorithms.registry import federated_names
+from pfxab_flower.algorithms.registry import federated_names, options_of
 from pfxab_flower.client_apps import federation_sessions
 from pfxab_flower.errors import ConfigError, RunStoppedError
 from pfxab_flower.faults import FaultPlan, InjectedFailureError, required_replies
@@ -68,12 +68,19 @@ def test_dropout_keys_parse() -> None:
     assert [required_replies(f, 10) for f in (0.0, 0.5, 0.51, 1.0)] == [0, 5, 6, 10]
 
 
+def few_phases(algorithm: str) -> dict[str, int]:
+    """pf-sh with 8 candidates (3 rounds): its default runs ~10 phases, and a 30% failure rate per client and phase
+    then loses the quorum in one of them; every other algorithm as it is."""
+    return {"candidates": 8} if "candidates" in options_of(algorithm) else {}
+
+
 @pytest.mark.parametrize("algorithm", federated_names())  # the baselines run no phase
 def test_injected_failures_are_counted_and_every_client_still_pulls_the_horizon(algorithm: str) -> None:
     config = RunConfig(problem="doublesine", algorithm=algorithm, clients=6, alpha=0.6, horizon=60_000, seed=2)
     federation = build_federation(config)
     plan = FaultPlan(seed=2, rate=0.3)
-    settings = engine.make_settings(6, algorithm=algorithm, alpha=0.6, horizon=60_000, seed=2)
+    settings = engine.make_settings(6, algorithm=algorithm, alpha=0.6, horizon=60_000, seed=2,
+                                    dimensions=federation.domain.ndim, **few_phases(algorithm))
     sim = engine.simulate(federation, make_policy(algorithm), settings, faults=plan)
     history = sim.server.history
     assert len(history) >= 3
@@ -88,14 +95,15 @@ def test_injected_failures_are_counted_and_every_client_still_pulls_the_horizon(
 
 @pytest.mark.parametrize("algorithm", federated_names())  # the baselines run no phase
 def test_flower_and_inprocess_inject_the_same_failures(algorithm: str) -> None:
-    config = RunConfig(problem="garland", algorithm=algorithm, clients=5, alpha=0.5, horizon=40_000, seed=3)
+    config = RunConfig(problem="garland", algorithm=algorithm, clients=5, alpha=0.5, horizon=40_000, seed=3,
+                       **few_phases(algorithm))
     federation = build_federation(config)
     plan = FaultPlan(seed=3, rate=0.35)
     strategy = strategy_of(config, AppOptions(api="legacy", min_fraction=0.4), federation)
     run_loopback(strategy, federation_sessions(federation, plan), config.clients)
     flower = strategy.run_result()
     inprocess = engine.run(federation, algorithm=algorithm, alpha=0.5, horizon=40_000, seed=3, faults=plan,
-                           min_fraction=0.4)
+                           min_fraction=0.4, **few_phases(algorithm))
     for key in SAME_KEYS:
         assert flower.summary[key] == inprocess.summary[key], key
     assert flower.summary["failures"] > 0

@@ -73,7 +73,8 @@ def test_secure_sums_give_the_plain_runs_decisions(algorithm, problem, clients, 
     config = RunConfig(problem=problem, algorithm=algorithm, clients=clients, alpha=alpha, horizon=200_000, seed=seed)
     federation = build_federation(config)
     settings = engine.make_settings(clients, algorithm=algorithm, alpha=alpha, horizon=200_000, seed=seed,
-                                    reward_range=federation.reward_range, confidence=confidence)
+                                    reward_range=federation.reward_range, confidence=confidence,
+                                    dimensions=federation.domain.ndim)
     server, errors = run_secure(federation, algorithm, settings)
     plain = engine.simulate(federation, make_policy(algorithm), settings).server
     # same active sets, eliminations and phases (the mean observed reward is not seen through sums)

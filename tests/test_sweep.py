@@ -291,5 +291,6 @@ def test_a_field_added_to_run_configs_leaves_older_run_ids_unchanged() -> None:
 
 
 def _other_value(name: str) -> object:
-    others = {"confidence": "bernstein", "evaluation": "deterministic", "random_fraction": 0.5, "max_evaluations": 50}
+    others = {"confidence": "bernstein", "evaluation": "deterministic", "random_fraction": 0.5, "max_evaluations": 50,
+              "candidates": 64}
     return others[name]

@@ -7,6 +7,7 @@ Each is registered once (:mod:`.registry`); every list of algorithms is derived 
 
 from pfxab_flower.algorithms.fedpne import FedPNE
 from pfxab_flower.algorithms.local_only import LocalOnly
+from pfxab_flower.algorithms.pf_sh import PFSH
 from pfxab_flower.algorithms.pfpne import PFPNE
 from pfxab_flower.algorithms.pfxab import PFXAB
 from pfxab_flower.algorithms.pfxab_adaptive import PFXABAdaptive
@@ -15,11 +16,12 @@ from pfxab_flower.algorithms.random_search import RandomSearch
 from pfxab_flower.algorithms.registry import algorithm_names, make_policy, policy_class, register_algorithm
 from pfxab_flower.algorithms.solo import SoloPolicy
 
-for _policy in (PFXAB, FedPNE, PFPNE, LocalOnly, RandomSearch, PFXABAdaptive):
+for _policy in (PFXAB, FedPNE, PFPNE, LocalOnly, RandomSearch, PFXABAdaptive, PFSH):
     register_algorithm(_policy)
 
 __all__ = [
     "PFPNE",
+    "PFSH",
     "PFXAB",
     "FedPNE",
     "LocalOnly",

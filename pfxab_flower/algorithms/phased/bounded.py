@@ -26,6 +26,9 @@ def max_phases(settings: Settings, policy: Policy) -> int:
     """An upper bound on the phases of the run (the server's Flower rounds are one more): none for a solo policy."""
     if policy.solo:  # its clients work alone: the final exchange is the only one
         return 0
+    own = policy.max_phases(settings)  # a policy's own count (successive halving's rounds) is a hard limit
+    if own is not None:
+        return own
     return settings.schedule.max_phases(lambda phase: settings.bound.fewest_samples(settings, phase))
 
 
@@ -38,21 +41,30 @@ def check_phase(settings: Settings, policy: Policy, phase: int, *, final: bool =
                             f"{settings.horizon}, clients={settings.num_clients}, algorithm={settings.spec.algorithm}")
 
 
-def check_nodes(node_ids: np.ndarray, phase: int) -> None:
-    """The union ``A(p)`` of phase ``phase``: distinct node ids of depth ``phase``, in increasing order."""
+def check_nodes(settings: Settings, policy: Policy, node_ids: np.ndarray, phase: int) -> None:
+    """The union ``A(p)`` of phase ``phase``: distinct node ids of the policy's depth for it, in increasing order,
+    no more than the policy can hold then."""
     ids = np.asarray(node_ids)
     if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
         raise ProtocolError(f"the node ids of phase {phase} are not a non-empty vector of integers")
-    if ids.size > 2**phase or ids.min() < 1 or np.any(depth_of(ids) != phase) or np.any(np.diff(ids) <= 0):
-        raise ProtocolError(f"the node ids of phase {phase} are not distinct nodes of depth {phase} in order")
+    depth = policy.depth(settings, phase)
+    if (ids.size > policy.most_nodes(settings, phase) or ids.min() < 1 or np.any(depth_of(ids) != depth)
+            or np.any(np.diff(ids) <= 0)):
+        raise ProtocolError(f"the node ids of phase {phase} are not distinct nodes of depth {depth} in order")
 
 
-def check_catch_up(active_size: int, completed: int, phase: int, room: int) -> None:
-    """Catching up from ``completed`` to just before ``phase`` doubles the active set per missed phase: the
-    result must fit in ``room`` nodes (the union it must lie in), so the doubling is never done when it would not."""
-    missed = max(phase - 1 - completed, 0)
-    if active_size << missed > room:
-        raise ProtocolError(f"phase {phase} after {completed} would hold {active_size << missed} nodes, more than "
+def caught_up_size(policy: Policy, active_size: int, missed: int) -> int:
+    """The size of an active set of ``active_size`` nodes after ``missed`` phases are caught up: each doubles it
+    on a refined partition (every child kept); survivors of fixed candidates stay as they are."""
+    return active_size << max(missed, 0) if policy.refines_partition else active_size
+
+
+def check_catch_up(policy: Policy, active_size: int, completed: int, phase: int, room: int) -> None:
+    """Catching up from ``completed`` to just before ``phase`` grows the active set (:func:`caught_up_size`): the
+    result must fit in ``room`` nodes (the union it must lie in), so the growth is never done when it would not."""
+    grown = caught_up_size(policy, active_size, phase - 1 - completed)
+    if grown > room:
+        raise ProtocolError(f"phase {phase} after {completed} would hold {grown} nodes, more than "
                             f"the {room} of its union")
 
 

@@ -15,7 +15,7 @@ from pfxab_flower.algorithms.messages import ActiveSetReport, FinishReport, Loca
 from pfxab_flower.algorithms.phased.policy import Policy
 from pfxab_flower.algorithms.phased.settings import Settings
 from pfxab_flower.algorithms.phased.state import PhasePlan
-from pfxab_flower.partition import MAX_DEPTH, children, depth_of
+from pfxab_flower.partition import MAX_DEPTH
 
 
 class ReplyChecks:
@@ -101,9 +101,10 @@ class ReplyChecks:
         ids = np.asarray(report.node_ids)
         if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
             return "active set is not a non-empty vector of node ids"
-        allowed = children(self.client_sets[report.client])
+        allowed = self.policy.successors(self.client_sets[report.client])
         if not np.all(np.isin(ids, allowed)) or np.unique(ids).size != ids.size:
-            return "active set holds node ids that are not distinct children of the client's previous set"
+            return (f"active set holds node ids that are not distinct {self.policy.successor_kind} of the client's "
+                    "previous set")
         return None
 
     # -- final exchange ----------------------------------------------------------------------
@@ -122,9 +123,7 @@ class ReplyChecks:
         if isinstance(node, bool) or not isinstance(node, int | np.integer) or not 1 <= node < 2**MAX_DEPTH:
             return f"final node {node!r} is not a node id of the partition"
         own = self.client_sets[int(client)]
-        depth, own_depth = int(depth_of(np.array([node]))[0]), depth_of(own)
-        held = np.any((own_depth > depth) & (np.right_shift(own, np.maximum(own_depth - depth, 0)) == node))
-        if not self.policy.solo and (not held or depth < self.reported_phase[int(client)]):
+        if not self.policy.solo and not self.policy.can_finish_on(own, int(node), self.reported_phase[int(client)]):
             return f"final node {node} is not one client {client} can hold (its active set descends elsewhere)"
         point = np.asarray(report.point)
         if point.ndim != 1 or point.size == 0 or not np.issubdtype(point.dtype, np.floating) or \

@@ -13,6 +13,7 @@ from pfxab_flower.algorithms.messages import (
     PhaseInstruction,
 )
 from pfxab_flower.algorithms.phased.bounded import (
+    caught_up_size,
     check_catch_up,
     check_nodes,
     check_phase,
@@ -22,7 +23,6 @@ from pfxab_flower.algorithms.phased.bounded import (
 from pfxab_flower.algorithms.phased.policy import ClientView, Policy
 from pfxab_flower.algorithms.phased.settings import Settings
 from pfxab_flower.algorithms.phased.state import ClientState, ProtocolError
-from pfxab_flower.partition import children
 from pfxab_flower.sampling import Environment
 
 
@@ -45,6 +45,8 @@ class ClientMachine:
         self.settings = settings
         self.client = client
         self.state = state if state is not None else ClientState()
+        if self.state.completed == 0 and self.state.explored_phase == 0:  # no phase yet: the policy's first set
+            self.state.active = policy.first_active_set(settings)
 
     def _own_index(self, union: np.ndarray) -> np.ndarray:
         index = np.searchsorted(union, self.state.active)
@@ -70,7 +72,7 @@ class ClientMachine:
             if s.explored_phase == missed:
                 s.pulls += s.explored
             if sets:
-                s.active = children(s.active)
+                s.active = self.policy.successors(s.active)
             s.completed = missed
 
     def explore(self, instruction: PhaseInstruction, env: Environment) -> LocalReport:
@@ -81,10 +83,10 @@ class ClientMachine:
         s = self.state
         phase, union = instruction.phase, np.asarray(instruction.node_ids)
         check_phase(self.settings, self.policy, phase)
-        check_nodes(union, phase)
+        check_nodes(self.settings, self.policy, union, phase)
         if phase > s.completed:
-            check_catch_up(len(s.active), s.completed, phase, len(union))
-            own_size = len(s.active) << max(phase - 1 - s.completed, 0)
+            check_catch_up(self.policy, len(s.active), s.completed, phase, len(union))
+            own_size = caught_up_size(self.policy, len(s.active), phase - 1 - s.completed)
             check_pulls(self.settings, s.pulls, f"phase {phase}",
                         int(instruction.global_pulls) * len(union) + int(instruction.local_pulls) * own_size)
             if min(instruction.global_pulls, instruction.local_pulls) < 0:
@@ -117,18 +119,18 @@ class ClientMachine:
         s = self.state
         phase, union = update.phase, np.asarray(update.node_ids)
         check_phase(self.settings, self.policy, phase)
-        check_nodes(union, phase)
+        check_nodes(self.settings, self.policy, union, phase)
         check_sizes({"means": update.global_means, "eliminated": update.eliminated, "holders": update.holders,
                      **{f"statistic {name}": values for name, values in update.statistics.items()}},
                     len(union), phase)
         check_pulls(self.settings, s.pulls, f"the global update of phase {phase}", int(update.phase_length))
         if phase > s.completed:
-            check_catch_up(len(s.active), s.completed, phase, len(union))
+            check_catch_up(self.policy, len(s.active), s.completed, phase, len(union))
         self.catch_up(update.phase)
         if s.explored_phase != update.phase:
             if update.phase_length > 0:
                 env.play(s.choice, update.phase_length)
-            s.active = children(s.active)
+            s.active = self.policy.successors(s.active)
             s.pulls += update.phase_length
             s.completed = update.phase
             return ActiveSetReport(self.client, s.active)
@@ -141,7 +143,7 @@ class ClientMachine:
         keep = self.policy.keep(self.settings, view)
         survivors = s.active[keep]
         s.choice = int(survivors[np.argmax(self.policy.score(self.settings, view)[keep])])
-        s.active = children(survivors)
+        s.active = self.policy.successors(survivors)
         s.pulls += update.phase_length
         s.completed = update.phase
         return ActiveSetReport(self.client, s.active)

@@ -10,10 +10,13 @@ import numpy as np
 
 from pfxab_flower.algorithms.bounds import Widths
 from pfxab_flower.algorithms.phased.settings import Settings
+from pfxab_flower.algorithms.phased.state import FIRST_ACTIVE_SET
 from pfxab_flower.config import Parameter
+from pfxab_flower.partition import children, depth_of, parent
 
 if TYPE_CHECKING:
     from pfxab_flower.sampling import Environment
+    from pfxab_flower.spec import AlgorithmSpec
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,54 @@ class Policy:
     #: A baseline whose clients work alone (:class:`~pfxab_flower.algorithms.solo.SoloPolicy`): the server
     #: runs no phase, only the final exchange, in which each client plays its horizon (:meth:`alone`).
     solo: ClassVar[bool] = False
+    #: Whether a phase works at the partition's depth ``h = p`` (its nodes are split as they survive).
+    #: A policy over fixed candidates (successive halving) keeps its survivors as they are instead.
+    refines_partition: ClassVar[bool] = True
+    #: What :meth:`successors` are, for the server's one-line reason when a reply's active set is not among them.
+    successor_kind: ClassVar[str] = "children"
+
+    # -- the candidates: where every client starts, what survives a phase, what the server may hear ----------
+    def depth(self, settings: Settings, phase: int) -> int:
+        """The partition depth of phase ``phase``'s nodes: ``h = p``, the paper's."""
+        return phase
+
+    def most_nodes(self, settings: Settings, phase: int) -> int:
+        """The most nodes a phase's union can hold: every node of its depth, ``2**p``."""
+        return 1 << phase
+
+    def first_active_set(self, settings: Settings) -> np.ndarray:
+        """Every client's ``A^m(1)`` (sorted node ids): the root's children, the paper's."""
+        return FIRST_ACTIVE_SET.copy()
+
+    def successors(self, kept: np.ndarray) -> np.ndarray:
+        """The next phase's active set of a client that kept ``kept`` (sorted): their children.
+
+        It is also the superset the server and a client assume for a phase whose active set was lost."""
+        return children(kept)
+
+    def predecessors(self, nodes: np.ndarray) -> np.ndarray:
+        """The nodes of this phase that ``nodes`` of the next phase descend from (each node's parent)."""
+        return parent(nodes)
+
+    def can_finish_on(self, own: np.ndarray, node: int, reported_phase: int) -> bool:
+        """Whether a client whose active set the server knows as ``own`` may exploit ``node`` at the end.
+
+        A client exploits the best survivor of the last phase it completed: an ancestor of its
+        active set, no shallower than the last phase whose active set it sent (the root only if
+        it never sent one)."""
+        depth, own_depth = int(depth_of(np.array([node]))[0]), depth_of(own)
+        held = np.any((own_depth > depth) & (np.right_shift(own, np.maximum(own_depth - depth, 0)) == node))
+        return bool(held) and depth >= reported_phase
+
+    def resolve(self, spec: AlgorithmSpec, dimensions: int | None) -> AlgorithmSpec:
+        """``spec`` with the options this algorithm derives from the run once, where the run is specified
+        (``dimensions``: the search space's, ``None`` if unknown there). Default: nothing to derive."""
+        return spec
+
+    def max_phases(self, settings: Settings) -> int | None:
+        """The most phases the policy runs (``None``: as many as the schedule's budget fits). The server
+        starts none beyond it."""
+        return None
 
     def pulls(self, settings: Settings, f: float) -> tuple[int, int]:
         """``(global pulls per node of A(p), local pulls per node of A^m(p))`` for the phase's ``f(p)``."""

@@ -23,10 +23,9 @@ from pfxab_flower.algorithms.phased.checks import ReplyChecks
 from pfxab_flower.algorithms.phased.policy import Policy
 from pfxab_flower.algorithms.phased.pooling import holders, observed_mean, pooled_means, pooled_statistics
 from pfxab_flower.algorithms.phased.settings import Settings
-from pfxab_flower.algorithms.phased.state import FIRST_ACTIVE_SET, PhasePlan, ProtocolError
+from pfxab_flower.algorithms.phased.state import PhasePlan, ProtocolError
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.faults import required_replies
-from pfxab_flower.partition import children
 
 LOGGER = logging.getLogger("pfxab_flower")
 
@@ -40,7 +39,8 @@ class ServerMachine(ReplyChecks):
         self.policy = policy
         self.settings = settings
         self.parameters = settings.spec.for_clients(report_pulls)  # what every message carries
-        self.client_sets: list[np.ndarray] = [FIRST_ACTIVE_SET.copy() for _ in range(settings.num_clients)]
+        first = policy.first_active_set(settings)
+        self.client_sets: list[np.ndarray] = [first.copy() for _ in range(settings.num_clients)]
         self.completed = 0
         self.pulls = 0
         self.points = 0  # the most distinct points a client has been asked to evaluate (max_evaluations)
@@ -80,7 +80,8 @@ class ServerMachine(ReplyChecks):
         points = len(union) if n_global > 0 else own
         budget = self.settings.spec.max_evaluations
         schedule = self.settings.schedule
-        if (schedule.depth_allowed(phase) and length >= 1
+        limit = self.policy.max_phases(self.settings)  # a policy's own count of phases is a hard limit
+        if (schedule.depth_allowed(phase) and length >= 1 and (limit is None or phase <= limit)
                 and self.policy.phase_fits(self.settings, length, schedule.horizon - self.pulls)
                 and (budget is None or self.points + points <= budget)):
             self.points += points
@@ -213,17 +214,17 @@ class ServerMachine(ReplyChecks):
                 self.reject(report.client, plan.phase, "active-set", reason)
         self.require_quorum(plan.phase, "active-set", len(seen))
         # no valid reply: every child of its previous set, a superset of what it kept
-        self.client_sets = [new if new is not None else children(old) for new, old in zip(new_sets, self.client_sets,
-                                                                                            strict=True)]
+        self.client_sets = [new if new is not None else self.policy.successors(old)
+                            for new, old in zip(new_sets, self.client_sets, strict=True)]
         next_union = self.union()
         self.completed = plan.phase
         self.pulls += plan.length
         self.history.append(
             {
                 "phase": plan.phase,
-                "depth": plan.phase,
+                "depth": self.policy.depth(self.settings, plan.phase),
                 "active_nodes": int(plan.union.size),
-                "eliminated": int(plan.union.size - np.unique(next_union // 2).size),
+                "eliminated": int(plan.union.size - np.unique(self.policy.predecessors(next_union)).size),
                 "global_pulls": plan.global_pulls,
                 "local_pulls": plan.local_pulls,
                 "phase_length": plan.length,

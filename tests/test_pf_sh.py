@@ -1,0 +1,140 @@
+"""``pf-sh``: personalised successive halving over candidates every client draws from the run's seed.
+
+What is checked here is what the algorithm claims of itself: every machine derives the same
+candidates from the seed alone (only ids and means travel), each round halves every client's
+survivors on its personalised estimate, a round costs each client about ``K`` pulls, alpha's two
+ends are pure federation and a client alone, and the candidate count follows the documented rule.
+That every engine gives the same numbers is checked by the suites that run every registered algorithm.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pfxab_flower import Federation, engine, run
+from pfxab_flower.algorithms.pf_sh import (
+    COUNT_GRID,
+    PFSH,
+    candidate_count,
+    candidate_nodes,
+    modelled_regret,
+    round_split,
+)
+from pfxab_flower.algorithms.pfxab_adaptive import cheapest_split
+from pfxab_flower.errors import ConfigError
+from pfxab_flower.faults import FaultPlan
+from pfxab_flower.problems import synthetic_federation
+from pfxab_flower.spec import AlgorithmSpec
+
+
+def tents(centres: tuple[float, ...], noise_sigma: float = 0.1) -> Federation:
+    objectives = [lambda x, c=c: 1.0 - np.abs(x[:, 0] - c) for c in centres]
+    return Federation.from_callables(objectives, {"x": (0.0, 1.0)}, noise_sigma=noise_sigma)
+
+
+def test_every_machine_draws_the_same_candidates_from_the_seed_and_only_ids_and_means_travel() -> None:
+    federation = synthetic_federation("garland", 4)
+    settings = engine.make_settings(4, algorithm="pf-sh", horizon=20_000, seed=7, candidates=64)
+    sim = engine.simulate(federation, PFSH(), settings, keep_messages=True)
+    candidates = candidate_nodes(7, 64, 48)
+    assert candidates.size == 64 and np.unique(candidates).size == 64
+    assert np.array_equal(candidates, candidate_nodes(7, 64, 48))  # a function of the seed alone
+    assert not np.array_equal(candidates, candidate_nodes(8, 64, 48))
+    first, replies = sim.messages[0]
+    assert np.array_equal(first.node_ids, candidates)  # the server's first union: all of them
+    for reply in replies:  # a client answers with one mean and count per candidate of the union, nothing else
+        assert np.array_equal(reply.node_ids, candidates) and reply.means.shape == (64,)
+    points = federation.partition.midpoints(candidates)
+    assert np.all((points >= 0) & (points <= 1))
+
+
+def test_each_round_halves_every_clients_survivors_until_one_is_left() -> None:
+    federation = synthetic_federation("doublesine", 5)
+    result = run(federation, "pf-sh", alpha=0.5, horizon=50_000, seed=1, candidates=100)
+    history = result.phases
+    assert len(history) == math.ceil(math.log2(100)) == result.summary["phases"]
+    assert result.summary["communication_rounds"] == 2 * 7 + 1
+    sim = engine.simulate(federation, PFSH(), engine.make_settings(5, algorithm="pf-sh", alpha=0.5, horizon=50_000,
+                                                                   seed=1, candidates=100), keep_messages=True)
+    own = 100
+    for phase in range(1, 8):
+        sets = sim.messages[2 * phase - 1][1]  # the active-set replies of the phase
+        own = (own + 1) // 2
+        assert all(report.node_ids.size == own for report in sets)
+    final = result.summary["final_nodes"]
+    assert all(node in candidate_nodes(1, 100, 48) for node in final)
+
+
+def test_a_client_that_misses_rounds_keeps_its_survivors_and_the_run_still_ends_after_log2_k_rounds() -> None:
+    federation = synthetic_federation("garland", 5)
+    plan = FaultPlan(seed=5, rate=1.0, clients=(3,))  # client 3 misses every round
+    settings = engine.make_settings(5, algorithm="pf-sh", alpha=0.5, horizon=20_000, seed=5, candidates=32,
+                                    min_fraction=0.5)
+    sim = engine.simulate(federation, PFSH(), settings, faults=plan)
+    assert len(sim.server.history) == 5  # ceil(log2 32), not until client 3's set halves
+    assert sim.server.client_sets[3].size == 32 and sim.stores[3].state.active.size == 32
+    assert all(sim.server.client_sets[m].size == 1 for m in (0, 1, 2, 4))
+    assert [int(env.log.counts.sum()) for env in sim.envs] == [20_000] * 5
+
+
+def test_at_alpha_zero_every_client_keeps_the_same_survivors_and_each_round_costs_k_pulls() -> None:
+    federation = synthetic_federation("garland", 6)
+    result = run(federation, "pf-sh", alpha=0.0, horizon=30_000, seed=2, candidates=64)
+    history = result.phases
+    assert (history["next_active_nodes"].to_numpy()[:-1] == history["active_nodes"].to_numpy()[1:]).all()
+    assert list(history["active_nodes"]) == [64, 32, 16, 8, 4, 2]  # the union is one client's set
+    assert (history["phase_length"] == 64).all() and (history["local_pulls"] == 0).all()
+
+
+def test_at_alpha_one_a_client_halves_alone_exactly_as_a_one_client_run_does() -> None:
+    centres = (0.2, 0.5, 0.7)
+    together = engine.simulate(tents(centres), PFSH(), engine.make_settings(3, algorithm="pf-sh", alpha=1.0,
+                                                                           horizon=10_000, seed=4, candidates=50))
+    alone = engine.simulate(tents(centres[:1]), PFSH(), engine.make_settings(1, algorithm="pf-sh", alpha=1.0,
+                                                                            horizon=10_000, seed=4, candidates=50))
+    assert together.server.history[0]["global_pulls"] == 0  # nothing is pulled for the others
+    assert together.stores[0].state.choice == alone.stores[0].state.choice
+    assert np.array_equal(together.envs[0].log.node_ids, alone.envs[0].log.node_ids)
+    assert np.array_equal(together.envs[0].log.counts, alone.envs[0].log.counts)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.1, 0.5, 0.9, 1.0])
+@pytest.mark.parametrize(("union", "own"), [(64, 64), (100, 32), (40, 4), (7, 1)])
+def test_a_round_takes_the_cheapest_split_for_about_k_pulls(alpha, union, own) -> None:
+    M, K = 10, 64
+    g, loc = round_split(alpha, M, K, union, own)
+    assert isinstance(g, int) and isinstance(loc, int)
+    unit_g, unit_l = cheapest_split(alpha, M, 1.0, union / own)
+    assert (g > 0) == (unit_g > 1e-12) and (loc > 0) == (unit_l > 1e-12)  # the split's shape, whole pulls
+    length = union * g + own * loc
+    assert length >= K * (1 - 1e-9) or g <= 1  # a round never spends less than K, but one pull a candidate
+    assert length <= K + union + own  # at most the rounding more
+
+
+def test_the_rule_chooses_the_least_modelled_regret_and_grows_with_horizon_and_dimension() -> None:
+    for horizon in (10**4, 10**6):
+        count = candidate_count(horizon, 2)
+        assert count in COUNT_GRID
+        assert all(modelled_regret(count, horizon, 2) <= modelled_regret(k, horizon, 2) for k in COUNT_GRID
+                   if k <= horizon)
+    assert candidate_count(10**4, 1) < candidate_count(10**5, 1) < candidate_count(10**6, 1)
+    assert candidate_count(10**6, 1) < candidate_count(10**6, 3) <= candidate_count(10**6, 5)
+    assert candidate_count(1, 1) == 1 and candidate_count(10, 1) <= 10
+
+
+def test_the_count_is_resolved_where_the_run_is_specified_and_shown_in_the_summary() -> None:
+    federation = synthetic_federation("garland", 3)
+    result = run(federation, "pf-sh", horizon=100_000, seed=0)
+    assert result.summary["candidates"] == candidate_count(100_000, 1)
+    assert run(federation, "pf-sh", horizon=100_000, seed=0, candidates=40).summary["candidates"] == 40
+    with pytest.raises(ConfigError, match=r"^candidates=0 is invalid without the search space's dimensions"):
+        AlgorithmSpec.build("pf-sh", num_clients=3, horizon=1000)
+    spec = AlgorithmSpec.build("pf-sh", num_clients=3, horizon=10**6, dimensions=3)
+    assert spec.options["candidates"] == candidate_count(10**6, 3)
+    with pytest.raises(ConfigError, match=r"^candidates=-1 is invalid; allowed: an integer in \[0, "):
+        run(federation, "pf-sh", horizon=1000, candidates=-1)
+    with pytest.raises(ConfigError, match=r"^unknown keyword 'candidates' for algorithm 'pf-xab'"):
+        run(federation, "pf-xab", horizon=1000, candidates=10)
