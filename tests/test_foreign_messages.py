@@ -239,14 +239,16 @@ def test_a_hostile_servers_values_are_bounded_by_the_run_before_any_work(case: s
     batch to the objective): each is one line now, the objective is never called, and the node goes on."""
 
     from pfxab_flower.algorithms.phased import ProtocolError
+    from pfxab_flower.errors import ClientFailedError
 
     app = message_client_app(objective_sessions(_counted, {"x": (0.0, 1.0)}, evaluation=evaluation))
     context = node()
     make, fragment = HOSTILE[case]
     CALLS.clear()
-    with pytest.raises(ProtocolError) as info:
+    with pytest.raises(ClientFailedError) as info:  # the ClientApp's one line around the check's ProtocolError
         ask(app, Message(records.to_record(*codec.broadcast_payload(make())), dst_node_id=100,
                          message_type=MessageType.TRAIN), context)
+    assert isinstance(info.value.__cause__, ProtocolError)
     assert CALLS == [] and fragment in str(info.value)
     assert "\n" not in str(info.value)
     reply = ask(app, Message(records.to_record(*codec.broadcast_payload(OURS)), dst_node_id=100,
