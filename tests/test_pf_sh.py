@@ -138,3 +138,23 @@ def test_the_count_is_resolved_where_the_run_is_specified_and_shown_in_the_summa
         run(federation, "pf-sh", horizon=1000, candidates=-1)
     with pytest.raises(ConfigError, match=r"^unknown keyword 'candidates' for algorithm 'pf-xab'"):
         run(federation, "pf-xab", horizon=1000, candidates=10)
+
+
+def test_a_servers_values_are_bounded_by_pf_shs_own_rounds_depth_and_candidates() -> None:
+    """A ClientApp bounds what a server sends by the run (issue 37): for pf-sh that is its ``ceil(log2 K)`` rounds,
+    candidates at depth 48 and at most ``K`` of them, not the partition's phases and depths."""
+    from pfxab_flower.algorithms.messages import PhaseInstruction
+    from pfxab_flower.algorithms.phased import ProtocolError
+    from pfxab_flower.algorithms.phased.client import ClientMachine
+
+    settings = engine.make_settings(2, algorithm="pf-sh", horizon=20_000, seed=3, candidates=16)
+    machine = ClientMachine(PFSH(), settings, 0)
+    candidates = candidate_nodes(3, 16, 48)
+
+    def refused(phase: int, ids: np.ndarray, fragment: str) -> None:
+        with pytest.raises(ProtocolError, match=fragment):
+            machine.explore(PhaseInstruction(phase, ids, 1, 1, settings.spec), env=None)  # type: ignore[arg-type]
+
+    refused(5, candidates, r"phase 5 is not one this run can have: \[1, 4\]")
+    refused(1, np.array([2, 3]), "not distinct nodes of depth 48")
+    refused(1, np.sort(np.concatenate([candidates, candidate_nodes(4, 16, 48)])), "not distinct nodes of depth 48")
