@@ -158,3 +158,28 @@ def test_a_servers_values_are_bounded_by_pf_shs_own_rounds_depth_and_candidates(
     refused(5, candidates, r"phase 5 is not one this run can have: \[1, 4\]")
     refused(1, np.array([2, 3]), "not distinct nodes of depth 48")
     refused(1, np.sort(np.concatenate([candidates, candidate_nodes(4, 16, 48)])), "not distinct nodes of depth 48")
+
+
+def test_compare_runs_pf_sh_beside_the_baselines_on_a_users_own_federation_and_from_the_command_line(tmp_path) -> None:
+    """The comparison a person tuning their own black box makes: pf-sh against random search and local-only, in
+    Python on their ``Federation`` (the count resolved from its domain) and with ``pfxab compare``."""
+    import json
+
+    from pfxab_flower.comparison import compare
+    from pfxab_flower.simulations.cli import main
+
+    federation = tents((0.2, 0.3, 0.35))
+    result = compare(federation, algorithms=["pf-sh", "random-search", "local-only"], seeds=[0, 1], progress=False,
+                     alpha=0.5, horizon=20_000)
+    assert sorted(result.runs["algorithm"].unique()) == ["local-only", "pf-sh", "random-search"]
+    assert len(result.runs) == 6 and result.runs["regret"].notna().all()
+    alone = run(federation, "pf-sh", alpha=0.5, horizon=20_000, seed=1)
+    pf_sh = result.runs[(result.runs["algorithm"] == "pf-sh") & (result.runs["seed"] == 1)]
+    assert pf_sh["regret"].item() == alone.summary["regret"]  # the same run as run() gives
+
+    out = tmp_path / "cmp"
+    assert main(["compare", "--problem", "garland", "--clients", "3", "--horizon", "20000", "--seeds", "0-1",
+                 "--algorithms", "pf-sh,random-search,local-only", "--no-progress", "--out", str(out)]) == 0
+    written = (out / "summary.csv").read_text(encoding="utf-8")
+    assert all(name in written for name in ("pf-sh", "random-search", "local-only"))
+    assert json.loads((out / "pfxab-manifest.json").read_text(encoding="utf-8"))
