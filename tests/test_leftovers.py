@@ -255,5 +255,6 @@ def test_an_interrupted_sweep_ends_with_one_line_its_status_and_no_worker(tmp_pa
     (tmp_path / "s.toml").write_text('[fixed]\nhorizon = 200000000\nclients = 3\n[grid]\nseed = [0, 1, 2, 3]\n')
     status, lines, left = _interrupt(["sweep", "s.toml", "--out", "S", "--workers", "2", "--no-progress"], sig,
                                      lambda err: "runs to do" in err, tmp_path)
-    assert status == 128 + sig and lines[-1].startswith("pfxab sweep: interrupted; 0 of 4 runs complete in S;")
+    assert status == 128 + sig and lines[-1].startswith(
+        f"pfxab sweep: interrupted; 0 of 4 runs complete in {(tmp_path / 'S').resolve()};"), lines[-3:]
     assert left == [] and not [p for p in (tmp_path / "S").rglob("*") if "pfxab-tmp" in p.name]
