@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import uuid
 
 import pytest
 
@@ -40,8 +43,19 @@ def test_peak_memory_counts_this_process_and_marked_ones() -> None:
     with PeakMemory(marker="") as memory:
         pass
     assert memory.peak_processes == 1
-    if os.path.exists("/proc/self/status"):
-        assert memory.peak_rss_mib > 1
+    assert memory.peak_rss_mib > 1
+    if sys.platform == "linux":  # PSS is Linux's
+        assert 1 < memory.peak_pss_mib <= memory.peak_rss_mib
+    marker = f"pfxab-test-{uuid.uuid4()}"
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                             env={**os.environ, "PFXAB_BENCH_MARKER": marker})
+    try:
+        with PeakMemory(marker=marker) as marked:
+            pass
+    finally:
+        child.communicate(b"")
+    assert marked.peak_processes == 2  # this process and the child found by the marker in its environment
+    assert marked.peak_rss_mib > memory.peak_rss_mib
 
 
 @pytest.mark.parametrize("argv, written", [(["--quick", "--only", "1"], "results-quick.json"),

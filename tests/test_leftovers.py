@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 
 from pfxab_flower.simulations.environment import remove_abandoned
@@ -37,12 +38,11 @@ def wait_for(condition: Callable[[], object], seconds: float, what: str) -> obje
 
 
 def children(pid: int) -> list[int]:
-    """The children of ``pid`` (over all its threads), from /proc."""
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        with contextlib.suppress(OSError):  # the thread ended
-            found += [int(child) for child in (task / "children").read_text().split()]
-    return sorted(found)
+    """The children of ``pid`` (started by any of its threads)."""
+    try:
+        return sorted(child.pid for child in psutil.Process(pid).children())
+    except psutil.Error:  # it ended
+        return []
 
 
 def python(code: str, **kwargs) -> subprocess.Popen:
@@ -110,15 +110,14 @@ def listening(port: int) -> bool:
 
 
 def environ_of(pid: int) -> dict[str, str]:
-    raw = Path(f"/proc/{pid}/environ").read_bytes()
-    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+    return psutil.Process(pid).environ()
 
 
 def flwr_simulation_of(home: Path) -> int | None:
     """The ``flwr-simulation`` process of the run whose FLWR_HOME is ``home`` (Ray starts under it)."""
     for pid in processes_with_marker(str(home)):
-        with contextlib.suppress(OSError):  # it ended
-            if b"flwr-simulation" in Path(f"/proc/{pid}/cmdline").read_bytes():
+        with contextlib.suppress(psutil.Error):  # it ended
+            if "flwr-simulation" in " ".join(psutil.Process(pid).cmdline()):
                 return pid
     return None
 
@@ -164,8 +163,8 @@ def test_killed_simulate_stops_superlink_ray_and_removes_its_directories(
 def watcher_of(pid: int) -> int:
     """The watchdog process ``pid`` started (``python -m pfxab_flower.simulations.processes``)."""
     for child in children(pid):
-        with contextlib.suppress(OSError):
-            if b"pfxab_flower.simulations.processes" in Path(f"/proc/{child}/cmdline").read_bytes():
+        with contextlib.suppress(psutil.Error):
+            if "pfxab_flower.simulations.processes" in psutil.Process(child).cmdline():
                 return child
     raise AssertionError(f"no watcher among the children of {pid}")
 
