@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.simulations.environment import QUIET_ENV
 from pfxab_flower.simulations.flwr_run import flwr_executable, free_port
@@ -164,8 +166,8 @@ def make_site_keys(directory: Path, sites: Sequence[str]) -> list[SiteKeys]:
 
 def config_toml(address: str, certificates: Certificates | None) -> str:
     """``$FLWR_HOME/config.toml``: the federation ``flwr run . deployment`` submits to."""
-    security = (f'root-certificates = "{certificates.ca}"' if certificates is not None else "insecure = true")
-    return f'[superlink]\ndefault = "{FEDERATION}"\n\n[superlink.{FEDERATION}]\naddress = "{address}"\n{security}\n'
+    security = {"root-certificates": str(certificates.ca)} if certificates is not None else {"insecure": True}
+    return tomli_w.dumps({"superlink": {"default": FEDERATION, FEDERATION: {"address": address, **security}}})
 
 
 @dataclass

@@ -40,7 +40,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import IO, Any
 
-import tomli_w  # flwr's own dependency (it writes pyproject.toml files with it)
+import tomli_w
 
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.run_parameters import AppOptions, RunConfig, to_run_config
@@ -68,17 +68,11 @@ class SimulateOutcome:
     unsaved: dict[str, Any] | None = None  # a finished run whose files could not be written: ``error``, ``summary``
 
 
-def toml_value(value: Any) -> str:
-    """One value in TOML syntax, as ``--run-config`` expects."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    return json.dumps(str(value))  # a TOML basic string
-
-
 def run_config_argument(config: RunConfig, options: AppOptions) -> str:
-    return " ".join(f"{key}={toml_value(value)}" for key, value in to_run_config(config, options).items())
+    """``--run-config``'s argument: ``key=value`` pairs, each value in TOML syntax (as tomli-w writes it)."""
+    pairs = (tomli_w.dumps({key: value}).rstrip("\n").replace(" = ", "=", 1)
+             for key, value in to_run_config(config, options).items())
+    return " ".join(pairs)
 
 
 def free_port() -> int:

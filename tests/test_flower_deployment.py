@@ -94,6 +94,18 @@ def test_certificates_name_loopback(tmp_path: Path) -> None:
     assert "insecure = true" in dep.config_toml("127.0.0.1:1", None)
 
 
+@pytest.mark.parametrize("ca", ["/tmp/plain/ca.pem", '/tmp/a "quoted" dir/ca.pem', "C:\\certs\\ca.pem"])
+def test_the_flower_config_reads_back_as_written(ca: str) -> None:
+    """``$FLWR_HOME/config.toml`` is TOML for any CA path (a quote or a backslash in it made the file unreadable)."""
+    import tomllib
+
+    files = dep.Certificates(ca=Path(ca), server_cert=Path("s.pem"), server_key=Path("s.key"))
+    assert tomllib.loads(dep.config_toml("127.0.0.1:9093", files)) == {"superlink": {
+        "default": dep.FEDERATION, dep.FEDERATION: {"address": "127.0.0.1:9093", "root-certificates": ca}}}
+    assert tomllib.loads(dep.config_toml("127.0.0.1:9093", None))["superlink"][dep.FEDERATION] == {
+        "address": "127.0.0.1:9093", "insecure": True}
+
+
 def test_existing_certificates_are_never_replaced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A CA the SuperNodes already trust is kept: making certificates again in its directory writes nothing."""
     files = dep.make_certificates(tmp_path)
