@@ -75,7 +75,8 @@ def die_with_parent() -> None:
     """In a child before ``exec`` (``preexec_fn``): the kernel sends it SIGTERM when its parent dies.
 
     Linux only (``prctl(PR_SET_PDEATHSIG)``), a no-op elsewhere. If the parent died before the
-    call took effect, the child exits at once.
+    call took effect, the child exits at once. Only for a program that is not ours (the SuperLink),
+    where no thread of ours can watch; our own processes use :func:`pfxab_flower.lifetime.exit_with_parent`.
     """
     parent = os.getppid()
     try:

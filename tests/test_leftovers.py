@@ -66,6 +66,26 @@ def test_pool_workers_exit_when_their_parent_dies(sig: signal.Signals) -> None:
         parent.wait()
 
 
+def test_an_objective_process_exits_when_its_parent_dies_even_in_the_middle_of_a_call() -> None:
+    """With ``objective_timeout``, the objective's own process (:mod:`pfxab_flower.deadline`) checked for its parent
+    only between calls: a SIGKILLed run left it computing for the rest of the call (here 120 s)."""
+    parent = python("""
+        import time
+        import numpy as np
+        from pfxab_flower.deadline import call_within
+        call_within(300.0, lambda points: time.sleep(120), np.zeros((1, 1)), "objective of client 0")
+    """)
+    try:
+        objective = wait_for(lambda: children(parent.pid), 30, "the objective's process")
+        time.sleep(1)  # it is in the call now
+        parent.kill()
+        assert parent.wait(timeout=patient(10)) == -signal.SIGKILL
+        wait_for(lambda: not any(alive(pid) for pid in objective), 10, f"objective process {objective} gone")
+    finally:
+        parent.kill()
+        parent.wait()
+
+
 #: A stand-in for ``simulate``: a detached process carrying the marker (like the SuperLink, which
 #: is not our child), a temporary directory, the watchdog and the signal handlers, and the same
 #: clean-up in ``finally``.
