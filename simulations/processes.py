@@ -98,9 +98,8 @@ def processes_with_marker(marker: str) -> list[int]:
         if process.pid == os.getpid():
             continue
         try:
-            if process.status() == psutil.STATUS_ZOMBIE:
-                continue
-            if marker in "\0".join(process.cmdline()) or marker in _environment(process):
+            named = marker in _environment(process) or marker in "\0".join(process.cmdline())
+            if named and process.status() != psutil.STATUS_ZOMBIE:
                 found.append(process.pid)
         except psutil.Error:  # the process ended, or is not ours to read
             continue
