@@ -23,25 +23,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import tomli_w
+
 from benchmarks.flower import COMPARED, FLOWER_TIMEOUT, ITEM1
 from benchmarks.local_cluster import two_node_cluster
 
-SWEEP_GRID = """
-[experiment]
-name = "throughput"
-kind = "regret"
-title = "sweep throughput"
 
-[fixed]
-problem = "garland"
-clients = 10
-horizon = {horizon}
-
-[grid]
-algorithm = ["pf-xab", "fed-pne", "pf-pne"]
-alpha = [0.1, 0.5, 0.9]
-seed = {seeds}
-"""
+def sweep_grid(horizon: int, seeds: list[int]) -> dict:
+    """The throughput sweep's experiment (``pfxab sweep``'s TOML as a table)."""
+    return {"experiment": {"name": "throughput", "kind": "regret", "title": "sweep throughput"},
+            "fixed": {"problem": "garland", "clients": 10, "horizon": horizon},
+            "grid": {"algorithm": ["pf-xab", "fed-pne", "pf-pne"], "alpha": [0.1, 0.5, 0.9], "seed": seeds}}
 
 
 def flower_on_cluster(spec: dict) -> dict:
@@ -71,7 +63,7 @@ def sweep_throughput(spec: dict) -> dict:
     figures: dict = {}
     with tempfile.TemporaryDirectory(prefix="pfxab-bench-") as tmp:
         toml = Path(tmp) / "grid.toml"
-        toml.write_text(SWEEP_GRID.format(horizon=spec["horizon"], seeds=json.dumps(spec["seeds"])))
+        toml.write_text(tomli_w.dumps(sweep_grid(spec["horizon"], spec["seeds"])), encoding="utf-8")
         tables = {}
         for name, address in (("local", None), ("cluster", spec["address"])):
             experiment = load_experiment(str(toml))

@@ -8,28 +8,33 @@ sums, a few times a second, the resident memory of every live process carrying i
 Two sums are kept: ``rss`` (what ``ps`` shows; shared pages such as Ray's object
 store and common libraries count once per process, so it overstates) and ``pss``
 (proportional set size: shared pages split between the processes sharing them;
-the honest total). Both are read from ``/proc`` (Linux only; elsewhere 0).
+the honest total). Both come from psutil; ``pss`` is Linux only (0 elsewhere).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from pathlib import Path
+
+import psutil
 
 from pfxab_flower.simulations.processes import processes_with_marker
 
 MARKER_ENV = "PFXAB_BENCH_MARKER"
 
 
-def _kib(path: Path, field: str) -> int:
+def _memory(pid: int) -> tuple[int, int]:
+    """``(rss, pss)`` of ``pid`` in bytes; 0 for what cannot be read (the process ended, is not ours, no PSS here)."""
     try:
-        for line in path.read_text().splitlines():
-            if line.startswith(field):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):  # the process ended meanwhile
-        pass
-    return 0
+        process = psutil.Process(pid)
+        rss = process.memory_info().rss
+    except psutil.Error:
+        return 0, 0
+    try:
+        pss = getattr(process.memory_full_info(), "pss", 0)
+    except psutil.Error:
+        pss = 0
+    return rss, pss
 
 
 class PeakMemory:
@@ -46,10 +51,9 @@ class PeakMemory:
 
     def sample(self) -> None:
         pids = {os.getpid(), *(processes_with_marker(self.marker) if self.marker else [])}
-        rss = sum(_kib(Path(f"/proc/{pid}/status"), "VmRSS:") for pid in pids)
-        pss = sum(_kib(Path(f"/proc/{pid}/smaps_rollup"), "Pss:") for pid in pids)
-        self.peak_rss_mib = max(self.peak_rss_mib, rss / 1024.0)
-        self.peak_pss_mib = max(self.peak_pss_mib, pss / 1024.0)
+        memory = [_memory(pid) for pid in pids]
+        self.peak_rss_mib = max(self.peak_rss_mib, sum(rss for rss, _ in memory) / 2**20)
+        self.peak_pss_mib = max(self.peak_pss_mib, sum(pss for _, pss in memory) / 2**20)
         self.peak_processes = max(self.peak_processes, len(pids))
 
     def _loop(self) -> None:

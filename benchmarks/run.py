@@ -123,8 +123,10 @@ def main(argv: list[str] | None = None, no_loopback: str | None = None) -> int:
                 continue
             rows += section(number, args.quick, run_case, _progress)
     table = pd.DataFrame(rows)
+    from pfxab_flower.simulations.sweep import cpu_model
+
     machine = {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),
-               "processor": _cpu_model(), "quick": args.quick, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+               "processor": cpu_model(), "quick": args.quick, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
                "load_average_start": load_at_start, "load_average_end": os.getloadavg()}
     out = Path(args.out) if args.out is not None else default_out(args.quick, chosen)
     out.write_text(json.dumps({"machine": machine, "rows": rows}, indent=2) + "\n")
@@ -145,13 +147,3 @@ def default_out(quick: bool, chosen: list[str]) -> Path:
     if sorted(set(chosen)) != sorted(SECTIONS):
         return HERE / f"results-sections-{'-'.join(sorted(set(chosen)))}.json"
     return HERE / "results.json"
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()

@@ -28,9 +28,7 @@ from typing import Any
 import numpy as np
 
 from pfxab_flower.errors import ObjectiveError
-
-#: How often an objective's process checks that the process it serves is still there (seconds).
-_PARENT_POLL_SECONDS = 0.5
+from pfxab_flower.lifetime import exit_with_parent
 
 
 def call_within(seconds: float | None, fn: Callable[[np.ndarray], Any], points: np.ndarray, what: str) -> Any:
@@ -119,11 +117,8 @@ def _serve(fn: Callable[[np.ndarray], Any], connection: Connection, parent: int)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
+    exit_with_parent(parent, status=0)
     while True:
-        if not connection.poll(_PARENT_POLL_SECONDS):
-            if os.getppid() != parent:
-                os._exit(0)
-            continue
         try:
             points = connection.recv()
         except (EOFError, OSError):

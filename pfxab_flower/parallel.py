@@ -12,8 +12,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -22,6 +20,7 @@ from typing import Any
 
 from pfxab_flower.config import OPTION_FIELDS, PARAMETERS
 from pfxab_flower.errors import WorkerLostError
+from pfxab_flower.lifetime import exit_with_parent
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.remote import JobRunner
@@ -46,27 +45,6 @@ def _federation(key: RunConfig) -> Federation:
 def shared_federation(config: RunConfig) -> Federation:
     """This process's federation for ``config`` (built once; its optima are cached on it)."""
     return _federation(federation_key(config))
-
-
-#: How often a worker checks that its parent is still there (seconds).
-PARENT_POLL_SECONDS = 0.2
-
-
-def exit_with_parent(parent_pid: int) -> None:
-    """Make this process exit as soon as ``parent_pid`` (its parent) is gone.
-
-    A parent killed by SIGKILL (or SIGTERM, which has no handler here) cannot
-    stop its pool, whose workers would wait for jobs for ever. A daemon thread
-    polls the parent pid; once the worker has been re-parented it exits at once.
-    Chosen over ``PR_SET_PDEATHSIG``, which fires when the *thread* that forked
-    the worker ends (not the process), is Linux-only and needs ctypes.
-    """
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(PARENT_POLL_SECONDS)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="pfxab-exit-with-parent", daemon=True).start()
 
 
 def _start_worker(parent_pid: int) -> None:

@@ -36,15 +36,16 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.simulations.environment import QUIET_ENV
-from pfxab_flower.simulations.flwr_run import flwr_executable, free_port
+from pfxab_flower.simulations.flwr_run import flwr_executable, free_port, wait_for_health
 from pfxab_flower.simulations.processes import stop_processes
 
 FEDERATION = "deployment"
@@ -164,8 +165,8 @@ def make_site_keys(directory: Path, sites: Sequence[str]) -> list[SiteKeys]:
 
 def config_toml(address: str, certificates: Certificates | None) -> str:
     """``$FLWR_HOME/config.toml``: the federation ``flwr run . deployment`` submits to."""
-    security = (f'root-certificates = "{certificates.ca}"' if certificates is not None else "insecure = true")
-    return f'[superlink]\ndefault = "{FEDERATION}"\n\n[superlink.{FEDERATION}]\naddress = "{address}"\n{security}\n'
+    security = {"root-certificates": str(certificates.ca)} if certificates is not None else {"insecure": True}
+    return tomli_w.dumps({"superlink": {"default": FEDERATION, FEDERATION: {"address": address, **security}}})
 
 
 @dataclass
@@ -290,7 +291,7 @@ def deployment(
         dep._start("superlink", [str(bin_dir / "flower-superlink"), *link_security, "--host", "127.0.0.1",
                                  "--port", str(port), "--database", ":flwr-in-memory:",
                                  *(["--enable-supernode-auth"] if authenticate else [])])
-        wait_for_health(port, dep.processes[0], certificates, startup_timeout)
+        wait_for_health(port, dep.processes[0], startup_timeout, certificates.ca if certificates else None)
         keys = make_site_keys(workdir / "keys", [s for s in sites if s is not None]) if authenticate else []
         for site_keys in keys:
             dep.register(site_keys)
@@ -300,26 +301,6 @@ def deployment(
         yield dep
     finally:
         stop(dep)
-
-
-def wait_for_health(
-    port: int, process: subprocess.Popen[bytes], certificates: Certificates | None, timeout: float
-) -> None:
-    """Wait until the SuperLink answers on ``/health`` (or fail if it exits or takes too long)."""
-    import ssl
-
-    scheme = "https" if certificates is not None else "http"
-    context = ssl.create_default_context(cafile=str(certificates.ca)) if certificates is not None else None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"flower-superlink exited with status {process.returncode}")
-        url = f"{scheme}://127.0.0.1:{port}/health"
-        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2, context=context) as response:
-            if response.status == 200:
-                return
-        time.sleep(0.3)
-    raise TimeoutError(f"flower-superlink did not answer on port {port} within {timeout:.0f} s")
 
 
 def stop(dep: Deployment, grace: float = 5.0) -> list[int]:

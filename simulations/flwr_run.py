@@ -27,20 +27,23 @@ What ``flwr run`` needs on a fresh machine (measured with Flower 1.41), provided
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass, fields, replace
 from importlib import metadata
 from pathlib import Path
 from typing import IO, Any
 
-import tomli_w  # flwr's own dependency (it writes pyproject.toml files with it)
+import tomli_w
 
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.run_parameters import AppOptions, RunConfig, to_run_config
@@ -68,17 +71,11 @@ class SimulateOutcome:
     unsaved: dict[str, Any] | None = None  # a finished run whose files could not be written: ``error``, ``summary``
 
 
-def toml_value(value: Any) -> str:
-    """One value in TOML syntax, as ``--run-config`` expects."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    return json.dumps(str(value))  # a TOML basic string
-
-
 def run_config_argument(config: RunConfig, options: AppOptions) -> str:
-    return " ".join(f"{key}={toml_value(value)}" for key, value in to_run_config(config, options).items())
+    """``--run-config``'s argument: ``key=value`` pairs, each value in TOML syntax (as tomli-w writes it)."""
+    pairs = (tomli_w.dumps({key: value}).rstrip("\n").replace(" = ", "=", 1)
+             for key, value in to_run_config(config, options).items())
+    return " ".join(pairs)
 
 
 def free_port() -> int:
@@ -296,23 +293,35 @@ def start_local_superlink(env: dict[str, str], home: Path) -> subprocess.Popen[b
                                    preexec_fn=die_with_parent)
     except OSError:
         return None
-    import httpx  # flwr's own dependency; its health probe is exactly this
-
-    deadline = time.monotonic() + SUPERLINK_STARTUP_TIMEOUT
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=0.4).is_success:
-                return process
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    process.terminate()
     try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-    return None
+        wait_for_health(int(port), process, SUPERLINK_STARTUP_TIMEOUT)
+    except (RuntimeError, TimeoutError):  # it did not come up: stopped, and `flwr run` starts its own
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        return None
+    return process
+
+
+def wait_for_health(port: int, process: subprocess.Popen[bytes], timeout: float, ca: Path | None = None) -> None:
+    """Wait until the SuperLink ``process`` answers on ``/health`` (https trusting ``ca``, if given; else http).
+
+    Raises ``RuntimeError`` if it exits first, ``TimeoutError`` if it takes longer than ``timeout`` seconds.
+    """
+    url = f"{'https' if ca is not None else 'http'}://127.0.0.1:{port}/health"
+    context = ssl.create_default_context(cafile=str(ca)) if ca is not None else None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"flower-superlink exited with status {process.returncode}")
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2, context=context) as response:
+            if response.status == 200:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"flower-superlink did not answer on port {port} within {timeout:.0f} s")
 
 
 def _written(summary: Path, previous: int | None) -> bool:

@@ -37,33 +37,27 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 
+import psutil
+
 #: How often the watcher checks that its parent is still there (seconds).
 WATCH_INTERVAL = 0.2
 _PR_SET_PDEATHSIG = 1
 
 
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError:  # the process ended, or is not ours to read
-        return b""
-
-
-def _is_zombie(pid: int) -> bool:
-    stat = _read(Path(f"/proc/{pid}/stat"))
-    return b") Z " in stat
-
-
 def alive(pid: int) -> bool:
     """Whether ``pid`` is a running process (a zombie, dead but not yet reaped, is not)."""
-    return Path(f"/proc/{pid}").exists() and not _is_zombie(pid)
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:  # no such process, or not ours to see
+        return False
 
 
 def start_time(pid: int) -> str | None:
-    """When ``pid`` started (clock ticks since boot, from /proc): with the pid, names one process for good."""
-    stat = _read(Path(f"/proc/{pid}/stat"))
-    fields = stat.rsplit(b")", 1)[-1].split()
-    return fields[19].decode() if len(fields) > 19 else None
+    """When ``pid`` started (psutil's creation time): with the pid, names one process for good."""
+    try:
+        return repr(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
 
 
 def owner_token() -> str:
@@ -81,7 +75,8 @@ def die_with_parent() -> None:
     """In a child before ``exec`` (``preexec_fn``): the kernel sends it SIGTERM when its parent dies.
 
     Linux only (``prctl(PR_SET_PDEATHSIG)``), a no-op elsewhere. If the parent died before the
-    call took effect, the child exits at once.
+    call took effect, the child exits at once. Only for a program that is not ours (the SuperLink),
+    where no thread of ours can watch; our own processes use :func:`pfxab_flower.lifetime.exit_with_parent`.
     """
     parent = os.getppid()
     try:
@@ -94,16 +89,29 @@ def die_with_parent() -> None:
 
 
 def processes_with_marker(marker: str) -> list[int]:
-    """Live processes (zombies excluded) whose environment or command line contains ``marker``."""
-    needle = marker.encode()
+    """Live processes (zombies excluded) whose environment or command line contains ``marker``.
+
+    The environment is searched as ``NAME=value`` entries, so a marker such as ``FLWR_HOME=/tmp/x`` matches.
+    """
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+    for process in psutil.process_iter():
+        if process.pid == os.getpid():
             continue
-        pid = int(entry.name)
-        if (needle in _read(entry / "environ") or needle in _read(entry / "cmdline")) and not _is_zombie(pid):
-            found.append(pid)
+        try:
+            named = marker in _environment(process) or marker in "\0".join(process.cmdline())
+            if named and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process.pid)
+        except psutil.Error:  # the process ended, or is not ours to read
+            continue
     return sorted(found)
+
+
+def _environment(process: psutil.Process) -> str:
+    """``process``'s environment as its ``NAME=value`` entries, NUL-separated ("" when it is not ours to read)."""
+    try:
+        return "\0".join(f"{name}={value}" for name, value in process.environ().items())
+    except psutil.Error:
+        return ""
 
 
 def stop_processes(marker: str, grace: float = 5.0) -> list[int]:

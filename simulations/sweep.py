@@ -309,17 +309,20 @@ def _tables_match(experiment: Experiment, out: Path) -> bool:
         return False
 
 
-def machine() -> dict[str, Any]:
-    """Where the sweep ran (for the results page)."""
-    model = platform.processor() or platform.machine()
+def cpu_model() -> str:
+    """The processor's name, e.g. ``AMD EPYC`` (``/proc/cpuinfo`` on Linux: psutil has none; else platform's)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return {"cpu_model": model, "cpus": os.cpu_count(), "python": platform.python_version(),
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict[str, Any]:
+    """Where the sweep ran (for the results page)."""
+    return {"cpu_model": cpu_model(), "cpus": os.cpu_count(), "python": platform.python_version(),
             "platform": platform.platform()}
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import uuid
 
 import pytest
 
@@ -40,8 +43,19 @@ def test_peak_memory_counts_this_process_and_marked_ones() -> None:
     with PeakMemory(marker="") as memory:
         pass
     assert memory.peak_processes == 1
-    if os.path.exists("/proc/self/status"):
-        assert memory.peak_rss_mib > 1
+    assert memory.peak_rss_mib > 1
+    if sys.platform == "linux":  # PSS is Linux's
+        assert 1 < memory.peak_pss_mib <= memory.peak_rss_mib
+    marker = f"pfxab-test-{uuid.uuid4()}"
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                             env={**os.environ, "PFXAB_BENCH_MARKER": marker})
+    try:
+        with PeakMemory(marker=marker) as marked:
+            pass
+    finally:
+        child.communicate(b"")
+    assert marked.peak_processes == 2  # this process and the child found by the marker in its environment
+    assert marked.peak_rss_mib > memory.peak_rss_mib
 
 
 @pytest.mark.parametrize("argv, written", [(["--quick", "--only", "1"], "results-quick.json"),
@@ -59,3 +73,22 @@ def test_a_quick_or_partial_run_never_replaces_the_tracked_figures(monkeypatch, 
     assert benchmarks.main(argv, no_loopback=None) == 0
     assert tracked.read_text() == '{"figures": "of the full run, quoted by docs/performance.md"}\n'
     assert json.loads((tmp_path / written).read_text())["rows"] == [{"case": "in-process", "ns_per_pull": 1.0}]
+
+
+def test_the_cluster_benchmarks_sweep_grid_is_written_as_toml_the_sweep_reads(tmp_path) -> None:
+    """Section 7's grid is written with tomli-w and read back by ``pfxab sweep``'s loader as the same table."""
+    import tomllib
+
+    import tomli_w
+
+    from benchmarks.cluster import sweep_grid
+    from pfxab_flower.simulations.experiment import load_experiment
+
+    grid = sweep_grid(2000, [0, 1])
+    path = tmp_path / "grid.toml"
+    path.write_text(tomli_w.dumps(grid), encoding="utf-8")
+    assert tomllib.loads(path.read_text(encoding="utf-8")) == grid
+    experiment = load_experiment(path)
+    assert (experiment.name, len(experiment.configs)) == ("throughput", 3 * 3 * 2)
+    assert {(c.algorithm, c.horizon, c.clients) for c in experiment.configs} == {
+        (algorithm, 2000, 10) for algorithm in ("pf-xab", "fed-pne", "pf-pne")}

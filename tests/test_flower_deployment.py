@@ -94,6 +94,61 @@ def test_certificates_name_loopback(tmp_path: Path) -> None:
     assert "insecure = true" in dep.config_toml("127.0.0.1:1", None)
 
 
+@pytest.mark.parametrize("ca", ["/tmp/plain/ca.pem", '/tmp/a "quoted" dir/ca.pem', "C:\\certs\\ca.pem"])
+def test_the_flower_config_reads_back_as_written(ca: str) -> None:
+    """``$FLWR_HOME/config.toml`` is TOML for any CA path (a quote or a backslash in it made the file unreadable)."""
+    import tomllib
+
+    files = dep.Certificates(ca=Path(ca), server_cert=Path("s.pem"), server_key=Path("s.key"))
+    assert tomllib.loads(dep.config_toml("127.0.0.1:9093", files)) == {"superlink": {
+        "default": dep.FEDERATION, dep.FEDERATION: {"address": "127.0.0.1:9093", "root-certificates": ca}}}
+    assert tomllib.loads(dep.config_toml("127.0.0.1:9093", None))["superlink"][dep.FEDERATION] == {
+        "address": "127.0.0.1:9093", "insecure": True}
+
+
+@pytest.mark.parametrize("tls", [False, True])
+def test_the_health_probe_waits_for_an_answer_on_http_and_https(tmp_path: Path, tls: bool) -> None:
+    """One probe serves both SuperLink starts: ``pfxab simulate``'s (http) and the deployment's (https, its CA)."""
+    import http.server
+    import ssl
+    import subprocess
+    import sys
+    import threading
+
+    from pfxab_flower.simulations.flwr_run import free_port, wait_for_health
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    files = dep.make_certificates(tmp_path) if tls else None
+    port = free_port()
+    server = http.server.HTTPServer(("127.0.0.1", port), Health)
+    if files is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(files.server_cert, files.server_key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    superlink = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    serving: threading.Thread | None = None
+    try:
+        with pytest.raises(TimeoutError, match=f"did not answer on port {port} within 1 s"):
+            wait_for_health(port, superlink, 1.0, files.ca if files else None)  # nothing listens yet
+        serving = threading.Thread(target=server.serve_forever, daemon=True)
+        serving.start()
+        wait_for_health(port, superlink, 30.0, files.ca if files else None)
+    finally:
+        if serving is not None:
+            server.shutdown()
+        server.server_close()
+        superlink.communicate(b"")
+    with pytest.raises(RuntimeError, match="flower-superlink exited with status 0"):
+        wait_for_health(port, superlink, 30.0)
+
+
 def test_existing_certificates_are_never_replaced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A CA the SuperNodes already trust is kept: making certificates again in its directory writes nothing."""
     files = dep.make_certificates(tmp_path)

@@ -1,7 +1,7 @@
 """A cold landmine run killed with SIGKILL leaves no fitting worker behind.
 
 The parent cannot clean up after SIGKILL, so the workers must notice by
-themselves (:func:`pfxab_flower.problems.landmine._exit_with_parent`). The test
+themselves (:func:`pfxab_flower.lifetime.exit_with_parent`). The test
 starts a cold run (no table, empty cache: thousands of fits in loky workers; the
 generated landmine-format file is enough, 24,573 fits of a few milliseconds each),
 waits for its workers, kills the parent and checks by pid that every one of its
@@ -14,7 +14,8 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
+
+import psutil
 
 from tests.landmine_files import NOWHERE, LandmineFile, accepting_cli
 from tests.patience import patient
@@ -24,25 +25,19 @@ START_WAIT, EXIT_WAIT = 90.0, 10.0
 
 
 def _children(pid: int) -> list[int]:
-    """Pids whose parent is ``pid`` (from /proc: no extra dependency)."""
-    kids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            kids.append(int(stat.parent.name))
-    return kids
+    """Pids whose parent is ``pid``."""
+    try:
+        return [child.pid for child in psutil.Process(pid).children()]
+    except psutil.Error:  # it ended
+        return []
 
 
 def _alive(pid: int) -> bool:
     """Running (a zombie waiting for a reaper does no work and counts as gone)."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
         return False
-    return state != "Z"
 
 
 def test_sigkill_of_a_cold_run_leaves_no_worker(tmp_path, landmine_file: LandmineFile):

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 
 from pfxab_flower.simulations.environment import remove_abandoned
@@ -37,12 +38,11 @@ def wait_for(condition: Callable[[], object], seconds: float, what: str) -> obje
 
 
 def children(pid: int) -> list[int]:
-    """The children of ``pid`` (over all its threads), from /proc."""
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        with contextlib.suppress(OSError):  # the thread ended
-            found += [int(child) for child in (task / "children").read_text().split()]
-    return sorted(found)
+    """The children of ``pid`` (started by any of its threads)."""
+    try:
+        return sorted(child.pid for child in psutil.Process(pid).children())
+    except psutil.Error:  # it ended
+        return []
 
 
 def python(code: str, **kwargs) -> subprocess.Popen:
@@ -61,6 +61,26 @@ def test_pool_workers_exit_when_their_parent_dies(sig: signal.Signals) -> None:
         parent.send_signal(sig)
         assert parent.wait(timeout=patient(10)) == -sig
         wait_for(lambda: not any(alive(pid) for pid in workers), 10, f"workers {workers} gone")
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def test_an_objective_process_exits_when_its_parent_dies_even_in_the_middle_of_a_call() -> None:
+    """With ``objective_timeout``, the objective's own process (:mod:`pfxab_flower.deadline`) checked for its parent
+    only between calls: a SIGKILLed run left it computing for the rest of the call (here 120 s)."""
+    parent = python("""
+        import time
+        import numpy as np
+        from pfxab_flower.deadline import call_within
+        call_within(300.0, lambda points: time.sleep(120), np.zeros((1, 1)), "objective of client 0")
+    """)
+    try:
+        objective = wait_for(lambda: children(parent.pid), 30, "the objective's process")
+        time.sleep(1)  # it is in the call now
+        parent.kill()
+        assert parent.wait(timeout=patient(10)) == -signal.SIGKILL
+        wait_for(lambda: not any(alive(pid) for pid in objective), 10, f"objective process {objective} gone")
     finally:
         parent.kill()
         parent.wait()
@@ -110,15 +130,14 @@ def listening(port: int) -> bool:
 
 
 def environ_of(pid: int) -> dict[str, str]:
-    raw = Path(f"/proc/{pid}/environ").read_bytes()
-    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+    return psutil.Process(pid).environ()
 
 
 def flwr_simulation_of(home: Path) -> int | None:
     """The ``flwr-simulation`` process of the run whose FLWR_HOME is ``home`` (Ray starts under it)."""
     for pid in processes_with_marker(str(home)):
-        with contextlib.suppress(OSError):  # it ended
-            if b"flwr-simulation" in Path(f"/proc/{pid}/cmdline").read_bytes():
+        with contextlib.suppress(psutil.Error):  # it ended
+            if "flwr-simulation" in " ".join(psutil.Process(pid).cmdline()):
                 return pid
     return None
 
@@ -164,8 +183,8 @@ def test_killed_simulate_stops_superlink_ray_and_removes_its_directories(
 def watcher_of(pid: int) -> int:
     """The watchdog process ``pid`` started (``python -m pfxab_flower.simulations.processes``)."""
     for child in children(pid):
-        with contextlib.suppress(OSError):
-            if b"pfxab_flower.simulations.processes" in Path(f"/proc/{child}/cmdline").read_bytes():
+        with contextlib.suppress(psutil.Error):
+            if "pfxab_flower.simulations.processes" in psutil.Process(child).cmdline():
                 return child
     raise AssertionError(f"no watcher among the children of {pid}")
 

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 from pfxab_flower.exchanges import Exchange, Failure
@@ -120,15 +121,16 @@ def processes_using(directory: Path) -> list[int]:
     their open files are what ties them to this test's head.
     """
     needle, found = str(directory), []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+    for process in psutil.process_iter():
+        if process.pid == os.getpid():
             continue
-        with contextlib.suppress(OSError):
-            if ") Z " in (entry / "stat").read_text():
+        with contextlib.suppress(psutil.Error):  # it ended, or is not ours to read
+            if process.status() == psutil.STATUS_ZOMBIE:
                 continue
-            named = needle.encode() in (entry / "environ").read_bytes() + (entry / "cmdline").read_bytes()
-            if named or any(os.readlink(fd).startswith(needle) for fd in (entry / "fd").iterdir()):
-                found.append(int(entry.name))
+            named = needle in " ".join(process.cmdline()) or any(
+                needle in f"{name}={value}" for name, value in process.environ().items())
+            if named or any(file.path.startswith(needle) for file in process.open_files()):
+                found.append(process.pid)
     return found
 
 

@@ -23,6 +23,7 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 from pfxab_flower import Federation, run
@@ -118,8 +119,7 @@ def stop_local_superlink(home: Path, wait: float | None = None) -> list[int]:
     """
     marker = f"FLWR_HOME={home}"
     for pid in processes_with_marker(marker):
-        command_line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-        if b"flower-superlink --insecure --simulation" in command_line:
+        if "flower-superlink --insecure --simulation" in " ".join(psutil.Process(pid).cmdline()):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + (patient(20.0) if wait is None else wait)
     while (left := processes_with_marker(marker)) and time.monotonic() < deadline:

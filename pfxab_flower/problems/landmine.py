@@ -33,7 +33,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -42,6 +41,7 @@ import numpy as np
 
 from pfxab_flower.cache import EvaluationStore
 from pfxab_flower.domain import Domain
+from pfxab_flower.lifetime import exit_with_parent
 from pfxab_flower.noise import NoiseModel
 from pfxab_flower.partition import Partition
 from pfxab_flower.problems.federation import Federation
@@ -67,8 +67,6 @@ _CHUNK = 64
 _PARALLEL_FROM = 128
 #: Idle worker processes exit after this long.
 _WORKER_IDLE_SECONDS = 30
-#: How often a fitting worker checks that its parent is alive.
-_PARENT_POLL_SECONDS = 0.2
 #: Show a progress bar on stderr when at least this many fits are missing.
 _PROGRESS_FROM = 200
 
@@ -195,7 +193,7 @@ class SvmEvaluator:
             from joblib.externals.loky import get_reusable_executor
 
             pool = get_reusable_executor(max_workers=self.workers, timeout=_WORKER_IDLE_SECONDS,
-                                         initializer=_exit_with_parent, initargs=(os.getpid(),))
+                                         initializer=exit_with_parent, initargs=(os.getpid(), 0))
             futures = [pool.submit(_fit_chunk, *call) for call in calls]
             results = (future.result() for future in futures)
             on_error = _stop_workers
@@ -234,23 +232,6 @@ def _stop_workers() -> None:
     for child in multiprocessing.active_children():
         if type(child).__module__.startswith("joblib.externals.loky"):
             child.terminate()
-
-
-def _exit_with_parent(parent_pid: int) -> None:
-    """Make a fitting worker exit as soon as its parent is gone (runs in the worker, at start).
-
-    A parent killed with SIGKILL cannot stop its loky workers, which would go on
-    fitting (and holding cores) for queued tasks. A daemon thread polls the
-    parent pid; once the worker has been re-parented it exits at once.
-    """
-    import threading
-
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(_PARENT_POLL_SECONDS)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="pfxab-exit-with-parent", daemon=True).start()
 
 
 def _fit_chunk(split: FieldSplit, points: list[np.ndarray]) -> list[float]:
