@@ -162,7 +162,7 @@ def decode_replies(
     readable = []
     for payload in payloads:
         if isinstance(payload, Failure):
-            exchange.failures.append(Failure(failure_reason(payload.reason), payload.node, payload.client))
+            exchange.failures.append(payload)  # its reason unwrapped where the transport made it (failure_reason)
         elif isinstance(payload, Unreadable):
             exchange.unreadable.append(payload)
         else:

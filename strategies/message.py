@@ -41,6 +41,7 @@ from pfxab_flower.strategies.common import (
     StrategyClasses,
     decode_replies,
     explain_silence,
+    failure_reason,
     score_metrics,
     stop_on_foreign_ray,
     too_few_nodes,
@@ -262,7 +263,7 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
             node = reply.metadata.src_node_id
             answered.add(node)
             if reply.has_error():
-                payloads.append(Failure(reply.error.reason or f"error code {reply.error.code}", node))
+                payloads.append(Failure(failure_reason(reply.error.reason or f"error code {reply.error.code}"), node))
                 continue
             values, nbytes = records.record_size(reply.content)
             up_values, up_bytes = up_values + values, up_bytes + nbytes
