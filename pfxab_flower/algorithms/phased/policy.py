@@ -11,7 +11,7 @@ import numpy as np
 from pfxab_flower.algorithms.bounds import Widths
 from pfxab_flower.algorithms.phased.settings import Settings
 from pfxab_flower.algorithms.phased.state import FIRST_ACTIVE_SET
-from pfxab_flower.config import Parameter
+from pfxab_flower.parameter import Parameter
 from pfxab_flower.partition import children, depth_of, parent
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ class Policy:
     label = "Phased elimination"
     #: One line for ``--help``, the docs and the strategy's docstring.
     description = "phased elimination over a hierarchical partition"
-    #: The algorithm's own keywords (``config.Parameter``: default, check, help), beside the common ones.
+    #: The algorithm's own keywords (``parameter.Parameter``: default, check, help), beside the common ones.
     #: Their values reach the policy as ``settings.options[name]``.
     parameters: tuple[Parameter, ...] = ()
     #: A baseline whose clients work alone (:class:`~pfxab_flower.algorithms.solo.SoloPolicy`): the server
