@@ -1,30 +1,17 @@
-"""Every parameter of a run and of the Flower app, declared once: default, check, help, limits.
+"""Every parameter of a run and of the Flower app, listed once, and the check of a value by its name.
 
-:data:`PARAMETERS` is the one declaration of the common parameters (an algorithm's own
-parameters, e.g. PF-PNE's ``pf_pne_eps``, are declared by its policy instead: :func:`declared`
-finds each). Derived from it or tested against it: :class:`RunConfig` and :class:`AppOptions`
-(their defaults and checks), the command-line flags (``simulations/commands/options.py``), the
-Flower run-config keys (kebab-case, ``noise-sigma``) and the ``[tool.flwr.app.config]`` defaults
-in ``pyproject.toml`` (``tests/test_config.py`` compares them). The choices of ``problem``,
-``algorithm`` and ``confidence`` are not listed here: they are read from their registries
-(:mod:`pfxab_flower.problem_registry`, :mod:`pfxab_flower.algorithms.registry`,
-:mod:`pfxab_flower.algorithms.bounds`) on each check. The command-line-only values
-(``--engine``, ``--workers``, ``--algorithms``, ``--seeds``, ...) are declared here too (scope ``other``).
+:data:`PARAMETERS` lists the common parameters, each a :class:`~pfxab_flower.parameter.Parameter`:
+most declared here, those a lower module checks itself declared by that module (``noise_sigma`` in
+:mod:`pfxab_flower.noise`, ``spread`` in :mod:`pfxab_flower.problems.synthetic`, ...); an algorithm's
+own (PF-PNE's ``pf_pne_eps``) by its policy, found by :func:`declared`. Derived from them or tested
+against them: ``RunConfig`` and ``AppOptions``, the command-line flags, the Flower run-config keys
+(``noise-sigma``) and ``[tool.flwr.app.config]`` in ``pyproject.toml`` (``tests/test_config.py``).
+The choices of ``problem``, ``algorithm`` and ``confidence`` are read from their registries on each
+check, so this module sits above the algorithms: nothing they import may import it.
 
-Every check of a declared parameter runs the same code, by its snake_case name:
-
-* :func:`check` for Python values (API keyword arguments, a strategy's constructor): the type must be right
-  (numpy integers and floats count as integers and numbers, ``bool`` is not a number), the value is returned as a
-  plain Python value.
-* :func:`parse` for text (flags, run-config keys, CSV or TOML rows): converted to the declared type, then checked.
-
-A bad value raises :class:`ConfigError` with one line, ``"{name}={value!r} is invalid; allowed: {what}"``,
-before any work starts (and before Ray starts). The name is spelled the way the value was given
-(:func:`~pfxab_flower.errors.spelled_as`): ``noise_sigma`` from Python, ``--noise-sigma`` from the
-command line, ``noise-sigma`` from a Flower run config or a sweep's TOML file.
-
-The limits (``MAX_*``) are :mod:`pfxab_flower.limits`', each from a measurement; the values of one run and of the
-Flower app are :class:`~pfxab_flower.run_parameters.RunConfig` and ``AppOptions``, built from these declarations.
+:func:`check` checks a Python value, :func:`parse` text (a flag, a run-config key, a CSV or TOML
+cell); a bad value is one :class:`ConfigError` line, ``"{name}={value!r} is invalid; allowed: {what}"``,
+the name spelled the way the value was given (``noise_sigma``, ``--noise-sigma``, ``noise-sigma``).
 """
 
 from __future__ import annotations
@@ -33,6 +20,8 @@ import math
 import os
 from typing import Any
 
+from pfxab_flower.algorithms import registry
+from pfxab_flower.algorithms.bounds import BOUNDS
 from pfxab_flower.domain import DIMENSIONS
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
@@ -163,23 +152,18 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
 def algorithm_names() -> tuple[str, ...]:
     """The registered algorithms (:mod:`pfxab_flower.algorithms.registry`), looked up when needed.
 
-    Lazily: the algorithms import this module, and an algorithm registered after import
-    (``register_algorithm``) is one of the choices from then on.
+    On each call: an algorithm registered after import (``register_algorithm``) is one of the choices from then on.
     """
     return tuple(_registered_algorithms())
 
 
 def _registered_algorithms() -> dict[str, str]:
     """The registered algorithms' names and one-line descriptions (the ``algorithm`` choices)."""
-    from pfxab_flower.algorithms import registry  # the algorithms import this module: read it when asked
-
     return {name: registry.policy_class(name).description for name in registry.algorithm_names()}
 
 
 def _registered_bounds() -> dict[str, str]:
     """The registered confidence bounds (the ``confidence`` choices): a bound added at run time is one too."""
-    from pfxab_flower.algorithms.bounds import BOUNDS  # the bounds import this module: read it when asked
-
     return dict.fromkeys(BOUNDS, "")
 
 
@@ -194,9 +178,7 @@ def declared(name: str) -> Parameter:
     """The declaration of ``name``: :data:`PARAMETERS`', or the algorithm that declares it (``pf_pne_eps``)."""
     if name in PARAMETERS:
         return PARAMETERS[name]
-    from pfxab_flower.algorithms.registry import declared_options  # see _registered_algorithms
-
-    options = declared_options()
+    options = registry.declared_options()
     if name not in options:
         known = ", ".join(p.key for p in [*PARAMETERS.values(), *options.values()])
         raise ConfigError(f"unknown parameter {name.replace('_', '-')!r}; allowed: {known}")
