@@ -43,7 +43,7 @@ import pandas as pd
 import pyarrow
 from tqdm import tqdm
 
-from pfxab_flower.algorithms.registry import options_of
+from pfxab_flower.algorithms.registry import COMMON, options_of
 from pfxab_flower.config import PARAMETERS, algorithm_names, check, parse, parse_workers
 from pfxab_flower.engine import describe_problem, run_checked, run_spec
 from pfxab_flower.errors import ConfigError, WorkerLostError
@@ -57,7 +57,7 @@ from pfxab_flower.problems.federation import Federation
 from pfxab_flower.remote import JobRunner
 from pfxab_flower.results import time_grid
 from pfxab_flower.run_parameters import RunConfig
-from pfxab_flower.spec import COMMON, AlgorithmSpec
+from pfxab_flower.spec import AlgorithmSpec
 
 #: The columns of one run's row, in order.
 RUN_COLUMNS = (

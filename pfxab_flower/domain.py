@@ -14,10 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pfxab_flower.config import check
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.limits import MAX_DIMENSIONS
+from pfxab_flower.parameter import Parameter, between, check_against
 
 SCALES = ("linear", "log")
+#: How many dimensions a search space may have: at least one, and few enough to partition (``--dimensions``).
+DIMENSIONS = Parameter("dimensions", int, 1, f"an integer in [1, {MAX_DIMENSIONS}] (dimensions of the domain)",
+                       "dimensions of a search space", between(1, MAX_DIMENSIONS), scope="other")
 #: Names a dimension cannot have: a result's per-client table has a column ``final_<name>`` and
 #: ``optimum_<name>`` per dimension, beside ``final_node`` and ``optimum_personalised``
 #: (:func:`pfxab_flower.results.build_result`); a dimension of one of these names overwrote that column.
@@ -75,7 +79,7 @@ class Domain:
     dimensions: tuple[Dimension, ...]
 
     def __post_init__(self) -> None:
-        check("dimensions", len(self.dimensions))  # at least one, and few enough to partition (see config)
+        check_against(DIMENSIONS, len(self.dimensions))
         names = [d.name for d in self.dimensions]
         if len(set(names)) != len(names):
             raise ConfigError(f"domain dimension names {names} repeat; allowed: distinct names")

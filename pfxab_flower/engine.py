@@ -9,12 +9,15 @@ gives the same numbers for the same seed.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from functools import partial
 from typing import Any
 
+import numpy as np
+
 from pfxab_flower.algorithms import make_policy
-from pfxab_flower.algorithms.messages import Message, payload_size
+from pfxab_flower.algorithms.messages import Message
 from pfxab_flower.algorithms.phased import Policy, ServerMachine, Settings
 from pfxab_flower.config import parse
 from pfxab_flower.driver import ServerDriver
@@ -46,6 +49,29 @@ def make_settings(
     """
     spec = AlgorithmSpec.build(algorithm, num_clients=num_clients, reward_range=reward_range, **parameters)
     return Settings(spec, min_fraction=min_fraction)
+
+
+def payload_size(message: Message) -> tuple[int, int]:
+    """``(values, bytes)`` of a message's payload: array elements and scalars (8 bytes each)."""
+    values = 0
+    nbytes = 0
+    for part in fields(message):
+        value = getattr(message, part.name)
+        if value is None:  # an optional part that is not sent
+            continue
+        if isinstance(value, Mapping):  # named statistics: each array counts (none sent: nothing)
+            values += sum(int(np.asarray(v).size) for v in value.values())
+            nbytes += sum(int(np.asarray(v).nbytes) for v in value.values())
+        elif isinstance(value, AlgorithmSpec):  # as sent: one scalar per param-* key
+            values += len(value.to_wire())
+            nbytes += 8 * len(value.to_wire())
+        elif isinstance(value, np.ndarray):
+            values += value.size
+            nbytes += value.nbytes
+        else:
+            values += 1
+            nbytes += 8
+    return values, nbytes
 
 
 def record_exchange(

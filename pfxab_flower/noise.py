@@ -18,12 +18,18 @@ phase, so a node pulled ``n`` times is one draw of that sum:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from pfxab_flower.config import check
 from pfxab_flower.errors import ObjectiveError
+from pfxab_flower.parameter import Parameter, between, check_against, choice
+
+#: Reward noise models (a run's ``noise``).
+NOISE_KINDS = ("uniform", "gaussian", "bernoulli", "none")
+NOISE = choice("noise", "uniform", "noise model", NOISE_KINDS)
+NOISE_SIGMA = Parameter("noise_sigma", float, 0.1, "a number >= 0", "noise scale sigma >= 0", between(0, math.inf))
 
 # Largest block of uniforms drawn at once: bounds memory at 32 MiB per block.
 _CHUNK = 1 << 22
@@ -37,8 +43,8 @@ class NoiseModel:
     sigma: float = 0.1
 
     def __post_init__(self) -> None:
-        check("noise", self.kind)  # the kinds are declared with the other parameters (config.NOISE_KINDS)
-        object.__setattr__(self, "sigma", check("noise_sigma", self.sigma))
+        check_against(NOISE, self.kind)
+        object.__setattr__(self, "sigma", check_against(NOISE_SIGMA, self.sigma))
 
     def reward_range(self, values: tuple[float, float]) -> tuple[float, float]:
         """Where a reward (so a local mean) can lie for objective values in ``values``.

@@ -19,8 +19,6 @@ from pfxab_flower.config import (
     LANDMINE_FIELD_COUNT,
     OPTION_FIELDS,
     PARAMETERS,
-    _fail,
-    _from_text,
     check,
     declared,
     run_config_value,
@@ -29,6 +27,7 @@ from pfxab_flower.config import (
 from pfxab_flower.errors import ConfigError, spelled, spelled_as
 from pfxab_flower.faults import FaultPlan
 from pfxab_flower.limits import MAX_PULLS, REWARD_LIMIT, index_list
+from pfxab_flower.parameter import from_text, refuse
 
 
 def check_reward_range(confidence: str, reward_range: Any, label: str = "reward_range") -> tuple[float, float]:
@@ -96,7 +95,7 @@ class RunConfig:
         if self.clients * self.horizon > MAX_PULLS:
             allowed = (f"an integer in [1, {MAX_PULLS // self.clients:,}] with {spelled('clients')}={self.clients} "
                        f"(clients x horizon at most {MAX_PULLS:,}, which takes minutes; see docs/scaling.md)")
-            _fail("horizon", self.horizon, allowed)
+            refuse("horizon", self.horizon, allowed)
         chosen = self._chosen_fields()
         if self.problem == "landmine" and self.clients > len(chosen):
             fields_ = spelled("fields")
@@ -104,7 +103,7 @@ class RunConfig:
                        if self.fields is not None else
                        f"at most {len(chosen)} with the default landmine fields ({PARAMETERS['fields'].unset}); "
                        f"{fields_} can name up to {LANDMINE_FIELD_COUNT}")
-            _fail("clients", self.clients, allowed)
+            refuse("clients", self.clients, allowed)
         check_evaluation_budget(self.evaluation, self.max_evaluations, self.horizon)
 
     def _chosen_fields(self) -> tuple[int, ...]:
@@ -133,7 +132,7 @@ class RunConfig:
             if name not in known:
                 allowed = ", ".join(sorted(k.replace("_", "-") for k in known))
                 raise ConfigError(f"unknown parameter {key!r}; allowed: {allowed}")
-            kwargs[name] = _from_text(declared(name), value)
+            kwargs[name] = from_text(declared(name), value)
         return cls(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:
@@ -166,13 +165,13 @@ class AppOptions:
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> AppOptions:
         """From run-config keys (``fail-rate``) or field names; text is converted, then each value checked once."""
-        return cls(**{key.replace("-", "_"): _from_text(declared(key.replace("-", "_")), value)
+        return cls(**{key.replace("-", "_"): from_text(declared(key.replace("-", "_")), value)
                       for key, value in values.items()})
 
     def check_clients(self, num_clients: int) -> None:
         """``fail_clients`` must name clients of the run: indices in ``[0, num_clients)``."""
         if self.fail_clients is not None and max(self.fail_clients) >= num_clients:
-            _fail("fail_clients", run_config_value("fail_clients", self.fail_clients),
+            refuse("fail_clients", run_config_value("fail_clients", self.fail_clients),
                   f"distinct comma-separated client indices in [0, {num_clients}), or \"\" for every client")
 
     def faults(self, seed: int) -> FaultPlan:

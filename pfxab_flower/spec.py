@@ -20,18 +20,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from pfxab_flower.config import Parameter, check, check_against
+from pfxab_flower.algorithms.bounds import bound_named
+from pfxab_flower.algorithms.registry import COMMON, declared_options, options_of, policy_class
+from pfxab_flower.config import PARAMETERS, check
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.limits import REWARD_LIMIT
+from pfxab_flower.parameter import check_against
 from pfxab_flower.run_parameters import check_reward_range
 
 if TYPE_CHECKING:
     from pfxab_flower.run_parameters import RunConfig
 
-#: The keywords every algorithm takes, with the declared parameter that checks each (``num_clients``: ``clients``).
-COMMON: dict[str, str] = {"num_clients": "clients", "alpha": "alpha", "horizon": "horizon", "seed": "seed",
-                          "nu1": "nu1", "rho": "rho", "max_depth": "max_depth", "max_evaluations": "max_evaluations",
-                          "confidence": "confidence"}
 #: Options that every message has carried since before options were an algorithm's own: still sent (at their
 #: declared default) by every algorithm, so the wire's keys and bytes, and the counted values, stay those of
 #: earlier versions; a client of an algorithm that does not declare one ignores it.
@@ -86,7 +85,7 @@ class AlgorithmSpec:
                   for name, declared in COMMON.items() if name != "num_clients"}
         num_clients = check("clients", num_clients, label="num_clients")
         options = {name: check_against(p, keywords.get(name, p.default), label=name)
-                   for name, p in _options_of(algorithm).items()}
+                   for name, p in options_of(algorithm).items()}
         span = check_reward_range(common["confidence"], FULL_RANGE if reward_range is None else reward_range)
         return _resolved(cls(algorithm=algorithm, num_clients=num_clients, reward_range=span,
                              report_pulls=bool(report_pulls), options=options, **common), dimensions)
@@ -97,7 +96,7 @@ class AlgorithmSpec:
         """The spec of a checked :class:`RunConfig`: its fields are trusted; only the reward range is checked
         (against the confidence bound: ``bernstein`` needs a real one). The algorithm's options are read
         from the config's fields of the same names (``pf_pne_eps``); ``dimensions`` as in :meth:`build`."""
-        options = {name: getattr(config, name) for name in _options_of(config.algorithm)}
+        options = {name: getattr(config, name) for name in options_of(config.algorithm)}
         spec = cls(algorithm=config.algorithm, num_clients=config.clients, horizon=config.horizon, alpha=config.alpha,
                    seed=config.seed, nu1=config.nu1, rho=config.rho, max_depth=config.max_depth,
                    max_evaluations=config.max_evaluations,
@@ -123,8 +122,6 @@ class AlgorithmSpec:
     # -- the wire -----------------------------------------------------------------------
     def for_clients(self, report_pulls: bool) -> AlgorithmSpec:
         """What the server sends: the reward range only if the bound's widths use it (else the full range)."""
-        from pfxab_flower.algorithms.bounds import bound_named
-
         uses = bound_named(self.confidence).uses_reward_range
         return replace(self, report_pulls=report_pulls, reward_range=self.reward_range if uses else FULL_RANGE)
 
@@ -134,8 +131,8 @@ class AlgorithmSpec:
         In the order and with the keys of earlier versions: optional parts (a confidence
         other than ``hoeffding``, a reward range narrower than the full one) only when set.
         """
-        own = _options_of(self.algorithm)
-        shared = {name: p.default for name, p in _declared_options().items() if name in ALWAYS_ON_WIRE}
+        own = options_of(self.algorithm)
+        shared = {name: p.default for name, p in declared_options().items() if name in ALWAYS_ON_WIRE}
         options = {**{n: v for n, v in shared.items() if n not in own}, **self.options}
         values: dict[str, Any] = {
             "algorithm": self.algorithm, "num_clients": self.num_clients, "horizon": self.horizon,
@@ -167,7 +164,7 @@ class AlgorithmSpec:
             if name == "max_depth" and value == 0:
                 value = None
             common[name] = check(declared, value)
-        options = {name: check_against(p, _typed(values, name, p.kind)) for name, p in _options_of(algorithm).items()}
+        options = {name: check_against(p, _typed(values, name, p.kind)) for name, p in options_of(algorithm).items()}
         span = (_typed(values, "reward_low", float), _typed(values, "reward_high", float)) \
             if _key("reward_low") in values or _key("reward_high") in values else FULL_RANGE
         return cls(algorithm=algorithm, reward_range=check_reward_range(common["confidence"], span),
@@ -176,7 +173,7 @@ class AlgorithmSpec:
 
 def check_keywords(algorithm: str, keywords: Mapping[str, Any]) -> None:
     """A one-line :class:`ConfigError` for a keyword ``algorithm`` does not take (e.g. ``pf_pne_eps`` for pf-xab)."""
-    own = _options_of(algorithm)
+    own = options_of(algorithm)
     for name in keywords:
         if name not in COMMON and name not in own:
             allowed = ", ".join([*COMMON, *own])
@@ -198,25 +195,9 @@ def _typed(values: Mapping[str, object], name: str, kind: type) -> Any:
 
 
 def _default(name: str) -> Any:
-    from pfxab_flower.config import PARAMETERS
-
     return PARAMETERS[name].default
 
 
 def _resolved(spec: AlgorithmSpec, dimensions: int | None) -> AlgorithmSpec:
     """``spec`` with the options its algorithm derives from the run (e.g. PF-SH's candidate count)."""
-    from pfxab_flower.algorithms.registry import policy_class
-
     return policy_class(spec.algorithm)().resolve(spec, dimensions)
-
-
-def _options_of(algorithm: str) -> dict[str, Parameter]:
-    from pfxab_flower.algorithms.registry import options_of  # lazy: the algorithms import this module's users
-
-    return options_of(algorithm)
-
-
-def _declared_options() -> dict[str, Parameter]:
-    from pfxab_flower.algorithms.registry import declared_options
-
-    return declared_options()

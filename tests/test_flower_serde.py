@@ -20,8 +20,8 @@ from pfxab_flower.algorithms.messages import (
     GlobalUpdate,
     LocalReport,
     PhaseInstruction,
-    payload_size,
 )
+from pfxab_flower.engine import payload_size
 from pfxab_flower.spec import AlgorithmSpec
 from pfxab_flower.strategies import records
 from pfxab_flower.wire import codec

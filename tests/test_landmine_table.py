@@ -21,7 +21,7 @@ import sklearn
 from pfxab_flower.engine import run_config
 from pfxab_flower.noise import NoiseModel
 from pfxab_flower.problems import landmine, landmine_data
-from pfxab_flower.problems.landmine import cache_namespace, landmine_federation, svm_auc
+from pfxab_flower.problems.landmine import cache_namespace, landmine_federation, svm_auc, table_points
 from pfxab_flower.problems.landmine_data import (
     ENV_VAR,
     LANDMINE_SHA256,
@@ -31,7 +31,7 @@ from pfxab_flower.problems.landmine_data import (
     load_splits,
 )
 from pfxab_flower.problems.landmine_table import ENV_VAR as TABLE_ENV_VAR
-from pfxab_flower.problems.landmine_table import NUM_FIELDS, PACKAGE_TABLE, RewardTable, table_points
+from pfxab_flower.problems.landmine_table import NUM_FIELDS, PACKAGE_TABLE, RewardTable
 from pfxab_flower.run_parameters import RunConfig
 from tests.conftest import cli_error_line
 from tests.landmine_files import NOWHERE, LandmineFile, accepting, accepting_cli, real_landmine_file

@@ -3,8 +3,8 @@
 The core is every module in the ``pfxab_flower/`` folder; ``strategies/``, ``client_apps/``
 and ``simulations/`` are installed as ``pfxab_flower.strategies`` & co. and sit above it
 (the command line is ``pfxab_flower.simulations.cli``). Imports inside functions count too.
-Within the core, the declarations that nearly every module imports (errors, faults, config,
-noise, the problem registry) are on no import cycle.
+Within the core, no module imports one that imports it back, directly or through others: the
+modules form layers (an import cycle is found as a strongly connected component of the import graph).
 """
 
 from __future__ import annotations
@@ -51,14 +51,7 @@ def test_the_check_sees_a_violation(tmp_path: Path) -> None:
     assert imported_modules(sample) == {"flwr.app", "pfxab_flower.simulations.cli"}
 
 
-# -- no import cycle through the declarations -------------------------------------------------------------------------
-
-#: Imported by nearly every module, so on no cycle: each imports only modules that do not import it back
-#: (function-level imports count: one would only hide a cycle until that function runs).
-DECLARATIONS = ("pfxab_flower.errors", "pfxab_flower.faults", "pfxab_flower.limits", "pfxab_flower.config",
-                "pfxab_flower.run_parameters", "pfxab_flower.noise",
-                "pfxab_flower.problem_registry")
-
+# -- no import cycle in the core ------------------------------------------------------------------------------------
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
@@ -94,28 +87,59 @@ def runtime_imports(path: Path, own: str, known: set[str]) -> set[str]:
     return {m for m in with_packages if m in known and m != own and not own.startswith(m + ".")}
 
 
-#: Registries ``config`` reads when a value is checked (never at import), because their entries are code that
-#: itself declares parameters with ``config`` (an algorithm's own parameters, a bound): still a cycle at run
-#: time, named here so that no other one can come in unseen. Issue 21 keeps it open: a leaf registry of
-#: names and declarations would end it.
-REGISTRY_LOOKUPS = {("pfxab_flower.config", "pfxab_flower.algorithms"),
-                    ("pfxab_flower.config", "pfxab_flower.algorithms.registry"),
-                    ("pfxab_flower.config", "pfxab_flower.algorithms.bounds")}
+def import_graph(paths: list[Path]) -> dict[str, set[str]]:
+    """Each core module's imports of other core modules (:func:`runtime_imports`), by module name."""
+    known = {module_name(path) for path in paths}
+    return {module_name(path): runtime_imports(path, module_name(path), known) for path in paths}
 
 
-def test_the_declarations_are_on_no_import_cycle() -> None:
-    known = {module_name(path) for path in CORE}
-    graph = {module_name(path): runtime_imports(path, module_name(path), known) for path in CORE}
-    for module, imported in graph.items():
-        imported -= {target for source, target in REGISTRY_LOOKUPS if source == module}
-    for start in DECLARATIONS:
-        seen, todo = set(), list(graph[start])
-        while todo:
-            module = todo.pop()
-            if module not in seen:
-                seen.add(module)
-                todo.extend(graph[module])
-        assert start not in seen, f"{start} imports a module that imports it back"
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm): each an import cycle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in sorted(graph[module]):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_the_core_has_no_import_cycle() -> None:
+    """No core modules import each other, directly or through others (function-level imports count)."""
+    graph = import_graph(CORE)
+    arrows = [[f"{source} -> {target}" for source in cycle for target in sorted(graph[source] & set(cycle))]
+              for cycle in import_cycles(graph)]
+    assert arrows == [], "import cycles (each as its arrows):\n" + "\n".join("; ".join(cycle) for cycle in arrows)
+
+
+def test_the_cycle_check_finds_a_cycle_and_only_its_modules() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}, "f": {"d"}}
+    assert import_cycles(graph) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
 
 
 def test_the_cycle_check_sees_a_function_level_cycle(tmp_path: Path) -> None:

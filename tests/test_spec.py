@@ -18,8 +18,8 @@ from pfxab_flower.algorithms import PFXAB, registry
 from pfxab_flower.algorithms.phased import ClientView, Settings
 from pfxab_flower.client_apps import federation_sessions, legacy_client_app, message_client_app
 from pfxab_flower.comparison import compare
-from pfxab_flower.config import Parameter
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.parameter import Parameter
 from pfxab_flower.problems import build_federation
 from pfxab_flower.run_parameters import RunConfig
 from pfxab_flower.spec import AlgorithmSpec

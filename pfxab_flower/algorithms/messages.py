@@ -21,11 +21,13 @@ server/client mismatch cannot happen (nor can a client that joins late miss them
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pfxab_flower.spec import AlgorithmSpec
+if TYPE_CHECKING:  # the spec is checked against the registry of these algorithms: it sits above them
+    from pfxab_flower.spec import AlgorithmSpec
 
 
 @dataclass(frozen=True)
@@ -96,26 +98,3 @@ class FinishReport:
 
 
 Message = PhaseInstruction | LocalReport | GlobalUpdate | ActiveSetReport | FinishInstruction | FinishReport
-
-
-def payload_size(message: Message) -> tuple[int, int]:
-    """``(values, bytes)`` of a message's payload: array elements and scalars (8 bytes each)."""
-    values = 0
-    nbytes = 0
-    for part in fields(message):
-        value = getattr(message, part.name)
-        if value is None:  # an optional part that is not sent
-            continue
-        if isinstance(value, Mapping):  # named statistics: each array counts (none sent: nothing)
-            values += sum(int(np.asarray(v).size) for v in value.values())
-            nbytes += sum(int(np.asarray(v).nbytes) for v in value.values())
-        elif isinstance(value, AlgorithmSpec):  # as sent: one scalar per param-* key
-            values += len(value.to_wire())
-            nbytes += 8 * len(value.to_wire())
-        elif isinstance(value, np.ndarray):
-            values += value.size
-            nbytes += value.nbytes
-        else:
-            values += 1
-            nbytes += 8
-    return values, nbytes

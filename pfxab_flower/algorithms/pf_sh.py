@@ -21,6 +21,7 @@ nothing new. The derivation of the split, of the candidate count and of the guar
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,9 +29,12 @@ from pfxab_flower.algorithms.pfxab_adaptive import cheapest_split
 from pfxab_flower.algorithms.phased import ClientView, Policy, Settings
 from pfxab_flower.algorithms.phased.state import ROOT, ProtocolError
 from pfxab_flower.algorithms.random_search import RANDOM_DEPTH
-from pfxab_flower.config import Parameter, check
+from pfxab_flower.domain import DIMENSIONS
 from pfxab_flower.errors import ConfigError, spelled
-from pfxab_flower.spec import AlgorithmSpec
+from pfxab_flower.parameter import Parameter, check_against
+
+if TYPE_CHECKING:
+    from pfxab_flower.spec import AlgorithmSpec
 
 #: The depth of the cells whose centres are the candidates (random search's resolution).
 CANDIDATE_DEPTH = RANDOM_DEPTH
@@ -148,7 +152,7 @@ class PFSH(Policy):
         if dimensions is None:
             raise ConfigError(f"{spelled('candidates')}=0 is invalid without the search space's dimensions; allowed: "
                               "dimensions=d (the domain's) to derive the count, or candidates=K >= 1")
-        count = min(candidate_count(spec.horizon, check("dimensions", dimensions, label="dimensions")), most)
+        count = min(candidate_count(spec.horizon, check_against(DIMENSIONS, dimensions, label="dimensions")), most)
         return spec.replace(options={**spec.options, "candidates": count})
 
     def count(self, settings: Settings) -> int:

@@ -19,7 +19,7 @@ import numpy as np
 
 from pfxab_flower.algorithms.bounds import Widths
 from pfxab_flower.algorithms.phased import ClientView, Policy, Settings
-from pfxab_flower.config import Parameter
+from pfxab_flower.parameter import Parameter
 
 
 class PFPNE(Policy):

@@ -25,7 +25,7 @@ import numpy as np
 
 from pfxab_flower.algorithms.phased import Settings
 from pfxab_flower.algorithms.solo import SoloPolicy, solo_seed
-from pfxab_flower.config import Parameter
+from pfxab_flower.parameter import Parameter
 
 if TYPE_CHECKING:
     from pfxab_flower.sampling import Environment

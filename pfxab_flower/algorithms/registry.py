@@ -14,7 +14,7 @@ tables, and which keywords each algorithm accepts. A policy declares itself::
                                 lambda value: value >= 0),)
 
 ``parameters`` are the algorithm's *own* keywords, beside the common ones every algorithm
-takes (:data:`pfxab_flower.spec.COMMON`): they are checked where a run is specified,
+takes (:data:`COMMON`): they are checked where a run is specified,
 travel on the wire as ``param-<name>`` and reach the policy as ``settings.options[name]``.
 
 A registration holds in the process that made it. :class:`CarriedAlgorithms` carries the
@@ -27,8 +27,13 @@ import re
 from typing import Any
 
 from pfxab_flower.algorithms.phased.policy import Policy
-from pfxab_flower.config import Parameter
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.parameter import Parameter
+
+#: The keywords every algorithm takes, with the declared parameter that checks each (``num_clients``: ``clients``).
+COMMON: dict[str, str] = {"num_clients": "clients", "alpha": "alpha", "horizon": "horizon", "seed": "seed",
+                          "nu1": "nu1", "rho": "rho", "max_depth": "max_depth", "max_evaluations": "max_evaluations",
+                          "confidence": "confidence"}
 
 _ALGORITHMS: dict[str, type[Policy]] = {}
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -42,8 +47,6 @@ def register_algorithm(policy: type[Policy]) -> type[Policy]:
     that shadows a common parameter, or one declared by another algorithm with a different
     default or type, is refused (an option name means one thing on the wire).
     """
-    from pfxab_flower.spec import COMMON  # spec reads the registry lazily; this is its other side
-
     name = getattr(policy, "name", None)
     if not (isinstance(name, str) and _NAME.match(name)):
         raise ConfigError(f"name={name!r} is invalid; allowed: lower-case letters, digits and '-', e.g. 'pf-xab'")
@@ -52,7 +55,7 @@ def register_algorithm(policy: type[Policy]) -> type[Policy]:
     for option in policy.parameters:
         if not (isinstance(option, Parameter) and _OPTION.match(option.name)) or option.name in COMMON:
             raise ConfigError(f"{name}: parameter {getattr(option, 'name', option)!r} is invalid; allowed: a "
-                              f"config.Parameter with a snake_case name other than {', '.join(COMMON)}")
+                              f"parameter.Parameter with a snake_case name other than {', '.join(COMMON)}")
         other = declared_options().get(option.name)
         if other is not None and (other.kind, other.default) != (option.kind, option.default):
             raise ConfigError(f"{name}: parameter {option.name!r} is declared by another algorithm with type "

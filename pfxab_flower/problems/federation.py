@@ -22,14 +22,21 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from pfxab_flower.config import check
 from pfxab_flower.deadline import call_within
 from pfxab_flower.domain import Bounds, Domain
 from pfxab_flower.errors import ConfigError, ObjectiveError
-from pfxab_flower.limits import REWARD_LIMIT
+from pfxab_flower.limits import MAX_CLIENTS, REWARD_LIMIT
 from pfxab_flower.noise import NoiseModel
+from pfxab_flower.parameter import Parameter, between, check_against, choice
 from pfxab_flower.partition import Partition
 from pfxab_flower.problems.optimum import Optimum, maximise_personalised
+
+#: How many clients a federation (a run) has: ``M``.
+CLIENTS = Parameter("clients", int, 10, f"an integer in [1, {MAX_CLIENTS}]",
+                    f"number of clients M, at most {MAX_CLIENTS}", between(1, MAX_CLIENTS))
+#: What a pull is (docs/flower.md#evaluation-modes): objective + synthetic noise, an exact value, or one real call.
+EVALUATIONS = ("simulated", "deterministic", "stochastic")
+EVALUATION = choice("evaluation", "simulated", "what a pull is: simulated, deterministic or stochastic", EVALUATIONS)
 
 #: An objective maps points of shape ``(n, d)`` (user units) to ``n`` values.
 Objective = Callable[[np.ndarray], np.ndarray]
@@ -110,7 +117,7 @@ class Federation:
     value_range: tuple[float, float] = (-VALUE_LIMIT, VALUE_LIMIT)
     #: Longest one call of an objective may take, in seconds (``None``: no limit); see :mod:`pfxab_flower.deadline`.
     objective_timeout: float | None = None
-    #: What the objectives are (:data:`~pfxab_flower.config.EVALUATIONS`); the real modes add no noise.
+    #: What the objectives are (:data:`EVALUATIONS`); the real modes add no noise.
     evaluation: str = "simulated"
     #: The real modes' scoring: each client's mean reward (the objectives' own, for a cheap deterministic
     #: one), or ``None``: no regret, the objectives are called only for the pulls.
@@ -122,7 +129,7 @@ class Federation:
     _truth: Federation | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        check("clients", len(self.objectives))  # at least one, at most the declared limit
+        check_against(CLIENTS, len(self.objectives))  # at least one, at most the declared limit
         for m, fn in enumerate(self.objectives):
             if not callable(fn):
                 raise ConfigError(f"objective of client {m} is {type(fn).__name__}; allowed: a callable")
@@ -132,7 +139,7 @@ class Federation:
                 and 0 < self.objective_timeout < math.inf):
             raise ConfigError(f"objective_timeout={self.objective_timeout!r} is invalid; "
                               "allowed: a number of seconds > 0, or None for no limit")
-        self.evaluation = check("evaluation", self.evaluation)
+        self.evaluation = check_against(EVALUATION, self.evaluation)
         if self.reference is not None:
             self.reference = _check_reference(self.reference, len(self.objectives))
         if self.evaluation != "simulated":
@@ -182,7 +189,7 @@ class Federation:
 
         For the built-in problems (``RunConfig.evaluation``), whose objectives are the true means and cheap.
         """
-        if check("evaluation", evaluation) == self.evaluation:
+        if check_against(EVALUATION, evaluation) == self.evaluation:
             return self
         return replace(self, evaluation=evaluation, reference=self.reference or self.objectives)
 

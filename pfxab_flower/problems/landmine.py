@@ -35,6 +35,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 
 import numpy as np
@@ -43,10 +44,10 @@ from pfxab_flower.cache import EvaluationStore
 from pfxab_flower.domain import Domain
 from pfxab_flower.lifetime import exit_with_parent
 from pfxab_flower.noise import NoiseModel
-from pfxab_flower.partition import Partition
+from pfxab_flower.partition import Partition, nodes_at_depth
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.landmine_data import SPLIT_ID, FieldSplit, load_splits
-from pfxab_flower.problems.landmine_table import RewardTable, load_table, table_points
+from pfxab_flower.problems.landmine_table import NUM_FIELDS, RewardTable, load_table
 from pfxab_flower.problems.optimum import Optimum
 from pfxab_flower.remote import fit_mapper, in_ray_task
 from pfxab_flower.run_parameters import RunConfig
@@ -297,3 +298,41 @@ def landmine_federation(config: RunConfig, noise: NoiseModel) -> Federation:
         grid_depth=OPTIMUM_GRID_DEPTH,
         value_range=(0.0, 1.0),  # a ROC-AUC (what the server checks means against; Bernstein's span)
     )
+
+
+def table_points(depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Node ids ``1..2**(depth+1)-1`` and their centres in user units (the exact points runs evaluate)."""
+    ids = np.arange(1, 2 ** (depth + 1), dtype=np.int64)
+    return ids, Partition(DOMAIN).midpoints(ids)
+
+
+def generate_table(depth: int, data_path: str | None = None, workers: int = 1) -> RewardTable:
+    """Fit all 29 fields at every cell centre of depths ``0..depth``: the table ``pfxab landmine-table`` ships.
+
+    Depth by depth through the on-disk cache, so an interrupted generation resumes where it
+    stopped and a shallower table can be written from a deeper partial one.
+    """
+    import sklearn
+
+    started = time.perf_counter()
+    splits, sha = load_splits(tuple(range(NUM_FIELDS)), data_path)
+    namespace = cache_namespace(sha)
+    evaluator = SvmEvaluator(splits, namespace, EvaluationStore(), workers=workers, table=None)
+    partition = Partition(DOMAIN)
+    for level in range(depth + 1):  # shallow levels first: a deeper run interrupted still holds every shallower level
+        evaluator.evaluate_all(partition.midpoints(nodes_at_depth(level)))
+        print(f"landmine-table: depth {level} done ({evaluator.fits} fits so far, "
+              f"{time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
+    _, points = table_points(depth)
+    return RewardTable(
+        values=evaluator.evaluate_all(points),
+        depth=depth,
+        namespace=namespace,
+        data_sha256=sha,
+        split=SPLIT_ID,
+        sklearn_version=sklearn.__version__,
+        generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        generation_seconds=time.perf_counter() - started,
+        fits=evaluator.fits,
+    )
+

@@ -12,9 +12,8 @@ data's sha256, the split, the objective version, scikit-learn's version) and
 when and how long it took to make; a table that does not match the run's
 namespace is not used (the run fits live and says so once).
 
-Generation goes through :class:`~pfxab_flower.problems.landmine.SvmEvaluator`
-with the on-disk cache, depth by depth, so an interrupted generation resumes
-where it stopped and a shallower table can be written from a deeper partial one.
+This module reads, checks and finds the file; making one is the objective's
+(:func:`~pfxab_flower.problems.landmine.generate_table`).
 """
 
 from __future__ import annotations
@@ -22,16 +21,13 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-import time
 import zipfile
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.partition import Partition, nodes_at_depth
 
 #: Where the shipped table lives (package data).
 PACKAGE_TABLE = Path(__file__).resolve().parent / "landmine_table.npz"
@@ -150,43 +146,3 @@ def load_table(namespace: str) -> RewardTable | None:
         )
         return None
     return table
-
-
-def table_points(depth: int) -> tuple[np.ndarray, np.ndarray]:
-    """Node ids ``1..2**(depth+1)-1`` and their centres in user units (the exact points runs evaluate)."""
-    from pfxab_flower.problems.landmine import DOMAIN
-
-    ids = np.arange(1, 2 ** (depth + 1), dtype=np.int64)
-    return ids, Partition(DOMAIN).midpoints(ids)
-
-
-def generate_table(depth: int, data_path: str | None = None, workers: int = 1) -> RewardTable:
-    """Fit all 29 fields at every cell centre of depths ``0..depth`` (resuming from the on-disk cache)."""
-    import sklearn
-
-    from pfxab_flower.cache import EvaluationStore
-    from pfxab_flower.problems.landmine import DOMAIN, SvmEvaluator, cache_namespace
-    from pfxab_flower.problems.landmine_data import SPLIT_ID, load_splits
-
-    started = time.perf_counter()
-    splits, sha = load_splits(tuple(range(NUM_FIELDS)), data_path)
-    namespace = cache_namespace(sha)
-    evaluator = SvmEvaluator(splits, namespace, EvaluationStore(), workers=workers, table=None)
-    partition = Partition(DOMAIN)
-    for level in range(depth + 1):  # shallow levels first: a deeper run interrupted still holds every shallower level
-        evaluator.evaluate_all(partition.midpoints(nodes_at_depth(level)))
-        print(f"landmine-table: depth {level} done ({evaluator.fits} fits so far, "
-              f"{time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
-    _, points = table_points(depth)
-    return RewardTable(
-        values=evaluator.evaluate_all(points),
-        depth=depth,
-        namespace=namespace,
-        data_sha256=sha,
-        split=SPLIT_ID,
-        sklearn_version=sklearn.__version__,
-        generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        generation_seconds=time.perf_counter() - started,
-        fits=evaluator.fits,
-    )
-

@@ -20,22 +20,42 @@ Method (deterministic, documented in ``docs/algorithms/index.md``):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
+from pfxab_flower.domain import Domain
 from pfxab_flower.partition import Partition, nodes_at_depth
 from pfxab_flower.problems.optimum_store import RefinementKey, load_refined, save_refined
-
-if TYPE_CHECKING:
-    from pfxab_flower.problems.federation import Federation
 
 #: Grid points in all (``2**GRID_BITS``), cell centres of the partition at that depth.
 GRID_BITS = 16
 #: Best grid cells refined per client.
 REFINE_CANDIDATES = 3
 _CHUNK = 4096
+
+
+class Searched(Protocol):
+    """What the search reads of a federation (:class:`~pfxab_flower.problems.federation.Federation` is one)."""
+
+    @property
+    def domain(self) -> Domain: ...
+
+    @property
+    def kinks(self) -> Callable[[], np.ndarray] | None: ...
+
+    @property
+    def num_clients(self) -> int: ...
+
+    @property
+    def refine_optimum(self) -> bool: ...
+
+    @property
+    def optimum_is_estimate(self) -> bool: ...
+
+    def local_values(self, points: np.ndarray) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -58,7 +78,7 @@ def _grid_depth(ndim: int) -> int:
     return ndim * (GRID_BITS // ndim) if ndim <= GRID_BITS else GRID_BITS
 
 
-def maximise_personalised(federation: Federation, alpha: float) -> Optimum:
+def maximise_personalised(federation: Searched, alpha: float) -> Optimum:
     """Maximise every client's personalised objective (see the module docstring)."""
     domain = federation.domain
     partition = Partition(domain)
@@ -99,7 +119,7 @@ def maximise_personalised(federation: Federation, alpha: float) -> Optimum:
 
 
 def _refined(
-    federation: Federation, alpha: float, namespace: str, unit_grid: np.ndarray, best: np.ndarray,
+    federation: Searched, alpha: float, namespace: str, unit_grid: np.ndarray, best: np.ndarray,
     index: np.ndarray, spacing: float, grid_optimum: tuple[np.ndarray, np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray]:
     """Step 2 of the module docstring, read from the cache when this very refinement was done before."""
@@ -123,19 +143,19 @@ def _refined(
     return values, points
 
 
-def _personalised(federation: Federation, alpha: float, points: np.ndarray) -> np.ndarray:
+def _personalised(federation: Searched, alpha: float, points: np.ndarray) -> np.ndarray:
     local = federation.local_values(points)
     personalised: np.ndarray = alpha * local + (1.0 - alpha) * local.mean(axis=0)
     return personalised
 
 
-def _personalised_one(federation: Federation, alpha: float, client: int, unit: np.ndarray) -> float:
+def _personalised_one(federation: Searched, alpha: float, client: int, unit: np.ndarray) -> float:
     user = federation.domain.to_user(np.clip(unit, 0.0, 1.0)[None, :])
     return float(_personalised(federation, alpha, user)[client, 0])
 
 
 def _refine(
-    federation: Federation, alpha: float, client: int, start: np.ndarray, spacing: float
+    federation: Searched, alpha: float, client: int, start: np.ndarray, spacing: float
 ) -> tuple[np.ndarray, float]:
     """Local maximum near ``start`` (unit coordinates) of one client's personalised objective."""
     from scipy.optimize import minimize, minimize_scalar  # here: scipy costs ~0.2 s to import, most runs need none

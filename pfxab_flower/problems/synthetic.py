@@ -10,15 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pfxab_flower.config import check
 from pfxab_flower.domain import Domain
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.noise import NoiseModel
-from pfxab_flower.problems.federation import Federation
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.parameter import Parameter, between, check_against
+from pfxab_flower.problems.federation import CLIENTS, Federation
+
+if TYPE_CHECKING:  # a builder is given a RunConfig; the run parameters (config) list SPREAD from here
+    from pfxab_flower.run_parameters import RunConfig
+
+#: The synthetic problems' own parameter: how far apart the clients' shifts are.
+SPREAD = Parameter("spread", float, 0.3, "a number in [0, 1)", "spread of the synthetic clients' shifts, in [0, 1)",
+                   between(0, 1, high_open=True))
 
 # DoubleSine constants (rho1 = 0.3, rho2 = 0.8, tmax = 0.5).
 _E1 = -np.log2(0.3)
@@ -87,7 +94,7 @@ def synthetic_federation(
     """The shifted ``garland`` or ``doublesine`` federation of ``num_clients`` clients."""
     if name not in BASE_FUNCTIONS:
         raise ConfigError(f"problem={name!r} is invalid; allowed: {', '.join(BASE_FUNCTIONS)}")
-    num_clients, spread = check("clients", num_clients), check("spread", spread)
+    num_clients, spread = check_against(CLIENTS, num_clients), check_against(SPREAD, spread)
     g, base_kinks = BASE_FUNCTIONS[name]
     all_shifts = shifts(num_clients, spread)
     return Federation(

@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from pfxab_flower.config import Parameter, declared, run_config_value
+from pfxab_flower.config import declared, run_config_value
+from pfxab_flower.parameter import Parameter
 from pfxab_flower.run_parameters import RunConfig
 
 

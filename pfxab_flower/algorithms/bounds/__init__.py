@@ -6,7 +6,15 @@ the run parameters are declared by the algorithms themselves, its name in
 ``config.CONFIDENCES``; a test fails if the two differ). See ``docs/extending.md``.
 """
 
-from pfxab_flower.algorithms.bounds.base import ConfidenceBound, Design, Samples, Widths, eliminate_with_widths
+from pfxab_flower.algorithms.bounds.base import (
+    ClientView,
+    ConfidenceBound,
+    Design,
+    RunView,
+    Samples,
+    Widths,
+    eliminate_with_widths,
+)
 from pfxab_flower.algorithms.bounds.bernstein import Bernstein
 from pfxab_flower.algorithms.bounds.hoeffding import Hoeffding, eliminate_below
 
@@ -20,6 +28,6 @@ def bound_named(name: str) -> ConfidenceBound:
 
 
 __all__ = [
-    "BOUNDS", "Bernstein", "ConfidenceBound", "Design", "Hoeffding", "Samples", "Widths", "bound_named",
-    "eliminate_below", "eliminate_with_widths",
+    "BOUNDS", "Bernstein", "ClientView", "ConfidenceBound", "Design", "Hoeffding", "RunView", "Samples", "Widths",
+    "bound_named", "eliminate_below", "eliminate_with_widths",
 ]

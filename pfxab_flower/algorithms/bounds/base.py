@@ -23,13 +23,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:  # the skeleton imports the bounds, never the other way round
-    from pfxab_flower.algorithms.phased.policy import ClientView
-    from pfxab_flower.algorithms.phased.settings import Settings
+from pfxab_flower.algorithms.schedule import Schedule
+
+if TYPE_CHECKING:
     from pfxab_flower.sampling import Environment
 
 #: A width per node, or one width for every node (a bound whose width does not depend on the node).
@@ -62,6 +62,52 @@ class Samples:
         return Samples(sums, counts, extra)
 
 
+@dataclass(frozen=True)
+class ClientView:
+    """What a client knows at elimination time about the nodes of its own ``A^m(p)``.
+
+    The statistics are those the run's confidence bound declares (none for Hoeffding);
+    its widths are computed from this view (:meth:`ConfidenceBound.local_widths`, ...).
+    """
+
+    phase: int
+    node_ids: np.ndarray
+    local_means: np.ndarray
+    local_counts: np.ndarray
+    global_means: np.ndarray
+    server_eliminated: np.ndarray
+    #: the client's own statistics of its nodes (e.g. its sample variances), by name
+    own_statistics: Mapping[str, np.ndarray] = field(default_factory=dict)
+    #: the server's pooled statistics of its nodes, by name (NaN where nobody reported)
+    pooled_statistics: Mapping[str, np.ndarray] = field(default_factory=dict)
+    #: how many clients' means each global mean averages (0 where nobody reported); sent with pooled statistics
+    holders: np.ndarray | None = None
+    #: the fewest pulls any node of ``A(p)`` had from this client in the phase
+    min_count: int = 0
+
+
+class RunView(Protocol):
+    """What a bound reads of its run: the skeleton's :class:`~pfxab_flower.algorithms.phased.Settings` is one.
+
+    Declared here, so that the bounds need nothing of the skeleton that uses them.
+    """
+
+    @property
+    def alpha(self) -> float: ...
+
+    @property
+    def horizon(self) -> int: ...
+
+    @property
+    def num_clients(self) -> int: ...
+
+    @property
+    def reward_span(self) -> float: ...
+
+    @property
+    def schedule(self) -> Schedule: ...
+
+
 def eliminate_with_widths(estimates: np.ndarray, widths: Widths, slack: float) -> np.ndarray:
     """Keep mask of ``drop k if estimate_k + width_k + slack <= max_j (estimate_j - width_j)``.
 
@@ -83,7 +129,7 @@ class ConfidenceBound(ABC):
     """One confidence bound: its widths, its phase lengths, and what its clients report.
 
     Bounds are stateless (one instance serves every run); what they need of a run comes
-    in its :class:`~pfxab_flower.algorithms.phased.settings.Settings`. The defaults are
+    in a :class:`RunView` (the run's :class:`~pfxab_flower.algorithms.phased.settings.Settings`). The defaults are
     those of a bound that needs only the means: no statistics, no reward range, a fixed
     design, and the per-node elimination rule of :func:`eliminate_with_widths`.
     """
@@ -99,19 +145,19 @@ class ConfidenceBound(ABC):
     widths_known_in_advance: ClassVar[bool] = True
 
     # -- phase-length design (server) ----------------------------------------------------
-    def first_design(self, settings: Settings) -> Design:
+    def first_design(self, settings: RunView) -> Design:
         """What phase 1's length is designed from (nothing has been observed yet)."""
         return {}
 
-    def next_design(self, settings: Settings, design: Design, pooled: Mapping[str, np.ndarray]) -> Design:
+    def next_design(self, settings: RunView, design: Design, pooled: Mapping[str, np.ndarray]) -> Design:
         """What the next phase's length is designed from, given this phase's pooled statistics."""
         return design
 
     @abstractmethod
-    def samples(self, settings: Settings, phase: int, design: Design) -> float:
+    def samples(self, settings: RunView, phase: int, design: Design) -> float:
         """``f(p)``: pulls per client per node at which an ``M``-client pooled mean has width ``nu1 rho^h``."""
 
-    def fewest_samples(self, settings: Settings, phase: int) -> float:
+    def fewest_samples(self, settings: RunView, phase: int) -> float:
         """A lower bound on :meth:`samples` of ``phase`` whatever is observed (bounds the number of rounds)."""
         return self.samples(settings, phase, self.first_design(settings))
 
@@ -128,28 +174,28 @@ class ConfidenceBound(ABC):
         """Two batches of rewards of the same nodes as one."""
         return Samples(first.sums + second.sums, first.counts + second.counts)
 
-    def client_statistics(self, settings: Settings, samples: Samples) -> dict[str, np.ndarray]:
+    def client_statistics(self, settings: RunView, samples: Samples) -> dict[str, np.ndarray]:
         """The per-node statistics a client reports (one array per name in :attr:`statistics`)."""
         return {}
 
-    def check_statistic(self, settings: Settings, name: str, values: np.ndarray, counts: np.ndarray) -> str | None:
+    def check_statistic(self, settings: RunView, name: str, values: np.ndarray, counts: np.ndarray) -> str | None:
         """Why a reported statistic (already one finite-typed value per node) cannot be true, or ``None``."""
         return None
 
     # -- widths ------------------------------------------------------------------------------
     @abstractmethod
     def global_widths(
-        self, settings: Settings, phase: int, pooled: Mapping[str, np.ndarray], holders: np.ndarray, min_count: int
+        self, settings: RunView, phase: int, pooled: Mapping[str, np.ndarray], holders: np.ndarray, min_count: int
     ) -> Widths:
         """Each global mean's width (server side): ``pooled`` statistics (NaN where nobody reported) over
         ``holders`` clients, each of at least ``min_count`` pulls per node."""
 
     @abstractmethod
-    def local_widths(self, settings: Settings, view: ClientView) -> Widths:
+    def local_widths(self, settings: RunView, view: ClientView) -> Widths:
         """The width of each of a client's local means over its own nodes."""
 
     @abstractmethod
-    def personalised_widths(self, settings: Settings, view: ClientView) -> Widths:
+    def personalised_widths(self, settings: RunView, view: ClientView) -> Widths:
         """The width of each personalised estimate ``alpha local + (1 - alpha) global`` (PF-XAB)."""
 
     def keep(self, estimates: np.ndarray, widths: Widths, slack: float) -> np.ndarray:

@@ -33,11 +33,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pfxab_flower.algorithms.bounds.base import ConfidenceBound, Design, Samples
+from pfxab_flower.algorithms.bounds.base import ClientView, ConfidenceBound, Design, RunView, Samples
 
 if TYPE_CHECKING:
-    from pfxab_flower.algorithms.phased.policy import ClientView
-    from pfxab_flower.algorithms.phased.settings import Settings
     from pfxab_flower.sampling import Environment
 
 #: The statistic a client reports per node: its sample variance.
@@ -227,11 +225,11 @@ class Bernstein(ConfidenceBound):
     uses_reward_range = True
 
     # -- phase-length design ------------------------------------------------------------------
-    def first_design(self, settings: Settings) -> Design:
+    def first_design(self, settings: RunView) -> Design:
         """Phase 1 is designed for the largest variance the reward range allows."""
         return {VARIANCE: max_variance(settings.reward_span)}
 
-    def next_design(self, settings: Settings, design: Design, pooled: Mapping[str, np.ndarray]) -> Design:
+    def next_design(self, settings: RunView, design: Design, pooled: Mapping[str, np.ndarray]) -> Design:
         """The largest pooled variance seen, rounded up (:func:`round_up`); kept if nothing was pooled."""
         variances = pooled[VARIANCE]
         known = np.isfinite(variances)
@@ -240,7 +238,7 @@ class Bernstein(ConfidenceBound):
         largest = round_up(float(variances[known].max()))
         return {VARIANCE: min(largest, max_variance(settings.reward_span))}
 
-    def samples(self, settings: Settings, phase: int, design: Design) -> float:
+    def samples(self, settings: RunView, phase: int, design: Design) -> float:
         """Samples per client per node at which an ``M``-client pooled mean's width, the smaller of Bernstein's
         for rewards of the design's variance and Hoeffding's, is ``nu1 rho^h``."""
         target, span, horizon = settings.schedule.smoothness(phase), settings.reward_span, settings.horizon
@@ -248,7 +246,7 @@ class Bernstein(ConfidenceBound):
                      hoeffding_samples(target, span, hoeffding_log_term(horizon)))
         return pooled / settings.num_clients
 
-    def fewest_samples(self, settings: Settings, phase: int) -> float:
+    def fewest_samples(self, settings: RunView, phase: int) -> float:
         """No phase is shorter than for noiseless rewards."""
         return self.samples(settings, phase, {VARIANCE: 0.0})
 
@@ -267,10 +265,10 @@ class Bernstein(ConfidenceBound):
                                            (first.counts, second.counts))
         return Samples(sums, first.counts + second.counts, {DEVIATIONS: deviations})
 
-    def client_statistics(self, settings: Settings, samples: Samples) -> dict[str, np.ndarray]:
+    def client_statistics(self, settings: RunView, samples: Samples) -> dict[str, np.ndarray]:
         return {VARIANCE: sample_variances(samples.extra[DEVIATIONS], samples.counts, settings.reward_span)}
 
-    def check_statistic(self, settings: Settings, name: str, values: np.ndarray, counts: np.ndarray) -> str | None:
+    def check_statistic(self, settings: RunView, name: str, values: np.ndarray, counts: np.ndarray) -> str | None:
         """A sample variance of ``n`` rewards of span ``b`` is in ``[0, b^2 n / (4 (n - 1))]``."""
         sampled = counts > 0
         limit = variance_limit(counts, settings.reward_span) * (1.0 + 1e-9)
@@ -280,20 +278,20 @@ class Bernstein(ConfidenceBound):
 
     # -- widths: the smaller of Bernstein's and Hoeffding's, each at delta / 2 -----------------
     def global_widths(
-        self, settings: Settings, phase: int, pooled: Mapping[str, np.ndarray], holders: np.ndarray, min_count: int
+        self, settings: RunView, phase: int, pooled: Mapping[str, np.ndarray], holders: np.ndarray, min_count: int
     ) -> np.ndarray:
         """:func:`global_widths` of the pooled variances, or Hoeffding's for ``H min_count`` pulls if smaller."""
         span, horizon = settings.reward_span, settings.horizon
         bernstein = global_widths(pooled[VARIANCE], holders, min_count, span, log_term(horizon))
         return smaller_width(bernstein, mean_spread(np.asarray(holders, dtype=float) * min_count), span, horizon)
 
-    def local_widths(self, settings: Settings, view: ClientView) -> np.ndarray:
+    def local_widths(self, settings: RunView, view: ClientView) -> np.ndarray:
         """:func:`width` of the client's own sample variances and pulls, or Hoeffding's if smaller."""
         span, horizon = settings.reward_span, settings.horizon
         bernstein = width(view.own_statistics[VARIANCE], view.local_counts, span, log_term(horizon))
         return smaller_width(bernstein, mean_spread(view.local_counts), span, horizon)
 
-    def personalised_widths(self, settings: Settings, view: ClientView) -> np.ndarray:
+    def personalised_widths(self, settings: RunView, view: ClientView) -> np.ndarray:
         """:func:`personalised_widths`, or Hoeffding's for the same weights if smaller; a node no other client
         reported has only its local estimate and width."""
         assert view.holders is not None  # a bound with statistics gets holder counts with the global means

@@ -16,16 +16,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pfxab_flower.algorithms.bounds.base import ConfidenceBound, Design, Widths
+from pfxab_flower.algorithms.bounds.base import ClientView, ConfidenceBound, Design, RunView, Widths
 from pfxab_flower.algorithms.schedule import C
-
-if TYPE_CHECKING:
-    from pfxab_flower.algorithms.phased.policy import ClientView
-    from pfxab_flower.algorithms.phased.settings import Settings
 
 
 def eliminate_below(estimates: np.ndarray, slack: float, margin: Widths) -> np.ndarray:
@@ -47,18 +42,18 @@ class Hoeffding(ConfidenceBound):
 
     name = "hoeffding"
 
-    def samples(self, settings: Settings, phase: int, design: Design) -> float:
+    def samples(self, settings: RunView, phase: int, design: Design) -> float:
         return settings.schedule.f(phase)
 
     def global_widths(
-        self, settings: Settings, phase: int, pooled: Mapping[str, np.ndarray], holders: np.ndarray, min_count: int
+        self, settings: RunView, phase: int, pooled: Mapping[str, np.ndarray], holders: np.ndarray, min_count: int
     ) -> float:
         return settings.schedule.confidence_width(phase)
 
-    def personalised_widths(self, settings: Settings, view: ClientView) -> float:
+    def personalised_widths(self, settings: RunView, view: ClientView) -> float:
         return settings.schedule.confidence_width(view.phase)
 
-    def local_widths(self, settings: Settings, view: ClientView) -> float:
+    def local_widths(self, settings: RunView, view: ClientView) -> float:
         """``c sqrt(log(T) / n)`` for the fewest pulls ``n`` of the client's own nodes."""
         samples = max(int(view.local_counts.min()), 1)
         return C * math.sqrt(math.log(settings.horizon) / samples)

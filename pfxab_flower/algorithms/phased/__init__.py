@@ -23,8 +23,9 @@ algorithm differs), :mod:`.state` (what the machines carry), :mod:`.client` and
 :mod:`.pooling` (per-node means over the clients' reports).
 """
 
+from pfxab_flower.algorithms.bounds import ClientView
 from pfxab_flower.algorithms.phased.client import ClientMachine, min_pulls
-from pfxab_flower.algorithms.phased.policy import ClientView, Policy
+from pfxab_flower.algorithms.phased.policy import Policy
 from pfxab_flower.algorithms.phased.pooling import holders, observed_mean, pooled_means, pooled_statistics
 from pfxab_flower.algorithms.phased.server import ServerMachine
 from pfxab_flower.algorithms.phased.settings import Settings

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pfxab_flower.algorithms.bounds import ClientView
 from pfxab_flower.algorithms.messages import (
     ActiveSetReport,
     FinishInstruction,
@@ -20,7 +21,7 @@ from pfxab_flower.algorithms.phased.bounded import (
     check_pulls,
     check_sizes,
 )
-from pfxab_flower.algorithms.phased.policy import ClientView, Policy
+from pfxab_flower.algorithms.phased.policy import Policy
 from pfxab_flower.algorithms.phased.settings import Settings
 from pfxab_flower.algorithms.phased.state import ClientState, ProtocolError
 from pfxab_flower.sampling import Environment

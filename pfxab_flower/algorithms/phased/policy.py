@@ -2,45 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from pfxab_flower.algorithms.bounds import Widths
+from pfxab_flower.algorithms.bounds import ClientView, Widths
 from pfxab_flower.algorithms.phased.settings import Settings
 from pfxab_flower.algorithms.phased.state import FIRST_ACTIVE_SET
-from pfxab_flower.config import Parameter
+from pfxab_flower.parameter import Parameter
 from pfxab_flower.partition import children, depth_of, parent
 
 if TYPE_CHECKING:
     from pfxab_flower.sampling import Environment
     from pfxab_flower.spec import AlgorithmSpec
-
-
-@dataclass(frozen=True)
-class ClientView:
-    """What a client knows at elimination time about the nodes of its own ``A^m(p)``.
-
-    The statistics are those the run's confidence bound declares (none for Hoeffding);
-    its widths are computed from this view (:meth:`ConfidenceBound.local_widths`, ...).
-    """
-
-    phase: int
-    node_ids: np.ndarray
-    local_means: np.ndarray
-    local_counts: np.ndarray
-    global_means: np.ndarray
-    server_eliminated: np.ndarray
-    #: the client's own statistics of its nodes (e.g. its sample variances), by name
-    own_statistics: Mapping[str, np.ndarray] = field(default_factory=dict)
-    #: the server's pooled statistics of its nodes, by name (NaN where nobody reported)
-    pooled_statistics: Mapping[str, np.ndarray] = field(default_factory=dict)
-    #: how many clients' means each global mean averages (0 where nobody reported); sent with pooled statistics
-    holders: np.ndarray | None = None
-    #: the fewest pulls any node of ``A(p)`` had from this client in the phase
-    min_count: int = 0
 
 
 class Policy:
@@ -56,7 +30,7 @@ class Policy:
     label = "Phased elimination"
     #: One line for ``--help``, the docs and the strategy's docstring.
     description = "phased elimination over a hierarchical partition"
-    #: The algorithm's own keywords (``config.Parameter``: default, check, help), beside the common ones.
+    #: The algorithm's own keywords (``parameter.Parameter``: default, check, help), beside the common ones.
     #: Their values reach the policy as ``settings.options[name]``.
     parameters: tuple[Parameter, ...] = ()
     #: A baseline whose clients work alone (:class:`~pfxab_flower.algorithms.solo.SoloPolicy`): the server

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pfxab_flower.algorithms.bounds import ConfidenceBound, bound_named
 from pfxab_flower.algorithms.schedule import Schedule
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION
-from pfxab_flower.spec import AlgorithmSpec
+
+if TYPE_CHECKING:  # the spec is checked against the registry of the algorithms: it sits above them
+    from pfxab_flower.spec import AlgorithmSpec
 
 
 @dataclass(frozen=True)
