@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -27,6 +28,8 @@ from pfxab_flower.remote import JobRunner
 from pfxab_flower.run_parameters import RunConfig
 
 #: The RunConfig fields of the algorithm (not of the federation); an option field reset is its declared default.
+#: Seconds a broken pool waits for its dead worker's exit status to be readable (only when a worker died).
+EXIT_STATUS_WAIT = 2.0
 ALGORITHM_FIELDS = ("algorithm", "alpha", "seed", "horizon", "nu1", "rho", "max_depth", "max_evaluations",
                     *OPTION_FIELDS, "confidence")
 
@@ -129,8 +132,13 @@ def _in_pool(fn: Callable[..., Any], jobs: dict[int, tuple[Any, ...]], workers: 
 
 def _how_workers_died(pool: ProcessPoolExecutor) -> str:
     """``killed by SIGKILL`` (or the exit status) of the pool's worker that died first, as far as can be told."""
-    processes = getattr(pool, "_processes", None) or {}  # the pool's workers (CPython keeps them there)
-    codes = [p.exitcode for p in processes.values() if p.exitcode not in (None, 0, -signal.SIGTERM)]
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # the workers (CPython keeps them there)
+    deadline = time.monotonic() + EXIT_STATUS_WAIT
+    while True:  # the pool may learn of the death before the dead worker's status can be read (a busy machine)
+        codes = [p.exitcode for p in processes if p.exitcode not in (None, 0, -signal.SIGTERM)]
+        if codes or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     if not codes:
         return "it ended without a word"
     code = codes[0]
