@@ -19,6 +19,8 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -101,6 +103,20 @@ def flwr_environment(home: Path) -> dict[str, str]:
     }
 
 
+@contextmanager
+def flower_home() -> Iterator[tuple[Path, dict[str, str]]]:
+    """A private ``FLWR_HOME`` and the environment of a user's shell for it; every process started under it is
+    stopped at the end, and none may be left."""
+    with temporary_directory("pfxab-user-") as home:
+        env = {**flwr_environment(home), "RAY_TMPDIR": str(home / "ray")}
+        (home / "ray").mkdir()
+        try:
+            yield home, env
+        finally:
+            stop_processes(str(home))
+        assert processes_with_marker(str(home)) == []
+
+
 def flwr_run_command(app_dir: Path, supernodes: int, run_config: str, init_cpus: bool = True) -> list[str]:
     """``flwr run <app> --stream`` with ``supernodes`` simulated SuperNodes of one CPU each."""
     federation = f"num-supernodes={supernodes} client-resources-num-cpus=1"
@@ -144,28 +160,22 @@ def test_user_app_through_flwr_run_for_every_registered_algorithm(user_app: tupl
     app_dir, config = user_app
     algorithms = algorithm_names()  # the registry's: one registered later is run too
     assert {"local-only", "random-search"} <= set(algorithms)
-    with temporary_directory("pfxab-user-") as home:
-        env = {**flwr_environment(home), "RAY_TMPDIR": str(home / "ray")}
-        (home / "ray").mkdir()
-        try:
-            start_superlink_patiently(env, home)
-            for algorithm in algorithms:
-                results = tmp_path / f"{algorithm}.json"
-                command = flwr_run_command(app_dir, config["num-clients"],
-                                           f"algorithm='{algorithm}' horizon={HORIZON} results-file='{results}'")
-                done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
-                                      timeout=patient(240))
-                assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-                assert results.exists(), done.stdout[-3000:]
-                expected = expected_run(app_dir, {**config, "horizon": HORIZON}, algorithm)
-                check_outcome(json.loads(results.read_text()), expected)
-                # the user's own ServerApp logs the bundled app's lines: one per phase, and the final exchange
-                logged = re.findall(r"pfxab: phase (\d+) \(depth \d+\): \d+ active nodes", done.stdout)
-                assert logged == [str(p) for p in range(1, expected["phases"] + 1)], done.stdout[-3000:]
-                assert "pfxab: final exchange: 3 of 3 clients sent their final point" in done.stdout
-        finally:
-            stop_processes(str(home))
-        assert processes_with_marker(str(home)) == []
+    with flower_home() as (home, env):
+        start_superlink_patiently(env, home)
+        for algorithm in algorithms:
+            results = tmp_path / f"{algorithm}.json"
+            command = flwr_run_command(app_dir, config["num-clients"],
+                                       f"algorithm='{algorithm}' horizon={HORIZON} results-file='{results}'")
+            done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
+                                  timeout=patient(240))
+            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+            assert results.exists(), done.stdout[-3000:]
+            expected = expected_run(app_dir, {**config, "horizon": HORIZON}, algorithm)
+            check_outcome(json.loads(results.read_text()), expected)
+            # the user's own ServerApp logs the bundled app's lines: one per phase, and the final exchange
+            logged = re.findall(r"pfxab: phase (\d+) \(depth \d+\): \d+ active nodes", done.stdout)
+            assert logged == [str(p) for p in range(1, expected["phases"] + 1)], done.stdout[-3000:]
+            assert "pfxab: final exchange: 3 of 3 clients sent their final point" in done.stdout
 
 
 @pytest.mark.ray
@@ -176,26 +186,20 @@ def test_an_algorithm_nobody_registered_fails_the_serverapp_with_one_line_and_fl
     """docs/flower.md: what a ``flwr run`` user sees when the ServerApp raises (``flwr run`` itself exits 0)."""
     app_dir, config = user_app
     results = tmp_path / "none.json"
-    with temporary_directory("pfxab-user-") as home:
-        env = {**flwr_environment(home), "RAY_TMPDIR": str(home / "ray")}
-        (home / "ray").mkdir()
-        try:
-            start_superlink_patiently(env, home)
-            command = flwr_run_command(app_dir, config["num-clients"], f"algorithm='pf-xba' results-file='{results}'")
-            done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
-                                  timeout=patient(240))
-            assert done.returncode == 0, done.stdout[-3000:]  # Flower's: whatever happened to the run
-            why = f"algorithm='pf-xba' is invalid; allowed: {', '.join(algorithm_names())}"
-            assert why in done.stdout, done.stdout[-3000:]
-            assert not results.exists()
-            run_id = re.search(r"Successfully started run (\d+)", done.stdout)[1]
-            listed = subprocess.run([flwr_executable(), "ls", "--run-id", run_id, "--format", "json"], cwd=app_dir,
-                                    env=env, capture_output=True, text=True, timeout=patient(60))
-            record = json.loads(listed.stdout)["runs"][0]
-            assert record["status"] == "finished:failed" and why in record["status-details"], record
-        finally:
-            stop_processes(str(home))
-        assert processes_with_marker(str(home)) == []
+    with flower_home() as (home, env):
+        start_superlink_patiently(env, home)
+        command = flwr_run_command(app_dir, config["num-clients"], f"algorithm='pf-xba' results-file='{results}'")
+        done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
+                              timeout=patient(240))
+        assert done.returncode == 0, done.stdout[-3000:]  # Flower's: whatever happened to the run
+        why = f"algorithm='pf-xba' is invalid; allowed: {', '.join(algorithm_names())}"
+        assert why in done.stdout, done.stdout[-3000:]
+        assert not results.exists()
+        run_id = re.search(r"Successfully started run (\d+)", done.stdout)[1]
+        listed = subprocess.run([flwr_executable(), "ls", "--run-id", run_id, "--format", "json"], cwd=app_dir,
+                                env=env, capture_output=True, text=True, timeout=patient(60))
+        record = json.loads(listed.stdout)["runs"][0]
+        assert record["status"] == "finished:failed" and why in record["status-details"], record
 
 
 @pytest.mark.ray
@@ -206,33 +210,27 @@ def test_a_stopped_run_ends_with_one_line_its_record_and_a_superlink_that_stops(
     """docs/flower.md: the app's one line and ``stopped`` result, ``flwr ls``/``flwr log``, stopping the SuperLink."""
     app_dir, config = user_app
     results = tmp_path / "stopped.json"
-    with temporary_directory("pfxab-user-") as home:
-        env = {**flwr_environment(home), "RAY_TMPDIR": str(home / "ray")}
-        (home / "ray").mkdir()
-        try:
-            command = flwr_run_command(app_dir, config["num-clients"] - 1, f"results-file='{results}'")
-            done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
-                                  timeout=patient(240))
-            assert done.returncode == 0, done.stdout[-3000:]  # Flower's: whatever happened to the run
-            why = f"only {config['num-clients'] - 1} of the {config['num-clients']} nodes the run needs are connected"
-            lines = [line for line in done.stdout.splitlines() if "my-tuning-app:" in line]
-            assert len(lines) == 1 and f"no result, the run stopped: {why}" in lines[0], done.stdout[-3000:]
-            assert "Traceback" not in done.stdout and "Exit Code" not in done.stdout, done.stdout[-3000:]
-            assert json.loads(results.read_text())["stopped"].startswith(why)
+    with flower_home() as (home, env):
+        command = flwr_run_command(app_dir, config["num-clients"] - 1, f"results-file='{results}'")
+        done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
+                              timeout=patient(240))
+        assert done.returncode == 0, done.stdout[-3000:]  # Flower's: whatever happened to the run
+        why = f"only {config['num-clients'] - 1} of the {config['num-clients']} nodes the run needs are connected"
+        lines = [line for line in done.stdout.splitlines() if "my-tuning-app:" in line]
+        assert len(lines) == 1 and f"no result, the run stopped: {why}" in lines[0], done.stdout[-3000:]
+        assert "Traceback" not in done.stdout and "Exit Code" not in done.stdout, done.stdout[-3000:]
+        assert json.loads(results.read_text())["stopped"].startswith(why)
 
-            run_id = re.search(r"Successfully started run (\d+)", done.stdout)[1]
-            listed = subprocess.run([flwr_executable(), "ls", "--run-id", run_id, "--format", "json"], cwd=app_dir,
-                                    env=env, capture_output=True, text=True, timeout=patient(60))
-            assert json.loads(listed.stdout)["runs"][0]["status"] == "finished:completed"  # the app caught the stop
-            log = subprocess.run([flwr_executable(), "log", run_id, "--show"], cwd=app_dir, env=env,
-                                 capture_output=True, text=True, timeout=patient(60))
-            assert f"no result, the run stopped: {why}" in log.stdout, log.stdout[-2000:] + log.stderr[-2000:]
+        run_id = re.search(r"Successfully started run (\d+)", done.stdout)[1]
+        listed = subprocess.run([flwr_executable(), "ls", "--run-id", run_id, "--format", "json"], cwd=app_dir,
+                                env=env, capture_output=True, text=True, timeout=patient(60))
+        assert json.loads(listed.stdout)["runs"][0]["status"] == "finished:completed"  # the app caught the stop
+        log = subprocess.run([flwr_executable(), "log", run_id, "--show"], cwd=app_dir, env=env,
+                             capture_output=True, text=True, timeout=patient(60))
+        assert f"no result, the run stopped: {why}" in log.stdout, log.stdout[-2000:] + log.stderr[-2000:]
 
-            assert processes_with_marker(f"FLWR_HOME={home}")  # the SuperLink still runs after `flwr run`
-            assert stop_local_superlink(home) == []
-        finally:
-            stop_processes(str(home))
-        assert processes_with_marker(str(home)) == []
+        assert processes_with_marker(f"FLWR_HOME={home}")  # the SuperLink still runs after `flwr run`
+        assert stop_local_superlink(home) == []
 
 
 @pytest.mark.ray
