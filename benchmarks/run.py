@@ -44,6 +44,16 @@ def run_case(spec: dict, module: str = "benchmarks.case", env: dict | None = Non
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def processor() -> str:
+    """The processor's model, e.g. ``AMD EPYC`` (py-cpuinfo, in the test extra: the numbers depend on it), else
+    the platform's name for it (on Linux only the architecture)."""
+    try:
+        import cpuinfo
+    except ImportError:
+        return platform.processor() or platform.machine()
+    return str(cpuinfo.get_cpu_info().get("brand_raw") or platform.processor() or platform.machine())
+
+
 def _progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -123,10 +133,8 @@ def main(argv: list[str] | None = None, no_loopback: str | None = None) -> int:
                 continue
             rows += section(number, args.quick, run_case, _progress)
     table = pd.DataFrame(rows)
-    from pfxab_flower.simulations.sweep import cpu_model
-
     machine = {"python": platform.python_version(), "cpus": os.cpu_count(), "machine": platform.machine(),
-               "processor": cpu_model(), "quick": args.quick, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+               "processor": processor(), "quick": args.quick, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
                "load_average_start": load_at_start, "load_average_end": os.getloadavg()}
     out = Path(args.out) if args.out is not None else default_out(args.quick, chosen)
     out.write_text(json.dumps({"machine": machine, "rows": rows}, indent=2) + "\n")

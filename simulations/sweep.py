@@ -309,21 +309,11 @@ def _tables_match(experiment: Experiment, out: Path) -> bool:
         return False
 
 
-def cpu_model() -> str:
-    """The processor's name, e.g. ``AMD EPYC`` (``/proc/cpuinfo`` on Linux: psutil has none; else platform's)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def machine() -> dict[str, Any]:
-    """Where the sweep ran (for the results page)."""
-    return {"cpu_model": cpu_model(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "platform": platform.platform()}
+    """Where the sweep ran (for the results page): the processor as the platform names it (on Linux only the
+    architecture, ``x86_64``), cores, Python and OS."""
+    return {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+            "python": platform.python_version(), "platform": platform.platform()}
 
 
 def _record_invocation(out: Path, experiment: Experiment, engine: str, workers: int, outcome: SweepOutcome) -> None:
