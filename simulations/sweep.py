@@ -152,7 +152,7 @@ def sweep_lock(out: Path, replace: bool = False) -> Iterator[str | None]:
         os.close(fd)  # releases the lock (forked workers that inherited it have exited by now)
 
 
-#: A temporary sibling :mod:`pfxab_flower.outputs` makes for NAME: ``.NAME.<8 random>.pfxab-tmp[.suffix]``, or the
+#: A temporary sibling :mod:`pfxab_flower.atomic_files` makes for NAME: ``.NAME.<8 random>.pfxab-tmp[.suffix]``, or the
 #: ``.NAME.<8 random>.old`` a two-rename swap moves an old result into.
 _TEMPORARY = re.compile(rf"\.(?P<name>.+)\.[a-z0-9_]{{8}}(?:{re.escape(TEMP_SUFFIX)}(?:\.[a-z]+)?|\.old)")
 
