@@ -71,7 +71,7 @@ def test_a_damaged_run_is_redone_with_one_warning(finished, capsys, damage):
 def test_leftover_temporary_directories_are_removed_and_nothing_else(finished, capsys):
     config, out = finished
     rid = run_id(load_experiment(config).configs[0])
-    (out / "runs" / f".{rid}.k2x_9q0a.pfxab-tmp").mkdir()  # what a crash mid-write leaves (outputs.py's names)
+    (out / "runs" / f".{rid}.k2x_9q0a.pfxab-tmp").mkdir()  # what a crash mid-write leaves (atomic_files.py's names)
     (out / "runs" / f".{rid}.a1b2c3d4.old").mkdir()
     (out / ".runs.parquet.xyz12345.pfxab-tmp.parquet").write_text("half")
     users = {".bashrc.old": "alias", ".thesis.pfxab-tmp.bak": "draft", ".draft.tmp": "notes",
