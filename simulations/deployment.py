@@ -7,7 +7,8 @@ SuperLink, optional TLS with certificates made here (``cryptography``), and ever
 process stopped on exit, even on failure: each one we started by its PID (its whole
 process group: the SuperLink and SuperNodes start ``flower-superexec`` and
 ``flwr-serverapp``/``flwr-clientapp`` children), then anything still carrying our
-``FLWR_HOME`` in its environment.
+``FLWR_HOME`` in its environment. Each is started with :func:`~pfxab_flower.lifetime.with_parent`,
+so it ends with this process even if this one is SIGKILLed.
 
 Each SuperNode gets ``--node-config "partition-id=i num-partitions=M"``: the
 ClientApp (``simulations/client_app.py``) turns that into client ``i`` of the
@@ -44,6 +45,7 @@ from typing import Any
 import tomli_w
 
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.lifetime import with_parent
 from pfxab_flower.simulations.environment import QUIET_ENV
 from pfxab_flower.simulations.flwr_run import flwr_executable, free_port, wait_for_health
 from pfxab_flower.simulations.processes import stop_processes
@@ -190,8 +192,8 @@ class Deployment:
     def flwr_run(self, app_dir: Path, run_config: str, timeout: float) -> subprocess.CompletedProcess[str]:
         """``flwr run APP_DIR deployment --stream --run-config ...`` against this SuperLink."""
         command = [flwr_executable(), "run", str(app_dir), FEDERATION, "--stream", "--run-config", run_config]
-        return subprocess.run(command, cwd=app_dir, env=self.env, capture_output=True, text=True, timeout=timeout,
-                              start_new_session=True)
+        return subprocess.run(with_parent(command), cwd=app_dir, env=self.env, capture_output=True, text=True,
+                              timeout=timeout, start_new_session=True)
 
     def flwr(self, *arguments: str, timeout: float = 60.0) -> dict[str, Any]:
         """``flwr ARGUMENTS... deployment --format json`` against this SuperLink: its JSON answer.
@@ -199,7 +201,7 @@ class Deployment:
         Raises ``RuntimeError`` with Flower's own message when the command fails.
         """
         command = [flwr_executable(), *arguments, FEDERATION, "--format", "json"]
-        done = subprocess.run(command, cwd=self.workdir, env=self.env, capture_output=True, text=True,
+        done = subprocess.run(with_parent(command), cwd=self.workdir, env=self.env, capture_output=True, text=True,
                               timeout=timeout, start_new_session=True)
         try:
             answer = json.loads(done.stdout)
@@ -229,9 +231,10 @@ class Deployment:
         ])
 
     def _start(self, name: str, command: list[str]) -> subprocess.Popen[bytes]:
+        """Start ``command`` (a Flower console script), logging to ``name.log``; it ends when this process does."""
         with open(self.logs / f"{name}.log", "ab") as log:
-            process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
-                                       start_new_session=True)
+            process = subprocess.Popen(with_parent(command), env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                       cwd=self.workdir, start_new_session=True)
         self.processes.append(process)
         return process
 

@@ -46,10 +46,11 @@ from typing import IO, Any
 import tomli_w
 
 from pfxab_flower.errors import ConfigError, spelled
+from pfxab_flower.lifetime import with_parent
 from pfxab_flower.run_parameters import AppOptions, RunConfig, to_run_config
 from pfxab_flower.simulations.environment import QUIET_ENV, check_num_cpus, temporary_directory
 from pfxab_flower.simulations.log_lines import readable_lines
-from pfxab_flower.simulations.processes import die_with_parent, exit_on_signals, stop_processes, watchdog
+from pfxab_flower.simulations.processes import exit_on_signals, stop_processes, watchdog
 
 #: The server's log line when it stops a run (``ServerDriver.stop``): ``pfxab: run stopped: <why>``.
 STOP_MARK = "run stopped: "
@@ -214,9 +215,8 @@ def simulate(
         try:
             superlink = start_local_superlink(env, home)  # our child: it dies with us, whatever kills us
             # a session of its own: Ctrl-C reaches only us, and we stop everything below
-            process = subprocess.Popen(command, cwd=app_dir, env=env, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                                       preexec_fn=die_with_parent)
+            process = subprocess.Popen(with_parent(command), cwd=app_dir, env=env, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True, start_new_session=True)
             try:
                 assert process.stdout is not None
                 for line in readable_lines(process.stdout, keep_colour=log.isatty()):
@@ -273,8 +273,8 @@ def start_local_superlink(env: dict[str, str], home: Path) -> subprocess.Popen[b
 
     ``flwr run`` starts it detached, so it outlived a SIGKILLed ``pfxab simulate`` whose
     watcher was killed too (with its superexec, ``flwr-simulation`` and Ray: 11 processes).
-    Started here with the same command line, ports and ``FLWR_HOME``, and ``PR_SET_PDEATHSIG``
-    (:func:`die_with_parent`), it gets SIGTERM when this process dies, and ``flwr run`` finds it
+    Started here with the same command line, ports and ``FLWR_HOME``, through
+    :func:`~pfxab_flower.lifetime.with_parent`, it gets SIGTERM when this process dies, and ``flwr run`` finds it
     running and uses it. If it does not come up, it is stopped and ``flwr run`` starts its own.
     """
     port = env["FLWR_LOCAL_SUPERLINK_HTTP_API_PORT"]
@@ -288,9 +288,8 @@ def start_local_superlink(env: dict[str, str], home: Path) -> subprocess.Popen[b
         "--database", str(runtime / "state.db"),
     ]
     try:
-        process = subprocess.Popen(command, env={**env, "FLWR_DISABLE_UPDATE_CHECK": "1"}, cwd=home,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                                   preexec_fn=die_with_parent)
+        process = subprocess.Popen(with_parent(command), env={**env, "FLWR_DISABLE_UPDATE_CHECK": "1"}, cwd=home,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     except OSError:
         return None
     try:

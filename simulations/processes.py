@@ -1,31 +1,18 @@
 """Find and stop the processes one ``flwr run`` left behind, by a marker in their environment.
 
-``flwr run`` starts a detached SuperLink, which starts ``flower-superexec``, which
-starts ``flwr-simulation``, which starts Ray (GCS, raylet, workers, agents). None
-of them is our child, and some outlive ``flwr run``; all of them inherit the
-environment, so a unique value in it (our temporary ``FLWR_HOME``) names exactly
-the processes this run started, and nothing else.
-
-Our own end must not leave them running either. Ctrl-C, SIGTERM and SIGHUP become
-:class:`Interrupted` (:func:`exit_on_signals`), so the usual clean-up runs. SIGKILL
-reaches no handler, so a tiny watcher process (:func:`watchdog`) waits for us to
-disappear and then stops the marked processes and removes the temporary
-directories itself. It learns the marker on its stdin, never in its command line
-or environment, so it is not one of the processes it stops.
-
-Should the watcher be killed too (both SIGKILLed at once), the chain still ends:
-``pfxab simulate`` starts the SuperLink itself as its child with
-``PR_SET_PDEATHSIG`` (:func:`die_with_parent`: the kernel sends it SIGTERM when we
-die), the SuperLink's superexec and the superexec's ``flwr-simulation`` exit when
-their parent does (Flower's ``--parent-pid`` monitor), and Ray's processes share
-the fate of the ``flwr-simulation`` that started them. The temporary directories
-of such a run are removed by the next one (:func:`owner_gone`).
+``flwr run``'s SuperLink starts ``flower-superexec``, ``flwr-simulation`` and Ray, none of them our
+child; all inherit the environment, so a unique value in it (our temporary ``FLWR_HOME``) names
+exactly the processes a run started. Ctrl-C, SIGTERM and SIGHUP become :class:`Interrupted`
+(:func:`exit_on_signals`), so the usual clean-up runs; after a SIGKILL, a watcher process
+(:func:`watchdog`) stops the marked processes and removes the temporary directories. Should the
+watcher be killed too, the SuperLink, started with :func:`pfxab_flower.lifetime.with_parent`, ends
+with us, the rest with it (Flower's ``--parent-pid`` monitor, Ray's fate sharing), and the next run
+removes the directories (:func:`owner_gone`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -39,9 +26,7 @@ from types import FrameType
 
 import psutil
 
-#: How often the watcher checks that its parent is still there (seconds).
-WATCH_INTERVAL = 0.2
-_PR_SET_PDEATHSIG = 1
+from pfxab_flower.lifetime import wait_for_parent_exit
 
 
 def alive(pid: int) -> bool:
@@ -69,23 +54,6 @@ def owner_gone(token: str) -> bool:
     """Whether the process an :func:`owner_token` names has ended (a reused pid is another process)."""
     pid, _, started = token.strip().partition(" ")
     return not (pid.isdecimal() and alive(int(pid)) and start_time(int(pid)) == started)
-
-
-def die_with_parent() -> None:
-    """In a child before ``exec`` (``preexec_fn``): the kernel sends it SIGTERM when its parent dies.
-
-    Linux only (``prctl(PR_SET_PDEATHSIG)``), a no-op elsewhere. If the parent died before the
-    call took effect, the child exits at once. Only for a program that is not ours (the SuperLink),
-    where no thread of ours can watch; our own processes use :func:`pfxab_flower.lifetime.exit_with_parent`.
-    """
-    parent = os.getppid()
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    except (AttributeError, OSError):
-        return
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 def processes_with_marker(marker: str) -> list[int]:
@@ -167,8 +135,7 @@ def watchdog(marker: str, directories: Sequence[str | Path]) -> Iterator[subproc
 def _watch(parent: int, marker: str, directories: list[str]) -> None:
     """The watcher's life: wait until ``parent`` is gone (we are re-parented), then clean up after it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    while os.getppid() == parent:
-        time.sleep(WATCH_INTERVAL)
+    wait_for_parent_exit(parent)
     clean_up(marker, directories)
 
 

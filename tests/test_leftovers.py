@@ -124,6 +124,45 @@ def test_killed_parent_leaves_no_marked_process_nor_directory(sig: signal.Signal
         parent.wait()
 
 
+#: A stand-in for a test or tool holding a Flower deployment (``simulations.deployment``): SuperLink and SuperNode,
+#: each in a session of its own (so not in our process group), and nothing that stops them once we are SIGKILLed.
+DEPLOYMENT_HOLDER = """
+    import sys, time
+    from pathlib import Path
+    from pfxab_flower.simulations.deployment import deployment
+    with deployment(1, Path(sys.argv[1])) as running:
+        print(running.home, *(process.pid for process in running.processes), flush=True)
+        time.sleep(300)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.loopback
+@pytest.mark.timeout(200)
+def test_a_deployments_superlink_and_supernodes_end_when_their_holder_is_sigkilled(tmp_path: Path) -> None:
+    """They were started in sessions of their own and stopped only by the holder's clean-up: a SIGKILLed holder
+    left the SuperLink and its SuperNodes running for good (:func:`pfxab_flower.lifetime.with_parent` now)."""
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(DEPLOYMENT_HOLDER), str(tmp_path / "deploy")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        home, *pids = holder.stdout.readline().split()
+        started = [int(pid) for pid in pids]
+        assert len(started) == 2 and all(alive(pid) for pid in started), (home, pids)
+        marked = processes_with_marker(f"FLWR_HOME={home}")
+        assert set(started) <= set(marked)
+        holder.kill()
+        assert holder.wait(timeout=patient(10)) == -signal.SIGKILL
+        wait_for(lambda: not any(alive(pid) for pid in marked) and not processes_with_marker(f"FLWR_HOME={home}"),
+                 30, f"SuperLink and SuperNode ({marked}) gone")
+    finally:
+        holder.kill()
+        holder.wait()
+        for pid in processes_with_marker(f"FLWR_HOME={tmp_path / 'deploy' / 'flwr-home'}"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 def listening(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0
