@@ -33,6 +33,7 @@ class OutputError(ConfigError):
 
 
 def fsync_dir(directory: Path) -> None:
+    """Flush ``directory``'s entries to disk (a rename in it survives a crash only after this)."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -148,6 +149,7 @@ def write_file_atomically(path: str | os.PathLike[str], data: str | bytes) -> Pa
 
 
 def current_umask() -> int:
+    """This process's umask (reading it means setting it: put back at once)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask

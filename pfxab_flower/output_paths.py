@@ -32,6 +32,7 @@ _MAX_LINKS = 40
 
 
 def nearest_existing(path: Path) -> Path:
+    """``path`` itself if it exists, else its nearest ancestor that does."""
     while not path.exists() and path != path.parent:
         path = path.parent
     return path

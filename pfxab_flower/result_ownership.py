@@ -37,6 +37,7 @@ LOCK_FILE = ".pfxab-sweep.lock"
 
 
 def refusal(name: str, value: str | os.PathLike[str], allowed: str, why: str = "") -> ConfigError:
+    """The one line refusing output ``name``'s ``value``: what is wrong with it (``why``) and what is ``allowed``."""
     detail = f" ({why})" if why else ""
     return ConfigError(f"{spelled(name)}={str(value)!r} is invalid{detail}; allowed: {allowed}")
 
