@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pfxab_flower.lifetime import with_parent
 from pfxab_flower.simulations.deployment import FEDERATION, Deployment, SiteKeys
 from pfxab_flower.simulations.flwr_run import flwr_executable
 from tests.patience import patient
@@ -24,7 +25,7 @@ def flwr_run_streaming(
 ) -> tuple[int, str]:
     """Like :meth:`Deployment.flwr_run`, calling ``on_line`` on each line of the streamed log as it comes."""
     command = [flwr_executable(), "run", str(app_dir), FEDERATION, "--stream", "--run-config", run_config]
-    process = subprocess.Popen(command, cwd=app_dir, env=running.env, stdout=subprocess.PIPE,
+    process = subprocess.Popen(with_parent(command), cwd=app_dir, env=running.env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.monotonic() + timeout
     lines: list[str] = []
