@@ -1,12 +1,7 @@
 """The one way a Python process we start ends with the process that started it: :func:`exit_with_parent`.
 
-A parent killed by SIGKILL cannot stop its pool workers, fitting workers or objective
-processes, which would wait or work for ever. Each of them calls :func:`exit_with_parent`
-at its start: a daemon thread polls the parent pid and exits once the process has been
-re-parented. Chosen over ``PR_SET_PDEATHSIG``, which fires when the *thread* that forked
-the process ends (not the process), is Linux-only and needs ctypes; that remains only for
-a program that is not ours (``simulations.processes.die_with_parent``), where no thread of
-ours can run.
+Pool workers, fitting workers and objective processes call it at their start: a daemon thread
+exits the process once its parent has gone. Why not ``PR_SET_PDEATHSIG``: docs/reliability.md.
 """
 
 from __future__ import annotations
