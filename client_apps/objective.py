@@ -2,7 +2,8 @@
 
 Each node optimises ``objective(points, partition_id)`` (a ``ClientApp`` is one program every node
 runs, so the node says which client it is), or the ``objective(points)`` that a builder marked
-:func:`from_context` makes from the node's ``Context``. ``evaluation`` says what the objective is.
+:func:`~pfxab_flower.client_apps.sessions.from_context` makes from the node's ``Context``.
+``evaluation`` says what the objective is.
 Examples: docs/flower.md ("Your own app in three files").
 """
 
