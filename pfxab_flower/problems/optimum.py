@@ -67,7 +67,7 @@ def _grid_depth(ndim: int) -> int:
 
 
 def maximise_personalised(federation: Searched, alpha: float) -> Optimum:
-    """Maximise every client's personalised objective (see the module docstring)."""
+    """Maximise every client's personalised objective (grid and kinks, then refinement: docs/algorithms/index.md)."""
     domain = federation.domain
     partition = Partition(domain)
     depth = _grid_depth(domain.ndim)
@@ -110,7 +110,7 @@ def _refined(
     federation: Searched, alpha: float, namespace: str, unit_grid: np.ndarray, best: np.ndarray,
     index: np.ndarray, spacing: float, grid_optimum: tuple[np.ndarray, np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Step 2 of the module docstring, read from the cache when this very refinement was done before."""
+    """The local refinement of the best grid points, read from the cache when this very refinement was done before."""
     M, ndim = len(best), unit_grid.shape[1]
     stored = load_refined(namespace, M, ndim)
     if stored is not None:
