@@ -1,10 +1,9 @@
 """Your own black box as a Flower ``ClientApp``, in one call: :func:`objective_client_app`.
 
-Each node optimises ``objective(points, partition_id)`` (a ``ClientApp`` is one program every node
-runs, so the node says which client it is), or the ``objective(points)`` that a builder marked
+Each node optimises ``objective(points, partition_id)`` (one program runs on every node, so the node
+says which client it is), or the ``objective(points)`` that a builder marked
 :func:`~pfxab_flower.client_apps.sessions.from_context` makes from the node's ``Context``.
-``evaluation`` says what the objective is.
-Examples: docs/flower.md ("Your own app in three files").
+Examples and evaluation modes: docs/flower.md ("Your own app in three files").
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """pfxab-flower: personalised federated X-armed bandits (PF-XAB, arXiv:2409.07251) on Flower.
 
-The flat API (``run``, ``compare``, ``calibrate``, ``RunConfig``, ``Federation``, ``Domain``,
-``register_algorithm``, ``register_problem``, ...) is imported on first use, so ``import pfxab_flower``
-stays cheap for a Flower app. The adapters :mod:`pfxab_flower.strategies`, :mod:`pfxab_flower.client_apps`
-and :mod:`pfxab_flower.simulations` are the clone's top-level folders (see
-:func:`_serve_adapters_from_the_source_tree`).
+The flat API (``run``, ``compare``, ``calibrate``, ``RunConfig``, ``Federation``, ``register_algorithm``,
+...) is imported on first use, so ``import pfxab_flower`` stays cheap for a Flower app. The adapters
+(:mod:`pfxab_flower.strategies`, :mod:`pfxab_flower.client_apps`, :mod:`pfxab_flower.simulations`) are the
+clone's top-level folders, served from there in a clone (:func:`_serve_adapters_from_the_source_tree`).
 """
 
 from __future__ import annotations
