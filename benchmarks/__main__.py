@@ -1,9 +1,7 @@
 """Entry point of ``python -m benchmarks``, in the root folder of a clone (the benchmarks are not installed).
 
-The benchmarks run inside a network namespace that has only loopback
-(``tests/loopback_namespace.py``, shared with the test suite): sections 4, 6 and 7 start
-Ray, which would otherwise talk over the machine's outward interface. Where no such
-namespace can be made, those sections are refused in one line and the others run.
+Runs inside a loopback-only network namespace (``tests/loopback_namespace.py``) because some
+sections start Ray; where none can be made, those sections are refused in one line.
 """
 
 import sys

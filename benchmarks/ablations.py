@@ -1,19 +1,8 @@
-"""What each optimisation of the in-process engine buys: item 1 with one optimisation undone at a time.
+"""``python -m benchmarks.ablations``: what each optimisation of the in-process engine buys.
 
-``python -m benchmarks.ablations`` times ``engine.run`` (PF-XAB, Garland, seed 0; median
-of 3) for (M, T) = (10, 2e5), (10, 2e6), (1000, 2e6), with the current code and with one
-of these put back the plain way, in this process (a temporary patch, undone afterwards):
-
-* ``noise per pull``: one ``rng.random()`` Python call per noisy pull, as per-pull
-  libraries do (M = 10 only, one run);
-* ``noise per node``: one block of uniforms per node (a Python loop over nodes; the code
-  before commit 35715d2), instead of one block per client and phase;
-* ``partition per node``: cell midpoints computed one node at a time instead of for the
-  whole active set in one vectorised call;
-* ``exploitation evaluated``: every exploitation pull evaluated (objective + exact noise
-  sums) instead of only logged as ``(node, count)`` (regret is scored exactly from the log).
-
-All variants give the same final nodes (the patches change speed, not results: checked).
+Times item 1's run with one optimisation undone at a time (a temporary patch in this process),
+checking that every variant gives the same final nodes. Variants and figures: docs/performance.md
+("What each optimisation bought").
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """``python -m benchmarks.cli_startup``: how fast the ``pfxab`` command answers, whole process, median of 5.
 
-Each case is the installed ``pfxab`` script run as a user runs it (a fresh process,
-output discarded), timed from start to exit. Two references run in the same session on the
-same machine: a bare interpreter (``python -c pass``) and one that imports numpy, so the
-figures can be read as ratios when the machine is busy. Targets are printed, never asserted
-(issue: "the command line answers at once"). A last table lists the slowest imports of each
-``pfxab`` case (``python -X importtime``), which is where to look when a figure grows.
+Each case is the installed ``pfxab`` script in a fresh process, beside a bare interpreter and one
+that imports numpy (so busy-machine figures read as ratios), then the slowest imports of each case.
+Targets are printed, never asserted (docs/performance.md).
 """
 
 from __future__ import annotations

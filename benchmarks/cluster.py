@@ -1,17 +1,8 @@
-"""Section 7 of ``python -m benchmarks``: the project on a Ray cluster (a two-node cluster started on this machine).
+"""Section 7 of ``python -m benchmarks``: the project on a two-node Ray cluster started on this machine.
 
-* Flower simulation through ``run_flower_simulation(..., ray_address=...)`` (what
-  ``pfxab run --engine flower --ray-address`` runs) at M = 10, 100 and 1000 clients:
-  start-up, per-phase time beyond the first phase, total; checked equal to the
-  in-process run.
-* Sweep throughput: the same grid of in-process runs with the local process pool
-  (2 workers) and as Ray tasks on the two-node cluster, in runs per second; the two
-  result tables must be equal (wall times aside).
-
-The cluster is a head and a worker node (``ray start``, one CPU each, loopback:
-:mod:`benchmarks.local_cluster`), so both executors have two CPUs; on this 2-core
-machine the cluster cannot be faster than the pool, only show its overhead. Each
-Flower case runs in a fresh process, as in sections 4 and 6.
+Flower simulation through ``--ray-address`` at M = 10, 100 and 1000 (checked equal to the
+in-process run), and a sweep's throughput with the local pool and on the cluster (equal tables).
+Figures: docs/performance.md ("On a Ray cluster").
 """
 
 from __future__ import annotations

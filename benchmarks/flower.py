@@ -1,17 +1,8 @@
 """Sections 4 and 6 of ``python -m benchmarks``: the algorithms on Flower's Ray simulation engine.
 
-* 4: item 1 (PF-XAB, Garland, M = 10, T = 2e6) through ``run_flower_simulation`` (what
-  ``pfxab run --engine flower`` runs), once per Flower API (``legacy`` Strategy/NumPyClient,
-  ``message`` Message API): start-up, first phase, later phases, final round, shutdown,
-  total, and the peak memory of every process (Ray's included); then ``pfxab simulate``
-  end to end (``flwr run .``: SuperLink, Ray, the run, clean-up), total and peak memory.
-* 6: the same with M = 100 clients: the time per phase beyond start-up.
-
-Each case runs in a fresh process (``python -m benchmarks.flower '<json>'``) started with a
-unique marker in its environment (:mod:`benchmarks.memory`), so the memory figure is
-the run's own and anything left running afterwards can be found (and is reported and
-stopped). Phase times come from a hook on the core's ``ServerMachine``
-(:mod:`benchmarks.timeline`); the run itself is the product's, unchanged.
+Item 1 on both Flower APIs and ``pfxab simulate`` end to end (section 4), then M = 100 (section 6).
+Each case runs in a fresh process with a marker in its environment (:mod:`benchmarks.memory`);
+phase times come from :mod:`benchmarks.timeline`.
 """
 
 from __future__ import annotations

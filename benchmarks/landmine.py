@@ -1,19 +1,8 @@
 """Section 5 of ``python -m benchmarks``: the paper's landmine run as a new user meets it, cold and warm.
 
-Each case is the real command, ``pfxab run --problem landmine --clients 10 --alpha 0.4
---horizon 2000000 --seed 0 --json``, in a fresh process, timed from outside (start of
-the interpreter to the JSON on stdout). There is no local data file: the run fetches
-``LandmineData.mat`` from ``PFXAB_LANDMINE_URL``, pointed at a local HTTP server that
-serves the real file named by ``PFXAB_LANDMINE_DATA`` (as for the tests), as a user's
-run would fetch it from GitHub.
-
-- *cold*: a new, empty ``PFXAB_CACHE_DIR`` (download, then the shipped reward table);
-- *warm*: the same command again on the cache the cold run filled;
-- *live* (not with ``--quick``): the table switched off (``PFXAB_LANDMINE_TABLE=none``)
-  on another empty cache, so every SVM is fit (minutes): its regret must equal cold's.
-
-``--quick`` uses 3 fields and T = 2e4. Skipped, with the reason printed, when
-``PFXAB_LANDMINE_DATA`` does not name the file. ``python -m benchmarks.landmine '<json>'`` runs one case.
+The real ``pfxab run --problem landmine`` command in a fresh process, fetching the data from a local
+HTTP server: on an empty cache (cold), again (warm) and, unless ``--quick``, without the shipped
+table (live, equal regret to cold). Skipped with a reason when ``PFXAB_LANDMINE_DATA`` is not set.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """A real two-node Ray cluster on this machine, for the tests and benchmarks of ``--ray-address``.
 
-The head and the worker are separate ``ray start`` processes on loopback, each with
-one CPU. Every process the cluster starts inherits a unique marker in its
-environment (``PFXAB_LOCAL_CLUSTER``), so stopping the cluster stops exactly those
-processes (``ray stop`` would stop every Ray process of the user, a concurrent
-simulation's included) and checks that none is left.
+Two ``ray start`` processes on loopback, one CPU each; every process they start carries the marker
+``PFXAB_LOCAL_CLUSTER``, so stopping the cluster stops exactly those (not the user's other Ray processes).
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Peak memory of a whole run, every process included (Ray's GCS, raylet, workers, a SuperLink...).
 
-A run on Flower is a dozen processes, most of them not our children (``flwr run``
-detaches its SuperLink). Each benchmark case is started with a unique marker in
-its environment, which every process it starts inherits; a background thread
-sums, a few times a second, the resident memory of every live process carrying it.
-
-Two sums are kept: ``rss`` (what ``ps`` shows; shared pages such as Ray's object
-store and common libraries count once per process, so it overstates) and ``pss``
-(proportional set size: shared pages split between the processes sharing them;
-the honest total). Both come from psutil; ``pss`` is Linux only (0 elsewhere).
+A background thread sums the memory of every live process carrying the case's marker in its
+environment: ``rss`` (overstates shared pages) and ``pss`` (shared pages split; Linux only), via psutil.
 """
 
 from __future__ import annotations

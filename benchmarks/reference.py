@@ -1,12 +1,7 @@
 """PF-XAB written the plain way: one pull, one reward, one Python step at a time.
 
-This is the per-pull reference the benchmark compares the vectorised engine
-with. It follows the same specification (same f(p), B_p, pull counts, budget
-rule and elimination) but evaluates the objective once per pull at a single
-point, draws one noise value per pull and updates sums pull by pull, as
-single-client libraries such as PyXAB do (``point = algo.pull(t)``,
-``reward = f(point) + noise``, ``algo.receive_reward(t, reward)``). With
-``sigma = 0`` it makes the same decisions as the engine (checked by the tests).
+The per-pull reference (as single-client libraries such as PyXAB work) that the benchmark compares
+the vectorised engine with; with ``sigma = 0`` it makes the engine's decisions (checked by the tests).
 """
 
 from __future__ import annotations

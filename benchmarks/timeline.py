@@ -1,11 +1,7 @@
 """When each phase of a run ended, seen from the server: a hook on the core's ``ServerMachine``.
 
-Both Flower adapters (legacy ``Strategy`` and Message-API strategy) delegate every
-decision to ``ServerMachine``, so wrapping three of its methods times a Flower run
-whichever API carries it, without touching the product code: the first
-``next_instruction`` (the first phase is sent), each ``collect`` (a phase closes)
-and ``finish`` (the clients' final reports are in). The hook lives only in the
-benchmark process, for the duration of a ``with`` block.
+Every adapter delegates its decisions to ``ServerMachine``, so wrapping three of its methods (for
+the length of a ``with`` block) times a Flower run on either API without touching the product code.
 """
 
 from __future__ import annotations

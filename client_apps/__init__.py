@@ -1,9 +1,8 @@
-"""Flower clients for PF-XAB, Fed-PNE and PF-PNE: codecs over the core's :class:`~pfxab_flower.session.ClientSession`.
+"""Flower clients for every registered algorithm: codecs over the core's :class:`~pfxab_flower.session.ClientSession`.
 
-* :func:`objective_client_app`: your own objective as a Message-API ``ClientApp`` (built per node
-  from its ``Context`` with :func:`from_context`);
-* :func:`message_client_app` / :func:`legacy_client_app`: the ``ClientApp`` of any session
-  function (:func:`federation_sessions` for simulated federations, :func:`objective_sessions`).
+:func:`objective_client_app` makes your own objective a Message-API ``ClientApp`` (or each node
+builds it from its ``Context``: :func:`from_context`); :func:`message_client_app` and
+:func:`legacy_client_app` make the ``ClientApp`` of any session function.
 """
 
 from pfxab_flower.client_apps.message_app import message_client_app

@@ -1,12 +1,8 @@
 """A server message this ClientApp cannot read: one error reply naming what was expected, logged once per node.
 
-Another strategy (Flower's ``FedAvg``), another pfxab-flower version or the other Flower
-API may send our ClientApp messages it cannot run. Raising would make Flower log a
-traceback for every message (and the simulation engine a second one); instead the codec
-raises :class:`ForeignMessageError` and the mod :func:`answer_foreign_messages` turns it
-into Flower's error reply (``Message(Error(...), reply_to=...)``, which every strategy
-counts as a failed reply and Flower's own log with its reason), and logs the reason once
-per node: the node's ``context.state`` remembers that it has been said.
+Another strategy, version or Flower API may send messages we cannot run; instead of a traceback per
+message, :func:`answer_foreign_messages` turns :class:`ForeignMessageError` into Flower's error reply
+(counted as a failed reply) and logs the reason once per node.
 """
 
 from __future__ import annotations

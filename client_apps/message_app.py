@@ -1,16 +1,9 @@
-"""The Message API's ``ClientApp`` (``@app.train()`` / ``@app.evaluate()``): a codec over a :class:`ClientSession`.
+"""The Message API's ``ClientApp`` (``@app.train()`` / ``@app.evaluate()``): a codec over a ``ClientSession``.
 
-Each message is unpacked (:mod:`pfxab_flower.strategies.records`), decoded into the core
-message (:mod:`pfxab_flower.wire.codec`), handed to the node's session, and its reply
-packed back. A session that raises (an objective error, an injected failure) makes Flower
-send an error reply, which the strategy counts as a failure of that client; its text names
-the client, the node's site and the exception (:func:`.sessions.failures_named`). A message
-that is not a pfxab-flower server message (another strategy, another version) gets an
-error reply saying so, logged once per node (:mod:`.foreign`). A node whose config has a
-``state-dir`` keeps its state there too, and takes it back after a restart (:mod:`.site_state`).
-The app carries the algorithm registry into the processes it is pickled into
-(:class:`~pfxab_flower.algorithms.registry.CarriedAlgorithms`), so an algorithm a script
-registered runs on Flower's Ray workers too.
+Each message is unpacked, decoded, handed to the node's session and its reply packed back. A failing
+session becomes an error reply naming the client and its site; foreign messages are answered by
+:mod:`.foreign`; a ``state-dir`` keeps the state across restarts (:mod:`.site_state`). The app carries
+the algorithm registry to Ray's workers (:class:`~pfxab_flower.algorithms.registry.CarriedAlgorithms`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""The legacy API's client: a Flower ``NumPyClient`` that is a codec over a :class:`ClientSession`.
+"""The legacy API's client: a Flower ``NumPyClient`` that is a codec over a ``ClientSession``.
 
-``fit`` carries the phase instruction (or the final one) and returns the local means (or the
-final point); ``evaluate`` carries the global update and returns the next active set. With
-``secure_aggregation`` the local means go out as the masked vector SecAgg+ sums
-(:mod:`pfxab_flower.wire.summed`), and the final reply's arrays in its metrics.
-A message that is not a pfxab-flower server message of the legacy API (another strategy,
-another version, the Message API) gets an error reply saying so, logged once per node
-(:mod:`.foreign`). A node whose config has a ``state-dir`` keeps its state there too
-(:mod:`.site_state`). A node without a ``partition-id`` is the client the run's first
-``FitIns`` assigns it, as over the Message API.
+``fit`` carries the phase (or final) instruction, ``evaluate`` the global update. With
+``secure_aggregation`` the local means go out as the vector SecAgg+ sums (:mod:`pfxab_flower.wire.summed`);
+foreign messages and ``state-dir`` are handled as on the Message API (:mod:`.foreign`, :mod:`.site_state`).
 """
 
 from __future__ import annotations

@@ -1,34 +1,9 @@
-"""Your own black box as a Flower ``ClientApp``, in one call.
+"""Your own black box as a Flower ``ClientApp``, in one call: :func:`objective_client_app`.
 
-::
-
-    from pfxab_flower.client_apps import from_context, objective_client_app
-
-    def objective(points, partition_id):          # (n, d) array in your units -> n values
-        return 1 - np.abs(points[:, 0] - 0.2 - 0.1 * partition_id)
-
-    app = objective_client_app(objective, {"x": (0.0, 1.0)}, noise_sigma=0.1)
-
-    @from_context
-    def make_objective(context):                  # each site builds its own objective(points)
-        data = np.load(context.node_config["data-path"])
-        return lambda points: score(points, data)
-
-    app = objective_client_app(make_objective, {"x": (0.0, 1.0)}, evaluation="deterministic")
-
-Each node optimises ``objective(points, partition_id)`` (its ``partition-id`` from the node
-config), or the ``objective(points)`` that ``make_objective(context)`` built from the node's
-``Context`` (its ``node_config`` and ``run_config``): :func:`from_context` marks the builder,
-so the two forms are told apart by what they are, not by guessing from their arguments.
-``evaluation`` says what the objective is (docs/flower.md#evaluation-modes): ``simulated``,
-the mean reward with ``noise`` of scale ``noise_sigma`` added to every reward;
-``deterministic``, an exact value (each point evaluated once); ``stochastic``, one real trial
-per pull (no noise added; ``value_range`` bounds the values). The algorithm and its
-parameters come from the server's strategy (``PFXAB``, ``FedPNE`` or ``PFPNE``).
-
-Why ``partition_id``, when :meth:`pfxab_flower.Federation.from_callables` takes one ``f(x)`` per
-client: a ``ClientApp`` is one program that every node runs, so it gets one function for all
-of them, and a node tells it which client it is. In Python the list position says that.
+Each node optimises ``objective(points, partition_id)`` (one program runs on every node, so the node
+says which client it is), or the ``objective(points)`` that a builder marked
+:func:`~pfxab_flower.client_apps.sessions.from_context` makes from the node's ``Context``.
+Examples and evaluation modes: docs/flower.md ("Your own app in three files").
 """
 
 from __future__ import annotations

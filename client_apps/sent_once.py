@@ -1,14 +1,8 @@
 """A value that Flower's Ray engine would pickle with every message, sent once through Ray's object store.
 
-Flower's simulation pickles the ClientApp, and so every closure it holds, with each
-message it hands a Ray worker. The built-in problems avoid it by carrying their
-``RunConfig`` and building the federation once per worker; a user's own federation
-(``Federation.from_callables``, passed to ``run_flower``) has no config to rebuild it
-from, so it travelled whole with every message: O(M) bytes per message, O(M^2) per
-exchange. :class:`SentOnce` pickles, while Ray runs in the pickling process, as a
-reference to one copy put in Ray's object store (``ray.put``, once per process); each
-worker fetches that copy once (``ray.get``) and keeps it. Without Ray it pickles as its
-value, so nothing changes for the other engines.
+A user's federation in the ClientApp's closure travelled whole with every message (O(M^2) bytes per
+exchange: docs/performance.md). :class:`SentOnce` pickles as a reference to one ``ray.put`` copy,
+which each worker fetches once; without Ray it pickles as its value.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""Which objective a Flower node optimises: functions from a node's ``Context`` to its :class:`ClientSession`.
+"""Which objective a Flower node optimises: functions from a node's ``Context`` to its ``ClientSession``.
 
-A client needs only its objective: the algorithm's parameters arrive with every
-message from the server. So a session function reads just the node's
-``partition-id`` (``context.node_config``) and, for the bundled simulation app, the
-problem's own run-config keys (``problem``, ``noise``, ``evaluation``, ...); every other
-key of the run config is the app's business and is ignored. A user's objective is
-either one function ``objective(points, partition_id)`` for every node, or built by
-each node from its ``Context`` (:func:`from_context`), which is how a site reaches its
-own data (``context.node_config``) and the run's settings (``context.run_config``).
+A session function reads only the node's ``partition-id`` and, for the bundled app, the problem's
+own run-config keys; the algorithm's parameters come with every message. A user's objective is one
+function for every node or built per node by :func:`from_context`.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """A node's state on the site's disk, so that a SuperNode that restarts takes its client back where it was.
 
-Flower keeps a node's ``context.state`` in the SuperNode's memory: when the SuperNode
-process restarts, the state (the client's active set, its pulls so far, the client index
-the server assigned it) is gone, and the client could not go on. A node whose config names
-a directory, ``--node-config 'state-dir="/var/lib/site"'``, keeps a copy of its whole
-``context.state`` there, one file per run (``run-<run id>.state``), written atomically after
-every message it answered and before the reply leaves. A node that starts a run's message
-with an empty state and finds that run's file takes the state back from it. With SuperNode
-authentication the restarted node has the same node id (its registered key), so the
-server sends it the run's next messages and it answers as the client it was
-(``docs/deployment.md``). The copy is what Flower itself would hold: a node that dies
-after writing it but before its reply arrived is one message ahead of the server, which
-the algorithm tolerates (a client ahead of the server's view).
-
-The file is :mod:`.state_codec`'s (Flower's own encoding of records is not public API):
-no pickle, nothing to trust beyond Flower's record types.
+A node whose config names a ``state-dir`` keeps a copy of its ``context.state`` there, one file per
+run, written atomically before each reply leaves, and takes it back when it starts a run's message
+with an empty state. How it combines with authentication: docs/deployment.md. The file is
+:mod:`.state_codec`'s (no pickle).
 """
 
 from __future__ import annotations

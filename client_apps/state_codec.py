@@ -1,10 +1,7 @@
 """A node's ``context.state`` (a ``RecordDict``) as bytes and back, over Flower's public record types.
 
-Flower's own encoding of records (``flwr.proto``, ``flwr.common.serde``) is internal and may
-change in any release; this one is ours. The bytes are one ``.npz`` file: each array, and
-each ``bytes`` value, is an entry of its own (read back with ``allow_pickle=False``: no pickle,
-nothing to trust), and a JSON layout beside them names the records, their keys and every other
-value (``int``, ``float``, ``str``, ``bool`` and lists of them, all exact in JSON).
+Flower's own record encoding is internal, so this one is ours: one ``.npz`` file (arrays and bytes
+as entries, read with ``allow_pickle=False``) plus a JSON layout of the records and their other values.
 """
 
 from __future__ import annotations

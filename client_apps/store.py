@@ -1,8 +1,7 @@
 """A client's state in Flower's ``context.state``: the :class:`~pfxab_flower.session.ClientStore` of a Flower node.
 
-Flower builds a new client for every message, and module globals are not reliable
-either, so what a session keeps between messages (its machine's state and its
-environment's, e.g. the pull log) lives in the node's ``context.state``.
+Flower builds a new client for every message, so what a session keeps between messages lives in
+the node's ``context.state``.
 """
 
 from __future__ import annotations

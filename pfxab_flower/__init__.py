@@ -1,22 +1,9 @@
-"""pfxab-flower: personalised federated X-armed bandits (PF-XAB) on Flower.
+"""pfxab-flower: personalised federated X-armed bandits (PF-XAB, arXiv:2409.07251) on Flower.
 
-PF-XAB is from Arabzadeh, Grant and Leslie, *Federated X-armed Bandit with Flexible
-Personalisation*, TMLR 2024 (arXiv:2409.07251); the baselines Fed-PNE and PF-PNE are
-from Li et al. (AAAI 2024, AISTATS 2024).
-
-The flat API::
-
-    from pfxab_flower import (Domain, Federation, RunConfig, compare, register_algorithm, register_problem, run,
-                              run_config)
-
-Flower strategies and client apps: :mod:`pfxab_flower.strategies` (``PFXAB``, ``FedPNE``,
-``PFPNE``) and :mod:`pfxab_flower.client_apps` (``objective_client_app``). Names are
-imported on first use, so ``import pfxab_flower`` stays cheap for a Flower app.
-
-In a clone, those three packages are the top-level folders ``strategies/``, ``client_apps/`` and
-``simulations/``, placed under ``pfxab_flower`` by ``pyproject.toml``'s ``package-dir`` when the
-project is installed. :func:`_serve_adapters_from_the_source_tree` keeps that true when this folder is
-imported straight from a clone (see there).
+The flat API (``run``, ``compare``, ``calibrate``, ``RunConfig``, ``Federation``, ``register_algorithm``,
+...) is imported on first use, so ``import pfxab_flower`` stays cheap for a Flower app. The adapters
+(:mod:`pfxab_flower.strategies`, :mod:`pfxab_flower.client_apps`, :mod:`pfxab_flower.simulations`) are the
+clone's top-level folders, served from there in a clone (:func:`_serve_adapters_from_the_source_tree`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""Exact regret, reward and communication ledgers.
+"""Exact regret, reward and communication ledgers of a run, from the clients' pull logs.
 
-A client's pulls are segments of ``count`` pulls of one node; over a segment the
-personalised gap ``max mu'_m - mu'_m(x)`` is constant, so the cumulative regret
-is exact at every segment end and linear in between. The total regret curve is
-the sum of the clients' piecewise-linear curves, kept exactly at the union of
-their segment ends and sampled at any time grid by linear interpolation (exact
-at every integer ``t``, as each client's curve is linear between its breakpoints).
-
-A federation of real evaluations with no reference (:meth:`Federation.truth` is
-``None``) is not scored: its objectives are called only for the pulls, so its
-ledger holds the pulls and NaN where regret and true mean rewards would be.
+A pull log is segments of ``count`` pulls of one node, over which the personalised gap is
+constant, so the regret curve is exact at every integer ``t``. A federation with no reference
+(:meth:`Federation.truth <pfxab_flower.problems.federation.Federation.truth>` is ``None``) is
+not scored: its ledger holds the pulls and NaN for regret.
 """
 
 from __future__ import annotations

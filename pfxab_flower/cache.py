@@ -1,30 +1,9 @@
-"""A small persistent cache of expensive, deterministic evaluations (one SQLite file).
+"""A persistent cache of expensive, deterministic evaluations (one SQLite file, safe across processes).
 
-Why SQLite: it is in the standard library, every write is an atomic
-transaction (an interrupted run leaves either the whole batch or none of it),
-and in WAL mode several processes (parallel runs, Flower client processes) can
-read while one writes; concurrent writers wait on a lock (``busy timeout``)
-instead of corrupting the file. Values are keyed by a *namespace* (which
-must name everything the value depends on: data checksum, split, library
-version, cache version), an integer *item* (e.g. a landmine field) and the
-exact point as float64 bytes.
-
-The cache lives in ``$PFXAB_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/pfxab-flower``,
-else ``~/.cache/pfxab-flower``. The cache is only a speed-up, so no problem of it may fail
-or slow a run: if it cannot be placed (no home directory), opened, read or written, or another
-process holds its lock for longer than :data:`_TIMEOUT_SECONDS`, a warning is issued once and
-this process evaluates without it (it tries again after :data:`RETRY_SECONDS`). A file that is
-*ours* but corrupt (not a database, a malformed page) or of another layout heals instead: it is
-moved aside to ``<name>.corrupt-<time>`` with one line on stderr and a new cache is started, so
-one damaged file does not make every later run cold. Ours means marked with our SQLite
-``application_id`` (or, written before the mark, holding nothing but our table): another
-application's database at the cache path is never written to, nor moved. Every row
-carries a checksum of its key and value (:func:`row_checksum`): a value changed
-on disk, even to one that looks plausible (inside the objective's range), no
-longer matches and is dropped from the file and recomputed, never used; values
-read back are also checked against the objective's range (``load(..., bounds=)``).
-The checksum catches damage and edits, not a forger who recomputes it (the cache
-is the user's own file; the shipped reward table is checked the same way).
+Values are keyed by a namespace (everything the value depends on), an item and the exact point.
+The cache is only a speed-up: when it cannot be used a warning is issued and the run goes on
+without it; a corrupt file of ours is moved aside and a damaged row is recomputed, never used.
+Why SQLite and how it heals: docs/landmine.md ("Evaluation cache") and docs/reliability.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """An optional time limit on one call of a user's objective, that the objective cannot defeat.
 
-Why a process: an objective that never returns would hang a run for ever, and a limit inside the
-process can be defeated by the objective itself. A timer signal raises an exception in the call,
-which ``except: pass`` in a loop swallowed (the run hung with ``objective_timeout=1.0``), and one
-that swallowed the first interrupt returned late with no error; off the main thread a call could
-only be given up, keeping its CPU. So with a limit, each objective runs in a process of its own,
-forked from this one on its first call (it inherits the objective as it is, closures and all) and
-kept for the next calls (the objective's own state, a model or a random stream, lives on there):
-a call that overruns is ended by SIGKILL, and the run stops with :class:`ObjectiveError` naming
-the client and the limit. Without a limit (the default) the objective is called here, as fast as
-ever. What the objective changes in this process's memory stays in its process: with a limit,
-keep results in its return value.
+With a limit, the objective runs in a forked process of its own, kept for its later calls; a call
+that overruns is ended by SIGKILL and the run stops with :class:`ObjectiveError`. Without a limit
+(the default) it is called in this process. Why a process, not a signal or a thread:
+docs/reliability.md.
 """
 
 from __future__ import annotations

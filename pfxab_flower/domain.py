@@ -1,9 +1,7 @@
 """The search space: a box whose dimensions are linear or log10-scaled.
 
-The partition works in the unit cube ``[0, 1]^d``; a :class:`Domain` maps unit
-coordinates to the user's units and back. A ``log`` dimension is uniform in
-``log10`` space, so halving a cell halves its range of exponents, which is what
-a hyperparameter such as an SVM's ``C`` in ``[1e-4, 1e4]`` needs.
+The partition works in the unit cube ``[0, 1]^d``; a :class:`Domain` maps unit coordinates to the
+user's units and back (a ``log`` dimension is halved in log10 space, as an SVM's ``C`` needs).
 """
 
 from __future__ import annotations

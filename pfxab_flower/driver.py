@@ -1,17 +1,9 @@
-"""The server side of a run, whatever carries its messages: machine, ledger of the wire, end, result.
+"""The server side of a run, whatever carries its messages: the order of exchanges, their checks, the result.
 
-Every engine drives one :class:`ServerDriver`: the in-process loop, the legacy Flower
-``Strategy`` and the Message-API strategy. The driver owns the order of exchanges: a
-transport asks it what to send next (:meth:`ServerDriver.next_exchange`), encodes and
-sends that, decodes the replies into core messages (or a reason they cannot be read)
-and hands them back (:meth:`ServerDriver.deliver`); the driver judges, averages, counts
-failures, stops the run below quorum, keeps what crossed the wire and builds the final
-result (:mod:`pfxab_flower.outcome`). So no transport takes a decision or keeps state of
-the protocol, and every engine gives the same numbers for a seed.
-
-In simulation the driver also holds the ground truth (a :class:`Federation`): it asks
-the clients to attach their pull logs (``report_pulls``) and scores the exact regret
-at the end, as :func:`pfxab_flower.engine.scored_result` does.
+Every engine (in-process, legacy Flower ``Strategy``, Message-API strategy) drives one
+:class:`ServerDriver`: a transport only encodes what :meth:`ServerDriver.next_exchange` asks for and
+hands the decoded replies to :meth:`ServerDriver.deliver`. The driver judges, averages, enforces the
+quorum and builds the result (:mod:`pfxab_flower.outcome`), so every engine gives the same numbers.
 """
 
 from __future__ import annotations

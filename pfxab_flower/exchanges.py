@@ -1,11 +1,7 @@
 """What crosses between the driver and a transport: the exchange the driver asks for, and its replies.
 
-The driver owns the order of exchanges (:meth:`ServerDriver.next_exchange
-<pfxab_flower.driver.ServerDriver.next_exchange>`): an :class:`Outgoing` says what to
-broadcast, which phase and kind of exchange it is and which reply it expects. A
-transport only encodes it, sends it, decodes the replies into an :class:`Exchange` (or
-the reason each cannot be read) and hands that back (``ServerDriver.deliver``). So no
-transport keeps pending state, names a stage or reaches into the machines.
+An :class:`Outgoing` says what to broadcast and which reply is expected; the transport hands the
+decoded replies back as an :class:`Exchange`, so no transport keeps state of the protocol.
 """
 
 from __future__ import annotations

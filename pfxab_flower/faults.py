@@ -1,32 +1,9 @@
-"""Dropouts and stragglers: injected client failures and the quorum a phase needs.
+"""Dropouts and stragglers: injected client failures, and the quorum a phase needs.
 
-Real deployments lose clients; to test what the algorithm does then, a run can
-*inject* failures: each client of ``clients`` (default: every client) misses each
-phase independently with probability ``rate``. The draw depends only on
-``(seed, client, phase)``, so every engine (in-process, Flower legacy or Message
-API) drops exactly the same clients in the same phases for a seed. A client that
-misses a phase sends neither of the phase's two replies; it catches up from the
-next message it receives (``ClientMachine`` does that). The final exchange (the
-clients' last reports) is never dropped: the run cannot be scored without it.
-
-With ``straggle_seconds`` > 0 the same draws make *stragglers* instead: a client the
-plan drops from a phase does not fail, it answers both messages of the phase
-``straggle_seconds`` late. If that is at least the round timeout, Flower has stopped
-waiting: the late reply is dropped (Flower matches replies to their own round's
-message ids, never to a later round) and the straggler keeps none of that message's
-work, so it misses the phase exactly as a failed client does and the in-process
-engine (which has no clock) skips it. A straggler faster than the timeout is only
-slow: its replies are used and it misses nothing. :meth:`FaultPlan.misses` says which.
-
-``min_fraction`` is how many of the ``M`` clients must send a usable reply in an
-exchange for the server to go on (``ServerMachine`` enforces it).
-
-The options are declared in :mod:`pfxab_flower.config` (``fail_rate``, ``fail_clients``,
-``straggle_seconds``, ``round_timeout``, ``min_fraction``) and checked there when an entry
-point takes them (:class:`~pfxab_flower.run_parameters.AppOptions`, a run config, a strategy's keywords),
-before any work or process starts; :meth:`AppOptions.faults <pfxab_flower.run_parameters.AppOptions.faults>`
-builds the plan from checked options. A :class:`FaultPlan` made by hand is not checked. This
-module imports nothing of the package: ``config`` takes the two defaults below from here.
+A :class:`FaultPlan` drops each chosen client from each phase with probability ``rate``, drawn from
+``(seed, client, phase)`` only, so every engine drops the same clients; with ``straggle_seconds`` the
+same draws make late replies instead. ``min_fraction`` is the share of clients a phase needs.
+The options and their meaning: docs/deployment.md ("Dropouts and stragglers").
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
 """Numbers as people read them: the one place that decides how many digits a printed number gets.
 
-Why a module of its own: ``pfxab compare`` prints a text table and ``pfxab report``
-prints Markdown tables of the same kind of numbers (means and standard deviations
-over seeds), and both must agree. Raw ``{:g}`` printing gave ``257482 ± 3.25391e-11``
-and ``2.40998e+06 ± 0``: a meaningless spread at full precision next to a truncated mean.
-
-The rules:
-
-* A mean and its standard deviation share one number of decimals, chosen so that the
-  larger of the two shows :data:`SIGNIFICANT_DIGITS` significant digits, and never
-  more decimals than needed for its integer part (``2,082,003``, not ``2,082,000``).
-  So an sd far below the mean's precision prints as ``0`` at that precision
-  (``257,482 ± 0``), and an sd of ``0.0834`` next to a mean of ``0.3612`` keeps its digits.
-* Whole numbers (Python or NumPy integers, or floats holding one, with a whole or no
-  spread) print as integers: ``6 ± 0``, ``13``.
-* A caller with a column of numbers on one scale (a sweep's table, scaled by a power
-  of ten) fixes ``decimals`` for all of them instead.
-* Thousands are separated by commas; a missing value (NaN) is ``n/a``.
+``pfxab compare`` and ``pfxab report`` print the same kind of numbers (means and sds over seeds)
+and must agree: a mean and its sd share one number of decimals (:data:`SIGNIFICANT_DIGITS`
+significant digits for the larger), whole numbers print as integers, NaN as ``n/a``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The one way a process we start ends with the process that started it: it watches for its parent's end.
 
-A parent killed by SIGKILL cannot stop its children. Each one we start therefore polls its parent
-pid (:func:`wait_for_parent_exit`) and ends once it has been re-parented: our own Python processes
-call :func:`exit_with_parent` at their start; a program that is not ours (the SuperLink, SuperNodes,
-``flwr run``) is started through :func:`with_parent`, which runs its console script under the same
-watch. Chosen over ``PR_SET_PDEATHSIG``, which fires when the *thread* that forked the child ends,
-needs ``preexec_fn`` (unsafe with threads) and exists on Linux only.
+Our own Python processes call :func:`exit_with_parent` at their start; a program that is not ours (the
+SuperLink, SuperNodes, ``flwr run``) starts through :func:`with_parent`, under the same watch of its
+parent pid. Why not ``PR_SET_PDEATHSIG``: docs/reliability.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""The limits of every run and input, each from a measurement, and the counting of lists against them.
+"""The limits of every run and input, and the counting of lists given as text against them.
 
-A value too large to finish, or to fit in memory, is refused instead of running for hours or
-dying with a traceback; each limit comes from a measurement on the 2-core development machine,
-given beside it. The declared parameters (:mod:`pfxab_flower.config`) check against these; lists
-given as text (``--seeds 0-9``, ``--fields 0,3``) are counted here before they are built.
+A value too large to finish or to fit in memory is refused before any work; each limit is given
+beside the measurement it comes from.
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """Which entries of a directory pfxab owns, and whether the files it wrote are still what it wrote.
 
-Why: an output directory may hold the user's own files under any name (``config.toml``,
-``.draft.tmp``, ``.bashrc.old``); a name alone never says who wrote it. So every directory
-pfxab writes into gets a manifest, ``pfxab-manifest.json``, listing the names it owns;
-everything else there is the user's and is never written, replaced or removed. A name
-pfxab is about to write is *claimed* (listed) before the file is written, so a crash in
-between leaves a listed name with no file (harmless), never a file of ours that looks foreign.
-
-For a result written as a unit (a run's or comparison's directory, one run of a sweep)
-the manifest also holds every file's size and sha256, and is written last: a result is
-complete only while its files match it (:func:`verify`), whatever happened to them since
-(truncated, edited, deleted, replaced). Checking reads a file only once its size is the
-recorded one, a bounded piece at a time (a 50 GB sparse ``summary.json`` was read whole).
-
-The manifest also says which *kind* of result the directory is (``run``, ``comparison``,
-``sweep``, ``sweep-run``), so that one command never replaces another's result
-(:mod:`pfxab_flower.outputs`); a manifest written before kinds existed has none.
+Every directory pfxab writes into has a ``pfxab-manifest.json`` listing the names it owns (claimed
+before they are written), the size and sha256 of a result's files (:func:`verify`) and the result's
+kind, so one command never replaces another's result. Everything else there is the user's.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """Noise models, and exact draws of the sum of ``n`` noisy pulls of one point.
 
-The algorithms only ever use the *sum* of the rewards of a node's pulls in a
-phase, so a node pulled ``n`` times is one draw of that sum:
-
-* ``uniform``: reward ``mu + U[-sigma, sigma]``. The sum of ``n`` uniforms has no
-  cheap exact sampler, so the ``n`` uniforms are drawn (vectorised, in bounded
-  chunks) and added: exact, O(n) time, O(1) Python steps per node.
-* ``gaussian``: reward ``mu + N(0, sigma^2)``; the sum is ``N(n mu, n sigma^2)``,
-  drawn exactly in O(1).
-* ``bernoulli``: the reward is Bernoulli(``mu``); the sum is Binomial(``n, mu``),
-  drawn exactly in O(1). Needs ``mu`` in ``[0, 1]``.
-* ``none``: the reward is ``mu`` itself (``sigma`` is ignored): a deterministic
-  black box, like a training run scored on a fixed validation set. A client then
-  evaluates each point once and reuses the value (see
-  :class:`~pfxab_flower.sampling.SimulatedEnvironment`).
+The algorithms only use the sum of a node's rewards in a phase, so ``n`` pulls are one draw:
+``gaussian`` and ``bernoulli`` sums are drawn exactly in O(1), ``uniform`` ones by adding the ``n``
+draws in chunks, and ``none`` returns the mean itself (a deterministic black box).
 """
 
 from __future__ import annotations

@@ -1,35 +1,9 @@
 """How much a stochastic objective's *mean* varies around its best point, from single noisy trials.
 
-:func:`pfxab_flower.calibrate` measures the smoothness model ``f(x*) - f(x) <= nu1 rho^h`` in
-the depth-``h`` cell that holds the optimum. For an exact objective the largest shortfall of a
-few points of the cell shows it. A stochastic objective gives one noisy trial per call (a 0/1
-success, a bounded score with heavy tails), and the spread of single trials says nothing about
-the mean: a 0/1 objective's trials always span 1. So here every quantity is a mean over many
-trials at uniformly random points, with its standard error:
-
-* the **top** is the mean over the deepest cell around the best point (that cell is tiny, so
-  it estimates ``f`` there);
-* the **variation** of depth ``h`` is the top minus the mean over the half of the depth-``h``
-  cell away from the best point (the depth-``h + 1`` sibling of the best point's cell). A mean
-  over a region is at most its largest shortfall, so this is a lower bound of what an exact
-  objective would show, unbiased for the half's mean;
-* the **standard error** of that difference comes from the regions' own values (it includes
-  the objective's variation across a region as well as the noise, which is what a mean of
-  uniform points varies by); for a two-valued objective (0/1) from Bernoulli's variance at the
-  pooled success rate (the two-proportion test), so that a chance shortfall does not look surer
-  than it is, nor a region where every trial succeeded noise-free;
-* the **noise** (one trial's standard deviation) is Bernoulli's ``(b - a) sqrt(p (1 - p))`` for
-  a two-valued objective (``p`` its survey's success rate: by Jensen's inequality at least the
-  mean of the points' own variances), else the spread of repeated trials,
-  ``sqrt(mean((y' - y)^2) / 2)``; never more than half the declared value range
-  (Popoviciu's bound on any variable within it).
-
-Every point drawn uniformly in a cell that contains a region is uniform in that region, so
-every shallower cell's points count in each mean. The survey's do not: the best point is where
-the survey's trials happened to be high, so its neighbours' trials are biased upwards. A depth
-counts only when its variation stands :func:`significance` standard errors above zero, a
-threshold that keeps the chance of any false one, over all depths and sites, at
-:data:`FAMILY_ERROR` (Bonferroni): a flat objective shows none.
+:func:`pfxab_flower.calibrate` needs that variation per depth; a noisy objective's single trials
+show only the noise, so here every quantity is a mean over many trials with its standard error,
+and a depth counts only when it stands :func:`significance` errors above zero. The method:
+docs/flower.md ("Scale, resolution and horizon", stochastic objectives).
 """
 
 from __future__ import annotations
@@ -121,7 +95,7 @@ class CellVariation:
 
 def mean_variation(unit_points: np.ndarray, values: np.ndarray, best: np.ndarray, depths: int,
                    pair: tuple[float, float] | None) -> CellVariation:
-    """The variation of the mean (see the module) in the cells of depth ``1..depths`` around ``best``.
+    """The variation of the mean (docs/flower.md) in the cells of depth ``1..depths`` around ``best``.
 
     ``unit_points`` are the points drawn in the cells around ``best`` (not the survey's), ``values`` their trials.
     """

@@ -1,8 +1,7 @@
 """What a run came to, read from the server's state: phase rows, final points, lost clients, the scored result.
 
-The outcome half of :class:`~pfxab_flower.driver.ServerDriver` (which inherits it), apart
-from the exchanges that build that state, as the reply checks are apart from the server
-machine. Every engine's result comes from here, so they agree to the last digit.
+The outcome half of :class:`~pfxab_flower.driver.ServerDriver` (which inherits it); every engine's
+result comes from here, so they agree to the last digit.
 """
 
 from __future__ import annotations

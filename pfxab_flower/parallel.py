@@ -1,10 +1,7 @@
 """Many in-process runs at once: a per-process federation cache and a Ctrl-C-safe process pool.
 
-Shared by ``pfxab compare`` and ``pfxab sweep``. Building a federation and its
-optimum is the one expensive step of a run (thousands of SVM fits for landmine),
-so each process keeps the federations it has built; runs are independent and
-deterministic in their seed, so running them in any order or process gives the
-same numbers.
+Used by ``pfxab compare`` and ``pfxab sweep``. Building a federation and its optimum is a run's
+expensive step, so each process keeps those it has built; runs are deterministic in their seed.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""A deterministic binary partition of a box, numbered as a heap.
+"""A deterministic binary partition of a box, numbered as a heap, vectorised over node ids.
 
-Node ``1`` is the whole box; the children of node ``k`` are ``2k`` (lower half)
-and ``2k + 1`` (upper half); node ``k`` lies at depth ``h = floor(log2 k)``.
-Depth ``h`` splits dimension ``h mod d`` at its midpoint (in unit coordinates,
-so a log dimension is halved in log10 space). Because the rule is fixed, every
-client and the server agree on every cell without ever exchanging geometry:
-only node ids cross the network.
-
-All functions are vectorised over arrays of node ids (``int64``).
+Node ``1`` is the box, node ``k``'s children are ``2k`` and ``2k + 1``, and depth ``h`` halves
+dimension ``h mod d``. The rule is fixed, so clients and server agree on every cell and only
+node ids cross the network.
 """
 
 from __future__ import annotations

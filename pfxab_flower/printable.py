@@ -1,11 +1,7 @@
 """Text from a peer (a client's error reason, a site label, a foreign message's keys) made safe to print.
 
-Why: a reason a client sends reaches the server's log, a terminal and a run's result. Left as it
-came, its escape sequences move the cursor, retitle the terminal or recolour the log; a NUL or a
-newline forges log lines; U+202E reverses what follows. So every such text is made one printable
-line where it enters (:class:`pfxab_flower.exchanges.Failure`, ...): each character a terminal
-would act on becomes its escape (``\\x1b``, ``\\u202e``, ``\\n``), as ``repr`` writes it, and
-everything readable stays as it was (``KeyError: 'data-dir'``).
+Every character a terminal would act on (escapes, NUL, newlines, U+202E) becomes its ``repr``
+escape where the text enters, so a peer cannot forge log lines or move the cursor.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """Hooks by which the layers above the core send work elsewhere (a Ray cluster), without the core importing Ray.
 
-The core runs everything in this machine's processes. ``pfxab_flower.simulations.cluster``
-(above the core, where Ray may be imported) plugs into two places here:
-
-* a **job runner** (:data:`JobRunner`): how a comparison or a sweep runs its jobs; the
-  default is the local process pool (:func:`pfxab_flower.parallel.local_runner`);
-* a **fit mapper** (:func:`fits_with`): how the landmine federation evaluates many
-  SVM fits at once; the default is this process or a local loky pool.
-
-Inside a Ray task started by that module, :data:`TASK_ENV` is set: the on-disk
-evaluation cache is then read but never written (only the driver writes it) and
-landmine fits run in the task itself.
+:mod:`pfxab_flower.simulations.cluster` plugs in a job runner (:data:`JobRunner`; default the local
+pool) and a fit mapper (:func:`fits_with`; default this process or a loky pool). Inside a Ray task
+(:data:`TASK_ENV` set) the evaluation cache is read, never written.
 """
 
 from __future__ import annotations

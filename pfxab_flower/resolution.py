@@ -1,17 +1,9 @@
 """Whether a run's scale settings can eliminate anything within its horizon, from the settings alone.
 
-Under the paper's Hoeffding widths, phase ``p`` works at depth ``h = p`` and every phased
-algorithm drops a node only if its estimate lies at least ``nu1 rho^h + 2 B_p = 3 nu1 rho^h``
-below the best one (the smoothness slack plus two widths, ``B_p = nu1 rho^h``; PF-PNE's local
-rule and eps slack only add to it). No two nodes' means differ by more than the span of the
-values, so nothing can be eliminated at a depth where ``3 nu1 rho^h`` is at least that span.
-
-If nothing is eliminated, every phase explores all ``2^p`` nodes of its depth, and
-only a few phases fit the horizon. When the first depth that *could* eliminate is at
-or past the last of those phases, the run explores uniformly and ends with a
-grid-coarse answer: :func:`uniform_exploration_warning` says so once, before the run
-starts (:class:`~pfxab_flower.driver.ServerDriver`), and :func:`pfxab_flower.calibrate`
-proposes settings that do eliminate.
+A node is dropped only ``3 nu1 rho^h`` below the best one, so nothing is eliminated at a depth where
+that is at least the values' span; when the phases that fit the horizon end before such a depth,
+:func:`uniform_exploration_warning` says so before the run starts. Details: docs/flower.md
+("Scale, resolution and horizon").
 """
 
 from __future__ import annotations

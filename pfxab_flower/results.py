@@ -1,8 +1,7 @@
 """The result of one run: a summary, per-client and per-phase tables, the regret curve.
 
-Both engines build their result here from the same pieces (the server machine,
-the clients' pull logs scored by :mod:`.accounting`, the communication log), so
-a Flower run and an in-process run with the same seed print the same numbers.
+Every engine builds its result here from the same pieces, so a Flower run and an in-process run
+with the same seed print the same numbers.
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
 """Where a client's pulls go: its own objective, as its federation's evaluation mode says.
 
-A client machine asks its environment for the *sum* of ``n`` rewards of a node
-(exploration) or just plays a node ``n`` times (exploitation, whose rewards the
-algorithm never uses). :class:`SimulatedEnvironment` is the client's side of the
-world. It keeps the client's *pull log* (segments of ``(node, count)``), from which
-:mod:`pfxab_flower.accounting` computes regret exactly; the log never enters a
-message of the algorithm. How a pull becomes a reward is the federation's
-``evaluation`` (docs/flower.md#evaluation-modes):
-
-* ``simulated``: the objective is the mean reward at the cell centres, the noise
-  is drawn exactly (exploitation draws nothing);
-* ``deterministic``: the objective's value is the reward; each node is evaluated
-  once and its value kept (so is ``simulated`` with noise ``none``);
-* ``stochastic``: every pull, exploitation included, is one row of the batch the
-  objective is given (the node's centre repeated ``count`` times), at most
-  :data:`MAX_BATCH` rows per call; the rewards are what it returned.
-
-It also counts the client's *evaluations* (the rows it passed to its objective:
-a practitioner pays per training run, not per pull), the objective's wall time,
-and in the real modes the sum of the rewards the client observed.
+:class:`SimulatedEnvironment` turns pulls into rewards (``simulated``, ``deterministic`` or
+``stochastic``: docs/flower.md, "Evaluation modes"), keeps the client's pull log for exact regret
+(never sent as part of the algorithm) and counts the objective's evaluations and wall time.
 """
 
 from __future__ import annotations

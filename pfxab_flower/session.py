@@ -1,16 +1,8 @@
-"""One client's side of a run, whatever carries its messages: load, apply faults, run, save.
+"""One client's side of a run, whatever carries its messages: load state, apply faults, run, save.
 
-Every engine builds a :class:`ClientSession` per client and hands it each message
-it receives: the in-process engine (state kept in memory), the legacy Flower
-``NumPyClient`` and the Message-API ``ClientApp`` (state kept in Flower's
-``context.state``). So every engine runs the same code between a message and its
-reply, which is what makes "same seed, same numbers, whichever engine" hold by
-construction.
-
-A session needs nothing but its client index (Flower: the node's ``partition-id``),
-a place to keep its state between messages, and its environment (the objective plus
-noise). The algorithm's parameters come with every message from the server
-(:class:`~pfxab_flower.spec.AlgorithmSpec`), checked when a Flower client decodes them.
+Every engine (in-process, legacy ``NumPyClient``, Message-API ``ClientApp``) hands each message to
+a :class:`ClientSession`, so the same code runs between a message and its reply on every engine.
+A session needs its client index, a place for its state and its environment.
 """
 
 from __future__ import annotations

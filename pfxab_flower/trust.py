@@ -1,26 +1,8 @@
 """What the server believes of a reply: which node may speak for a client, and which pull logs it can score.
 
-A reply names the client it is for, but a node can name any client: without a check,
-one node could stand in for another client (its fabricated means averaged, the honest
-client's reply refused as a repeat). So the server binds each client index to the
-Flower node its first undisputed reply came from, and from then on uses a reply for
-that client only from that node (:class:`NodeBinding`). Two nodes claiming one unbound
-client in the same exchange are both refused: the server cannot tell which is the
-client, so it uses neither. The node id is as strong an identity as the deployment makes
-it: with SuperNode authentication (docs/deployment.md) it is the site's registered key,
-only registered sites join, and a SuperNode restarted with its key has the same node id,
-so it takes its client back; without authentication a restarted SuperNode is a new node:
-its client stays lost, and the lost client's reason names the refused node.
-
-In simulation every reply also carries the client's pull log, which the server scores at
-the end. A log that is not a client's possible history (node ids outside the partition,
-counts that are not positive, more pulls than the horizon, or at the end not exactly the
-horizon) would otherwise crash the scoring or bias it: :func:`pull_log_problem` says why
-one cannot be used, and the driver then refuses the reply it came with, keeping the
-client's last usable log; so does a log that does not continue the client's last one
-(:func:`pull_log_rewritten`: a restarted node that lost the client's history).
-
-Engines without nodes (the in-process one) pass ``None`` as the node: nothing is bound.
+:class:`NodeBinding` binds each client to the Flower node its first undisputed reply came from;
+:func:`pull_log_problem` and :func:`pull_log_rewritten` refuse a pull log that is not a client's
+possible history. Engines without nodes pass ``None``. Threats and tests: docs/reliability.md.
 """
 
 from __future__ import annotations

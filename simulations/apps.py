@@ -1,14 +1,9 @@
 """The bundled Flower apps: one run of a :class:`RunConfig` on either Flower API, results written.
 
-* ``message`` (default): a Message-API strategy (:class:`~pfxab_flower.strategies.PFXAB`, ...)
-  driven by its own ``start``, and :func:`~pfxab_flower.client_apps.message_client_app`;
-* ``legacy``: a legacy strategy (:class:`~pfxab_flower.strategies.PFXABStrategy`, ...) in
-  Flower's legacy workflow, and :func:`~pfxab_flower.client_apps.legacy_client_app`; with
-  ``secure-aggregation = true`` every fit round goes through SecAgg+.
-
-The ServerApp reads the whole run config (it is the one source of truth of the algorithm's
-parameters, which reach the clients with every message); the ClientApp reads only the
-problem's and the fault plan's keys. Under ``flwr run`` both read ``api`` from the run config.
+``message`` (default): a Message-API strategy and :func:`~pfxab_flower.client_apps.message_client_app`;
+``legacy``: a legacy strategy in Flower's legacy workflow and :func:`~pfxab_flower.client_apps.legacy_client_app`
+(with SecAgg+ when ``secure-aggregation = true``). The ServerApp reads the whole run config, the
+ClientApp only the problem's and the fault plan's keys.
 """
 
 from __future__ import annotations

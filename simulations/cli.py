@@ -1,9 +1,7 @@
 """The ``pfxab`` command line: one sub-command per module in :mod:`pfxab_flower.simulations.commands`.
 
-Every error a user can cause (a bad flag, a bad value, a missing data file, an
-objective that returns NaN) is printed as one line on stderr, with exit status
-2, before any work starts; nothing is written. A bad value is named by its flag
-(``--noise-sigma=-1.0 is invalid``; :func:`pfxab_flower.errors.spelled_as`).
+Every error a user can cause is one line on stderr with exit status 2, before any work starts, the
+value named by its flag (:func:`pfxab_flower.errors.spelled_as`).
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """An existing Ray cluster as the place where runs, Flower clients and SVM fits execute (``--ray-address``).
 
-Why a module of its own: sweeps, comparisons and landmine fits run in local
-processes by default; a user who outgrows one machine already has a Ray cluster
-(Ray is a dependency, and Flower's simulation engine is built on it). This module
-is the one place that talks to such a cluster: it checks an address before any
-work (one line if it cannot be reached), connects, and runs jobs as Ray tasks
-behind the core's hooks (:mod:`pfxab_flower.remote`): a job runner with the same
-``on_done(index, result, error)`` interface as the local pool, so the driver keeps
-writing every result itself, atomically, exactly as with local processes, and a
-fit mapper for the landmine SVM fits. No scheduler of our own: Ray places the tasks.
-It sits above the core, which never imports Ray.
+The one place that talks to a user's cluster: it checks an address before any work, connects, and
+plugs a job runner and a fit mapper into the core's hooks (:mod:`pfxab_flower.remote`); the driver
+still writes every result itself. Ray places the tasks. See docs/scaling.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The process environment of a Flower/Ray simulation: quiet, offline, cleaned up.
 
-Each setting answers a behaviour measured with Flower 1.41 and Ray 2.55: telemetry and
-update checks off, Flower logs at WARNING, Ray usage stats off, and a private
-``RAY_TMPDIR`` that is removed afterwards (Ray never removes its session dirs).
+Telemetry and update checks off, Flower logs at WARNING, Ray usage stats off, and a private
+``RAY_TMPDIR`` removed afterwards (Ray never removes its session directories).
 """
 
 from __future__ import annotations

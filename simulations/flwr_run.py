@@ -1,28 +1,9 @@
 """``pfxab simulate``: run the app through ``flwr run`` with nothing done by hand, and clean up.
 
-What ``flwr run`` needs on a fresh machine (measured with Flower 1.41), provided here:
-
-* a Flower app directory: without ``--app-dir``, a generated one holding only a
-  ``pyproject.toml`` (:func:`write_app_project`), whose components are imported
-  from the installed package, so an installed wheel works outside a clone;
-
-* a private, temporary ``FLWR_HOME`` (the local SuperLink's state, the installed app) and
-  ``RAY_TMPDIR``, both removed afterwards, and free local SuperLink ports, so the run
-  starts its own SuperLink and never talks to someone else's; the home holds Flower's
-  default ``config.toml`` from the start (``flower_internals.write_flower_config``);
-* ``FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1`` (the app's dependencies are
-  already installed; ``flwr`` would otherwise try to download them) and the quiet variables;
-* ``--federation-config "num-supernodes=M client-resources-num-cpus=..."`` (the default
-  federation has 2 nodes) and the run's parameters as ``--run-config``, validated first;
-* ``--stream`` so the log (one line per phase) is shown as it happens;
-* how the run ended, as ``flwr run`` (exit 0 whatever happened) does not say: the server's
-  ``run stopped: <why>`` line, else, when nothing was written, Flower's own record
-  (``flwr ls --run-id``: ``finished:failed`` and the exception);
-* on success, failure, Ctrl-C, SIGTERM or SIGHUP (exit 143/129): stop the SuperLink,
-  superexec, flwr-simulation and Ray processes this run started (found by the temporary
-  ``FLWR_HOME`` in their environment), and check a user's ``pyproject.toml`` was not
-  rewritten; if this process is killed (SIGKILL), a watcher process does the stopping
-  and removes the temporary directories (:mod:`pfxab_flower.simulations.processes`).
+It provides what ``flwr run`` needs on a fresh machine (an app directory, a private ``FLWR_HOME``
+and ``RAY_TMPDIR``, free ports, the federation's size, the checked run config), streams the log,
+says how the run ended, and stops every process the run started, even when killed
+(:mod:`pfxab_flower.simulations.processes`). Each step and why: docs/flower.md.
 """
 
 from __future__ import annotations

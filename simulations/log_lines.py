@@ -1,16 +1,8 @@
 """What ``pfxab simulate`` shows of ``flwr run``'s streamed log: the run's own lines, readable anywhere.
 
-Flower's log, as streamed, carries three things a reader should not have to decode:
-
-* ANSI colour codes, also when the output goes to a file or a pipe: removed unless the
-  destination is a terminal;
-* the notice "default simulated SuperNodes changed from 10 to 2", printed even though
-  ``pfxab simulate`` sets ``num-supernodes`` to the run's clients: dropped (it is not true
-  of this run);
-* a Ray traceback of 50-odd lines for every message a client failed (an injected dropout, an
-  objective error): dropped, since the server logs each failure in one line with its phase
-  and the client's own message (``pfxab: phase 2: client 1 (Flower node N) sent no usable
-  local-means reply: ...``).
+ANSI colour codes are removed unless the output is a terminal; Flower's untrue notice about the
+default number of SuperNodes and Ray's long traceback for each failed client message are dropped
+(the server logs each failure in one line).
 """
 
 from __future__ import annotations

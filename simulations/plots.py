@@ -1,23 +1,8 @@
 """The paper's figures from a sweep or comparison directory (matplotlib, Agg backend: no display needed).
 
-* ``kind = "regret"`` (figures 1, 2, 4): cumulative regret (summed over the M
-  clients) against t, the mean over seeds with a shaded band of one standard
-  deviation, one panel per alpha, one line per algorithm. The t axis is linear
-  by default, as in the paper: the final regret, which is what the figures
-  compare, and the slope of the last (longest) phase are read directly. A log
-  axis (``log_x``) shows the early phases instead.
-* ``kind = "rewards"`` (figure 3): the per-step average personalised, global and
-  local reward against alpha (mean +- one sd over seeds), with the best-local and
-  best-global values as horizontal reference lines and the best personalised value
-  (what a learner playing each client's personalised optimum earns) as a dotted curve.
-* A comparison (``pfxab compare --out``): two panels. Left, each algorithm's final
-  regret: a bar at the mean over seeds, an error bar of one standard deviation, and
-  every seed's regret as a dot (with few seeds the dots are the honest picture).
-  Right, the regret curves: mean over seeds with a one-sd band, on a log t axis
-  (a comparison's runs share one horizon; the log axis shows every phase).
-
-Each algorithm keeps its colour in every figure (its place in
-:func:`pfxab_flower.config.algorithm_names`), so figures read side by side.
+Regret sweeps (figures 1, 2, 4) and rewards sweeps (figure 3) as in docs/results.md; a comparison as
+its final regrets (mean, sd and every seed) beside its regret curves. Each algorithm keeps its
+colour in every figure (:func:`algorithm_colour`).
 """
 
 from __future__ import annotations

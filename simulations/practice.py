@@ -1,23 +1,8 @@
-"""The practice map: which algorithm has the least regret for each budget, noise and personalisation.
+"""The practice map: which algorithm variant has the least regret for each budget, noise and personalisation.
 
-``python -m pfxab_flower.simulations.practice DIR [DIR ...] --out MAP`` reads finished sweeps
-of ``simulations/configs/practice.toml`` and ``practice_landmine.toml`` (``pfxab sweep ... --out
-DIR``) and writes in ``MAP`` (default ``DIR-map`` of the first; a sweep's own directory holds
-only what the sweep wrote):
-
-* ``practice_map.csv``: one row per setting (problem, horizon, alpha, noise) and algorithm
-  variant (algorithm and confidence bound): the mean and sd of the final regret over the
-  seeds, the regret per pull, and the variant's ratio to the setting's best;
-* ``practice_winners.csv``: each setting's best variant, and PF-XAB's and random search's
-  ratios to it;
-* ``practice.png`` / ``practice.pdf``: where each variant wins: one panel per problem family,
-  noise and alpha, horizon across and dimension up, each cell coloured by its winner and
-  marked with PF-XAB's ratio to it;
-* ``practice_curves.png`` / ``.pdf``: regret per pull against the horizon for the 1-D
-  problems, one panel per problem, noise and alpha, one line per variant;
-
-and prints the winners as a Markdown table (docs/practice.md). Which variant wins is what
-the runs measured: nothing here chooses or weighs the algorithms.
+``python -m pfxab_flower.simulations.practice DIR [DIR ...] --out MAP`` reads finished practice
+sweeps and writes the map's tables and figures (docs/practice.md, "Reproduce"). Which variant wins
+is what the runs measured: nothing here chooses or weighs the algorithms.
 """
 
 from __future__ import annotations

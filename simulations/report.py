@@ -1,11 +1,7 @@
 """Markdown tables of a finished sweep or comparison: the numbers behind each figure.
 
-For a regret sweep: final cumulative regret (mean +- sd over seeds) per algorithm
-and alpha, and what each algorithm communicated. For a rewards sweep (figure 3):
-the per-step average rewards per alpha next to the reference values. For a
-comparison (``pfxab compare --out``): the comparison's summary (the cells ``pfxab
-compare`` prints) and the winner: the lowest mean regret, by how much, and on how
-many seeds. Numbers are printed by :mod:`pfxab_flower.formatting`, as ``pfxab compare`` prints them.
+Final regret per algorithm and alpha (or rewards per alpha for figure 3) with what was communicated;
+for a comparison, its summary and the winner. Numbers as :mod:`pfxab_flower.formatting` prints them.
 """
 
 from __future__ import annotations

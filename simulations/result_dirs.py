@@ -1,9 +1,7 @@
 """Which kind of result a directory holds, for ``pfxab plot`` and ``pfxab report``.
 
-Both commands take a sweep directory (``pfxab sweep --out``: ``config.toml``) and a
-comparison directory (``pfxab compare --out``: ``comparison.json``). Each says what it
-is by the file that describes it, so the choice is made here, once, and a directory
-that is neither is one line naming what it lacks.
+A sweep directory has ``config.toml``, a comparison directory ``comparison.json``; anything else is
+one line naming what it lacks.
 """
 
 from __future__ import annotations

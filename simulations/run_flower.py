@@ -1,10 +1,8 @@
 """``pfxab run --engine flower``: one run on Flower's Ray simulation engine, in this process.
 
-It uses ``flwr.simulation.run_simulation`` with the same ``ServerApp``/``ClientApp``
-wiring as ``flwr run .`` (parameters passed by closure, as ``context.run_config``
-is empty there) and returns the same :class:`RunResult` as the in-process engine
-for the same seed (only ``engine``, the bytes, which include Flower's tensor
-headers, and the wall time differ). The config is validated before Ray starts.
+``flwr.simulation.run_simulation`` with the same ``ServerApp``/``ClientApp`` wiring as ``flwr run .``;
+the result equals the in-process engine's for the same seed (only the engine, byte counts and
+timings differ). The config is checked before Ray starts.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The ``ServerApp`` of ``flwr run`` / ``pfxab simulate``: one run of the run config, results written to ``out-dir``.
 
-The run config (``[tool.flwr.app.config]`` + ``--run-config``) is validated first; the
-strategy runs Flower rounds until the run is over (one per phase, one for the final
-exchange; the horizon bounds them). When the clients have sent their final reports
-the run is scored exactly like ``engine.run`` and written (``summary.json`` last) to
-``out-dir``, resolved against ``PFXAB_BASE_DIR`` (set by ``pfxab simulate`` to the
-directory it was started from) or else the working directory. A run the server stopped
-(too few replies, too few nodes) writes nothing and says why in one log line. A result
-that cannot be written (a full disk) is not lost: its summary goes into the log, on one
-line that ``pfxab simulate`` reads back (:data:`UNSAVED_MARK`).
+The run config is checked first; Flower rounds run until the run is over, then the run is scored
+like ``engine.run`` and written (``summary.json`` last). A stopped run writes nothing and says why;
+a result that cannot be written goes into the log on one line (:data:`UNSAVED_MARK`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """One run of a sweep: computed (:func:`run_files`), written as a unit (:func:`write_run`), verified (:func:`load_run`).
 
-A run directory holds :data:`RUN_FILES` and a manifest of their sizes and sha256 checksums,
-written last. A worker process or a Ray task computes the files; the sweep's driver writes
-them, so a run on a remote node needs no shared disk. :mod:`.sweep` schedules the runs,
-holds the directory's lock and consolidates the tables from the runs this module verifies.
+A worker or a Ray task computes the files and the sweep's driver writes them with a manifest, so a
+remote run needs no shared disk; :mod:`.sweep` schedules the runs and consolidates the tables.
 """
 
 from __future__ import annotations

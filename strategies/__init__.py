@@ -1,7 +1,7 @@
-"""Flower strategies for PF-XAB, Fed-PNE and PF-PNE: codecs over the core's :class:`~pfxab_flower.driver.ServerDriver`.
+"""Flower strategies for every registered algorithm: codecs over the core's :class:`~pfxab_flower.driver.ServerDriver`.
 
-Message API (Flower's recommended one): :class:`PFXAB`, :class:`FedPNE`, :class:`PFPNE`.
-Legacy API (existing deployments): :class:`PFXABStrategy`, :class:`FedPNEStrategy`, :class:`PFPNEStrategy`.
+Message API: ``STRATEGIES[name]`` (:class:`PFXAB`, :class:`FedPNE`, :class:`PFPNE` by name); legacy API:
+``LEGACY_STRATEGIES[name]`` (:class:`PFXABStrategy`, ...). A class is made per algorithm from the registry.
 """
 
 from pfxab_flower.strategies.legacy import (

@@ -1,24 +1,9 @@
 """The Flower internals the adapters use: each where Flower's public API has no hook for what we need.
 
-Flower's public API is what its docs reference (``flwr.app``, ``flwr.serverapp``, ``flwr.clientapp``,
-``flwr.simulation``, and for the legacy API ``flwr.server``, ``flwr.client``, ``flwr.common``);
-anything else may move in any release. Every other module uses only that (checked by
-``tests/test_flower_api.py``), so a release that moves one of these breaks this module alone;
-docs/flower.md ("Flower versions") says which releases pass.
-
-- **A legacy round loop that ends when the run is over.** ``DefaultWorkflow`` runs exactly
-  ``ServerConfig.num_rounds`` rounds, and ours are known only as the run goes; its loop is
-  rebuilt from its parts (:class:`~.workflow.PhasedWorkflow`). The Message API's
-  ``Strategy.start`` gains such a hook (``should_stop``) in Flower 1.43; the legacy API does not.
-- **Whether a grid is a simulation's** (its nodes register all at once, and Flower's Ray
-  backend runs in this process), and how often it polls for replies (Flower: 0.1 s, fixed).
-- **Flower's error code for a ClientApp that raised**: ``Error`` takes any ``int`` and the
-  codes' names are not public; with Flower's own, a refused message reads as a failed ClientApp.
-- **The flwr CLI's default ``config.toml``**, written before ``flwr run`` would write it and
-  say so in every log.
-
-Each internal is imported where it is used: a ClientApp process (which reads the error code)
-never loads the SuperLink's modules.
+Every other module uses Flower's public API only (``tests/test_flower_api.py``), so a release that
+moves one of these breaks this module alone. Each internal, why it is needed and which Flower
+releases pass: docs/flower.md ("Flower versions"). Each is imported where it is used, so a
+ClientApp process never loads the SuperLink's modules.
 """
 
 from __future__ import annotations

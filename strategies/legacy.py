@@ -1,20 +1,8 @@
-"""PF-XAB, Fed-PNE and PF-PNE as legacy Flower strategies (``flwr.server.strategy.Strategy``), for existing deployments.
+"""Every registered algorithm as a legacy Flower strategy (``flwr.server.strategy.Strategy``), for existing deployments.
 
-Same driver and same rounds as the Message-API strategies (:mod:`.message`), on the
-``Strategy``/``NumPyClient`` API: ``configure_fit`` -> phase (or final) instruction,
-``aggregate_fit`` -> local means (or final points), ``configure_evaluate`` -> global update,
-``aggregate_evaluate`` -> next active sets. Metrics reach Flower's ``History``:
-``metrics_distributed_fit[p]`` (exploration of phase ``p``; for the final exchange's
-Flower round ``final-reports``, and as JSON lists ``lost-clients``, ``client-nodes`` (the Flower
-node that held each client, ``null`` if none did) and ``sites`` (each node's declared ``site``
-label, ``null`` if none)) and ``metrics_distributed[p]``
-(the whole phase: active nodes, eliminated, pulls per client, failures, mean observed
-reward; ``losses_distributed[p]`` is minus that mean, as Flower records evaluate metrics
-only with a loss). With a known federation, ``metrics_centralized`` of the last Flower round
-holds the regret and mean rewards (``losses_centralized``: the regret). With
-``secure_aggregation=True`` the local means arrive as SecAgg+ sums (:mod:`.secure`; run it
-with :func:`~pfxab_flower.strategies.secure.run_legacy_workflow`, whose round loop ends
-when the run is over).
+The same driver and rounds as the Message-API strategies (:mod:`.message`), on the
+``Strategy``/``NumPyClient`` API: fit carries the explore exchange, evaluate the global update.
+What reaches Flower's ``History``: docs/flower.md. SecAgg+ runs through :mod:`.secure`.
 """
 
 from __future__ import annotations

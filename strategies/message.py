@@ -1,19 +1,8 @@
-"""PF-XAB, Fed-PNE and PF-PNE as Message-API strategies (``flwr.serverapp.strategy.Strategy``).
+"""Every registered algorithm as a Message-API strategy (``flwr.serverapp.strategy.Strategy``), used like ``FedAvg``.
 
-Used like Flower's ``FedAvg``::
-
-    strategy = PFXAB(num_clients=10, horizon=2_000_000, alpha=0.5, seed=0)
-    result = strategy.start(grid=grid)             # Flower rounds until the run is over
-    result.arrays["final-points"].numpy()           # (M, d): each client's recommendation
-    result.train_metrics_clientapp[1]               # phase 1: active nodes, eliminated, pulls, ...
-
-One Flower round is one phase, that is two exchanges: ``configure_train`` broadcasts the
-``PhaseInstruction``, ``aggregate_train`` averages the local means, ``configure_evaluate``
-broadcasts the ``GlobalUpdate``, ``aggregate_evaluate`` collects the next active sets; one
-more Flower round is the final exchange (``FinishInstruction``, the final points). Every
-decision is the :class:`~pfxab_flower.driver.ServerDriver`'s; this module only encodes and
-decodes. The number of phases is known only as the run goes (the horizon bounds it), so
-``start`` runs Flower's round loop until the run is over, and no further.
+``strategy.start(grid=grid)`` runs one Flower round per phase (train: explore, evaluate: global
+update) plus one for the final exchange, until the run is over; every decision is the
+:class:`~pfxab_flower.driver.ServerDriver`'s, this module only encodes and decodes.
 """
 
 from __future__ import annotations

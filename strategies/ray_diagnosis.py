@@ -1,21 +1,9 @@
 """Whose Ray is this simulation on? One line naming the cause and the fix when it is not its own.
 
-Flower's Ray backend calls ``ray.init()`` with no address (``flwr run``'s federation config
-cannot give one). Ray then looks in its default temporary directory (``$RAY_TMPDIR``, else
-``$TMPDIR``, else ``/tmp``, plus ``/ray``) for the file ``ray_current_cluster`` that every
-``ray start`` writes, and if it names a cluster, **joins it** instead of starting a private
-Ray. Measured with Flower 1.41 and Ray 2.55: with ``init-args-num-cpus`` the run fails at once
-(Ray refuses ``num_cpus`` for an existing cluster); without it the clients run on someone
-else's cluster (its Python environment, its busy CPUs) or, if that cluster is gone and only
-its file is left, ``ray.init`` waits for it and no client ever answers.
-
-Our strategies cannot choose Flower's backend, but in a simulation the ServerApp runs in the
-same process as that backend, so they can see what Ray did. :func:`foreign_cluster` is asked
-at the start of a simulated run: a cluster named in Ray's default temporary directory, with
-``RAY_ADDRESS`` unset (nobody asked for it), that this process's Ray joined or is still
-trying to join, stops the run within :data:`INIT_WAIT` seconds with one line. :func:`silence_cause`
-says what Ray shows when the first exchange got no reply at all. Both only read: they
-never start, stop or change Ray.
+Flower's Ray backend may join a cluster named in Ray's default temporary directory instead of
+starting its own (docs/flower.md, "A Ray already running on the machine"). :func:`foreign_cluster`
+stops such a run within :data:`INIT_WAIT` seconds with one line; :func:`silence_cause` says what Ray
+shows when the first exchange got no reply. Both only read Ray's state.
 """
 
 from __future__ import annotations

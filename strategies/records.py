@@ -1,14 +1,7 @@
 """The Message API's wire: a payload (named arrays + config, :mod:`pfxab_flower.wire.codec`) as a ``RecordDict``.
 
-::
-
-    RecordDict {"arrays": ArrayRecord {"node-ids": Array, "means": Array, ...},
-                "config": ConfigRecord {config or metrics}}
-
-Arrays are numpy ``Array``s (``.npy`` bytes) keyed by the codec's names, as Flower's own
-strategies key theirs; config values are ``bool | bytes | float | int | str``.
-:func:`record_size` counts what crossed Flower with the codec's ``wire_size``, so both APIs
-log the same values.
+One ``ArrayRecord`` of the codec's named arrays and one ``ConfigRecord``; :func:`record_size` counts
+what crossed with the codec's ``wire_size``, so both APIs log the same values.
 """
 
 from __future__ import annotations

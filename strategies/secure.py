@@ -1,17 +1,8 @@
 """Secure aggregation of the local means with Flower's SecAgg+: the server learns only sums.
 
-With ``secure-aggregation = true`` a client's explore reply is one vector over the
-broadcast union, laid out by :mod:`pfxab_flower.wire.summed` (its local means, its
-sampled flags and its statistics, masked where it did not sample); Flower's
-``secaggplus_mod`` (client) quantises and masks it, and ``SecAggPlusWorkflow`` (server)
-reveals only the average over the clients that took part, from which the server forms
-the same pooled means as in the clear (up to the quantisation error). Holders are summed
-securely too, so the server never learns which client sampled which node.
-
-What the server still sees in the clear: each client's new active set (it needs
-them to form the next union) and, in the final round, each client's final node and
-point, carried in the reply's metrics (SecAgg+ sums every fit reply's tensors), and, in
-simulation only, its pull log, to score regret.
+A client's explore reply is the vector of :mod:`pfxab_flower.wire.summed`, masked by
+``secaggplus_mod``; ``SecAggPlusWorkflow`` reveals only its sum, from which the server pools the
+means. What stays in the clear: docs/deployment.md ("Secure aggregation").
 """
 
 from __future__ import annotations

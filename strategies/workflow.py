@@ -1,12 +1,8 @@
 """Flower's legacy round loop (``DefaultWorkflow``) for our legacy strategies, ending when the run is over.
 
-Flower runs a fixed number of rounds; ours is known only as the run goes (the horizon
-bounds it: one Flower round per phase, one for the final exchange). Flower's loop would
-run, and log, every remaining round empty once the run is over (finished, or stopped by
-the server); this one ends there. Each round is Flower's own: the fit workflow (plain or
-SecAgg+), centralised evaluation (a finished run's regret, :meth:`evaluate`), then the
-evaluate workflow while the phase still needs it. Flower has no public hook to end its loop
-early, so this one is built from its parts, which :mod:`.flower_internals` holds.
+Flower runs a fixed number of rounds and would log every remaining one empty; ours are known only
+as the run goes, so the loop is rebuilt from Flower's parts (:mod:`.flower_internals`): the fit
+workflow (plain or SecAgg+), centralised evaluation, then the evaluate workflow while needed.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The algorithms: one :class:`~pfxab_flower.algorithms.phased.Policy` per file over a shared skeleton.
 
-The three federated algorithms, then two baselines whose clients work alone (:mod:`.solo`).
-
-Each is registered once (:mod:`.registry`); every list of algorithms is derived from there.
+Seven are registered here (:mod:`.registry`, from which every list of algorithms is derived): five
+federated ones (pf-xab, fed-pne, pf-pne, pf-xab-adaptive, pf-sh) and two baselines whose clients
+work alone (local-only, random-search: :mod:`.solo`).
 """
 
 from pfxab_flower.algorithms.fedpne import FedPNE

@@ -1,11 +1,7 @@
 """Fed-PNE (Li et al., AAAI 2024), as reconstructed in the specification.
 
-Fed-PNE optimises the *global* objective only. Every client pulls every node of
-the one shared active set ``ceil(f(p))`` times; the server eliminates on global
-means with the PF-XAB rule (``drop k if mu_k + nu1 rho^h <= max_j mu_j - 2 B_p``, ``B_p``
-the global means' width under the run's confidence bound)
-and every client adopts the server's survivors, so all active sets are equal;
-each client finally exploits the node with the best global mean.
+It optimises the *global* objective only: the server eliminates on global means and every client
+adopts its survivors, then exploits the best global mean. Details: docs/algorithms/fed-pne.md.
 """
 
 from __future__ import annotations

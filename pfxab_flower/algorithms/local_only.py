@@ -1,18 +1,8 @@
 """Local-only: each client runs PF-XAB's phased elimination alone on its own objective (what federation buys).
 
-Client ``m`` runs a one-client PF-XAB with ``alpha = 1`` on its local objective ``mu_m``
-with its own seed (:func:`~pfxab_flower.algorithms.solo.solo_seed`): phase ``p`` pulls every
-node of its active set ``ceil(f_1(p))`` times, ``f_1`` being the schedule of one client
-(``M f(p)`` of an ``M``-client run, so a local mean is as precise as PF-XAB's pooled
-estimate), and drops ``k`` if ``local_k + nu1 rho^h <= max_j local_j - 2 B_p``; then it
-exploits its best node until ``T``. Nothing is averaged and no mean leaves the client.
-
-Why not PF-XAB with ``alpha = 1`` inside the federation: that run still sends every local
-mean to the server, and its phases are synchronised, each as long as the largest active
-set of any client needs, so a client with fewer nodes exploits while it waits and fits
-fewer phases than it would alone. Local-only is each client exactly as it would be alone.
-Its regret is scored on the run's personalised objective ``alpha mu_m + (1 - alpha) mu``
-like every algorithm's: a client alone cannot see the global term.
+Client ``m`` runs a one-client PF-XAB with ``alpha = 1`` and its own seed
+(:func:`~pfxab_flower.algorithms.solo.solo_seed`); nothing leaves the client. Why not PF-XAB with
+``alpha = 1``: docs/algorithms/local-only.md.
 """
 
 from __future__ import annotations

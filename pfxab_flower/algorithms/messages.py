@@ -1,21 +1,9 @@
 """The messages that cross the network: small dataclasses of numpy arrays.
 
-A message holds only what a real deployment would send: node ids, means,
-counts, a few integers. A transport (the in-process engine or Flower) moves
-them and nothing else; :mod:`pfxab_flower.wire.codec` converts them to Flower types.
-
-One phase is two exchanges::
-
-    server --PhaseInstruction--> clients --LocalReport-->      server   (Flower: fit)
-    server --GlobalUpdate------> clients --ActiveSetReport-->  server   (Flower: evaluate)
-
-and the run ends with one more::
-
-    server --FinishInstruction-> clients --FinishReport-->     server   (Flower: last fit)
-
-Every message from the server carries the run's :class:`~pfxab_flower.spec.AlgorithmSpec`: the server
-is the one source of truth for them, so a client needs nothing but its objective, and a
-server/client mismatch cannot happen (nor can a client that joins late miss them).
+A message holds only what a deployment would send (node ids, means, counts, a few integers); a
+phase is two exchanges and the run ends with a third (docs/flower.md, "How a phase maps onto Flower
+rounds"). Every server message carries the run's :class:`~pfxab_flower.spec.AlgorithmSpec`, so a
+client needs nothing but its objective. :mod:`pfxab_flower.wire.codec` converts them to Flower types.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """PF-XAB (the paper's Algorithms 1-2): personalised federated X-armed bandit.
 
-Each client optimises ``mu'_m = alpha mu_m + (1 - alpha) mu``. In phase ``p``
-(depth ``h = p``) it pulls every node of the union ``A(p)``
-``ceil((1 - alpha) f(p))`` times (global exploration, so the server can
-estimate ``mu``) and every node of its own ``A^m(p)`` ``ceil(M alpha f(p))``
-times (local exploration). It then drops node ``k`` if
-``mu'_k + nu1 rho^h <= max_j mu'_j - 2 B_p`` with
-``mu'_k = alpha local_k + (1 - alpha) global_k``. The server only unions
-active sets and averages means. ``B_p`` is the width of the personalised estimate
-under the run's confidence bound (Hoeffding: the paper's, the same for every node;
-Bernstein: each node's own, from every pull behind the estimate).
+Each client optimises ``alpha mu_m + (1 - alpha) mu``: it pulls the union of active sets for the
+global mean and its own set for its local mean, and eliminates on the personalised estimate; the
+server only unions active sets and averages means. Details: docs/algorithms/pf-xab.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
-"""PF-XAB-Adaptive: PF-XAB with the cheapest pull split that keeps its widths, and a phase started
-only when its regret bound says it pays.
+"""PF-XAB-Adaptive: PF-XAB with the cheapest pull split that keeps its widths, and a phase only when it pays.
 
-**The split.** PF-XAB pulls every node of the union ``A(p)`` ``g = (1 - alpha) f(p)`` times and
-every node of a client's own ``A^m(p)`` ``l = M alpha f(p)`` more. Its guarantee needs one thing
-of that split: client ``m``'s personalised estimate ``alpha L_m + (1 - alpha) G`` (``G`` the
-mean of the ``M`` clients' local means, ``L_m`` among them) must be worth ``M f(p)`` pooled
-pulls. As a weighted sum of independent rewards its weights satisfy::
-
-    sum w^2 = a^2 / (g + l) + k / g <= 1 / (M f),   a = alpha + (1 - alpha) / M,  k = (M - 1) ((1 - alpha) / M)^2
-
-The paper's split meets it with equality. This variant picks, every phase, the split that
-meets it for the fewest pulls per client, ``|A(p)| g + |A^m(p)| l`` (the largest own set),
-knowing the sets' sizes (:func:`cheapest_split`). The paper's split is a feasible point, so a
-phase never costs more pulls than PF-XAB's (up to the rounding).
-
-**The stopping rule.** PF-XAB starts every phase that fits in the pulls left; this variant
-starts one only if the regret bound with it is below the bound without it
-(:func:`worth_a_phase`: a phase of at most 27% of what is left at ``rho = 0.5``).
-
-Everything else is PF-XAB's: the same widths (``B_p``, valid since ``sum w^2 <= 1 / (M f)``),
-the same elimination, the same messages and rounds. The guarantee is derived in
-``docs/algorithms/pf-xab-adaptive.md``.
+Each phase uses the global/local split with the fewest pulls per client whose personalised estimate
+is worth PF-XAB's (:func:`cheapest_split`), and starts only if the regret bound says it pays
+(:func:`worth_a_phase`); all else is PF-XAB's. Derivation: docs/algorithms/pf-xab-adaptive.md.
 """
 
 from __future__ import annotations

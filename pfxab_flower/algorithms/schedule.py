@@ -1,12 +1,7 @@
-"""The phase schedule shared by PF-XAB, Fed-PNE and PF-PNE.
+"""The phase schedule shared by the phased algorithms: pulls per node ``f(p)``, width ``B_p``, the budget rule.
 
-Phase ``p`` works at depth ``h = p``. With ``c = sqrt(2)``::
-
-    f(p) = c^2 log(T) / (M nu1^2 rho^(2h))        (samples per node, before ceilings)
-    B_p  = c sqrt(log(T) / (M f(p)))              (confidence width; equals nu1 rho^h)
-
-A phase starts only if its whole length fits in the remaining budget (and the
-depth limit allows it); after the last phase every client exploits until ``T``.
+Phase ``p`` works at depth ``h = p`` with ``f(p) = c^2 log(T) / (M nu1^2 rho^(2h))``, ``c = sqrt(2)``;
+a phase starts only if it fits in the remaining budget, and after the last every client exploits.
 """
 
 from __future__ import annotations

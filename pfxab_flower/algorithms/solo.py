@@ -1,15 +1,8 @@
-"""Baselines whose clients work alone: what a federated algorithm is measured against.
+"""Baselines whose clients work alone (:class:`SoloPolicy`): what a federated algorithm is measured against.
 
-A :class:`SoloPolicy` shares nothing. Its server runs no phase: the run is the final
-exchange only, in which each client makes its whole horizon of pulls by itself
-(:meth:`SoloPolicy.alone`, then the skeleton exploits its choice until ``T``) and reports
-the node it exploits, as every algorithm's clients do. So the baselines go through the
-same :class:`~pfxab_flower.driver.ServerDriver`, client sessions and transports as the
-phased algorithms, with no branch anywhere for them, and every engine gives the same
-numbers; the summary's ``phases`` (federated phases) is 0 and ``communication_rounds`` 1.
-
-A solo client draws its randomness from the run's seed and its own index
-(:func:`solo_seed`), so its search is a function of its own objective and that seed only.
+The run is the final exchange only, in which each client spends its whole horizon by itself and
+reports the node it exploits; so the baselines go through the same driver, sessions and transports
+as every algorithm. Each client's randomness comes from the run's seed and its index (:func:`solo_seed`).
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """The landmine data set: find or fetch ``LandmineData.mat``, verify it, split each field.
 
-The file (29 fields of radar features, Xue et al., JMLR 2007) is not shipped
-with the package; like a scientific library's ``fetch_*``, it is looked up at
-the path given by ``--landmine-data`` (run-config ``landmine-data``), then the
-environment variable ``PFXAB_LANDMINE_DATA``, then the cache directory
-(``<cache>/landmine/LandmineData.mat``), and if absent there it is downloaded
-from its public source (``PFXAB_LANDMINE_URL`` overrides the URL) with
-:mod:`pooch`, which writes to a temporary file and moves it into place only
-after the sha256 matched: a refused connection, a truncated download or a wrong
-checksum leaves nothing behind and stops the run with one line. Every download
-is bounded (:func:`bounded_download`): no more bytes than the file has
-(:data:`LANDMINE_SIZE`), no longer than :data:`DOWNLOAD_DEADLINE` in all, however
-slowly the server drips them; a temporary file a killed download left is removed
-by the next one. The sha256 is checked again on every load, so a different file
-never yields silently different rewards.
+The file (29 fields, Xue et al., JMLR 2007) is not shipped: it is looked up at ``--landmine-data``,
+``PFXAB_LANDMINE_DATA`` and the cache directory, else downloaded with pooch, bounded in size and
+time (:func:`bounded_download`); its sha256 is checked on every load. Where it is looked up and how
+a download fails: docs/landmine.md ("Data").
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Landmine fields as real sites: each site's data in a file of its own, and the objective a site computes from it.
 
-The landmine federation of the paper keeps every field in one process
-(:mod:`.landmine`). In a real deployment each site holds only its own data: the
-``docs/examples/landmine_sites`` app gives each SuperNode one field's file (its
-``--node-config 'data-path="..."'``), and its objective fits the RBF SVM on that field's
-training half and returns the held-out half's ROC-AUC, as :func:`.landmine.svm_auc` does.
-
-:func:`write_site_files` prepares the files from the fetched ``LandmineData.mat`` (the
-same stratified split as the federation), :func:`site_objective` is one site's objective.
+For a deployment where each SuperNode holds one field (``docs/examples/landmine_sites``):
+:func:`write_site_files` writes the per-field files from ``LandmineData.mat`` with the federation's
+split, and :func:`site_objective` is one site's objective (the held-out ROC-AUC of the RBF SVM).
 """
 
 from __future__ import annotations

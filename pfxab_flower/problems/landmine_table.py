@@ -1,19 +1,9 @@
-"""The shipped table of landmine rewards: every field at every cell centre down to a depth.
+"""The shipped table of landmine rewards (``landmine_table.npz``): every field at every cell centre down to a depth.
 
-Why a table: the regret oracle needs every client's reward at every cell centre
-down to :data:`~pfxab_flower.problems.landmine.OPTIMUM_GRID_DEPTH` (thousands of
-SVM fits per field), which made a cold run take minutes. The rewards are
-deterministic functions of the data file, the split, the objective and
-scikit-learn, so they are computed once by ``pfxab landmine-table`` and shipped
-inside the package (``landmine_table.npz``): ``values[f, k - 1]`` is field
-``f``'s reward at the centre of partition node ``k`` (heap numbering), for every
-node of depths ``0..depth``. The file records what the values depend on (the
-data's sha256, the split, the objective version, scikit-learn's version) and
-when and how long it took to make; a table that does not match the run's
-namespace is not used (the run fits live and says so once).
-
-This module reads, checks and finds the file; making one is the objective's
-(:func:`~pfxab_flower.problems.landmine.generate_table`).
+The regret oracle needs those rewards (thousands of SVM fits per field), so ``pfxab landmine-table``
+computes them once and the package ships them. This module reads, checks and finds the file; a
+table that does not match the run's data, split or library versions is not used. Why and how:
+docs/landmine.md ("The reward table").
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
-"""Each client's personalised optimum ``max_X alpha mu_m + (1 - alpha) mu``.
+"""Each client's personalised optimum ``max_X alpha mu_m + (1 - alpha) mu``, which regret is measured against.
 
-Regret is measured against the true supremum, so it must be right to 1e-6.
-Method (deterministic, documented in ``docs/algorithms/index.md``):
-
-1. Evaluate every client's personalised objective on a grid of partition cell
-   centres (``2**16`` points in all, aligned with the partition) plus the
-   problem's *kinks*: points where an objective is not smooth (Garland's cusps
-   at the zeros of ``sin(60 x)``, DoubleSine's peak), which the problem lists
-   exactly. A cusp maximum is therefore evaluated exactly, never approximated.
-2. Refine the best grid points of each client locally: bounded Brent on the
-   grid cell around the point in 1-D, bounded Nelder-Mead in higher dimensions.
-   The result is kept in the evaluation cache under a digest of the grid's values
-   (``optimum_store``): a later run of the same federation reads it back, exactly,
-   without importing scipy.
-3. Keep the best value found. For the built-in problems this is verified to
-   1e-6 by the tests (against 0.997772... at pi/6 and a fine brute force); for a
-   user's objectives it is an *estimate* and is marked as such.
+A grid of partition cell centres plus the problem's kinks (cusps, evaluated exactly), then a local
+refinement of the best points, kept in the evaluation cache (:mod:`.optimum_store`). Exact to 1e-6
+for the built-in problems, an estimate for a user's. The method: docs/algorithms/index.md ("The
+optimum the regret is measured against").
 """
 
 from __future__ import annotations
@@ -79,7 +67,7 @@ def _grid_depth(ndim: int) -> int:
 
 
 def maximise_personalised(federation: Searched, alpha: float) -> Optimum:
-    """Maximise every client's personalised objective (see the module docstring)."""
+    """Maximise every client's personalised objective (grid and kinks, then refinement: docs/algorithms/index.md)."""
     domain = federation.domain
     partition = Partition(domain)
     depth = _grid_depth(domain.ndim)
@@ -122,7 +110,7 @@ def _refined(
     federation: Searched, alpha: float, namespace: str, unit_grid: np.ndarray, best: np.ndarray,
     index: np.ndarray, spacing: float, grid_optimum: tuple[np.ndarray, np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Step 2 of the module docstring, read from the cache when this very refinement was done before."""
+    """The local refinement of the best grid points, read from the cache when this very refinement was done before."""
     M, ndim = len(best), unit_grid.shape[1]
     stored = load_refined(namespace, M, ndim)
     if stored is not None:

@@ -1,18 +1,9 @@
 """Refined optima kept in the evaluation cache, keyed by what they were computed from.
 
-Why: refining the grid's best points needs scipy.optimize, whose import alone costs
-about 0.3 s, more than the rest of a default ``pfxab run``. The refinement is
-deterministic, so its result is stored once and read back by later runs.
-
-The key is a digest of the *content* the refinement depends on, not of a problem's
-name: every client's personalised values on the whole grid (so any change to an
-objective, the federation, its seed or ``alpha`` changes the key), the grid's points,
-the domain (its mapping to user units), the method's constants, and the bytes of the
-installed scipy's ``version.py`` (a new scipy may refine differently). A value read
-back is the stored float64 itself, so a cached run gives the very numbers of a
-computed one. Storage, atomic writes, checksums and healing are the cache's
-(:class:`~pfxab_flower.cache.EvaluationStore`); if it is unusable, the optimum is
-simply computed.
+Refining needs scipy.optimize, whose import alone costs more than the rest of a default run
+(docs/performance.md), so the deterministic result is stored once and read back exactly. The key
+is a digest of the content it depends on (every client's values on the grid, the grid, the domain,
+the method's constants, the installed scipy); if the cache is unusable the optimum is computed.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """d-dimensional Garland and DoubleSine: the 1-D problem in every coordinate, for maps over the dimension.
 
-Client ``m`` of ``M`` sees the mean over the ``d`` coordinates of its 1-D objective::
-
-    mu_m(x) = (1/d) sum_i g((x_i - s_m) mod 1)          on [0, 1]^d
-
-with the same shifts ``s_m`` as the 1-D problems (:mod:`.synthetic`). Every client's
-personalised objective ``alpha mu_m + (1 - alpha) mu`` is then the mean over coordinates
-of the 1-D personalised objective, so its maximum is the 1-D one, reached at
-``(x*, ..., x*)``: the optimum is computed exactly by the 1-D method (cusps included),
-not estimated on a d-dimensional grid (2^16 points are 9 per axis at d = 5). What grows
-with ``d`` is the search: the partition has ``2^h`` cells at depth ``h`` whatever ``d``,
-so each cell is ``d`` times coarser per axis, and a random point is as good as it is in
-every coordinate at once.
+Client ``m`` sees ``mu_m(x) = (1/d) sum_i g((x_i - s_m) mod 1)`` with the 1-D shifts (:mod:`.synthetic`),
+so its personalised optimum is the 1-D one at ``(x*, ..., x*)``, computed exactly by the 1-D method.
+What grows with ``d`` is the search: each cell of a depth is coarser per axis (docs/practice.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """What crosses Flower, and nothing of Flower: the codec both sides import.
 
-:mod:`.codec` turns every core message into a *payload* (named numpy arrays and a flat
-config) and back; :mod:`.summed` is the layout of the one vector SecAgg+ sums;
-:mod:`.npy` reads and writes the ``.npy`` bytes arrays travel as, and counts what
-crossed. The Flower containers (``RecordDict``, legacy ``Parameters``) are the
-adapters' (``strategies/records.py``, ``strategies/legacy.py``, ``client_apps/``).
+:mod:`.codec` turns every core message into a payload (named numpy arrays and a flat config) and
+back; :mod:`.summed` is the vector SecAgg+ sums; :mod:`.npy` reads and writes the ``.npy`` bytes.
+The Flower containers are the adapters' (``strategies/records.py``, ``strategies/legacy.py``).
 """

@@ -1,35 +1,9 @@
 """Core messages as Flower payloads (named arrays + a flat config), and back: the one codec of both sides.
 
-Every message's arrays are keyed by name, as Flower's own strategies key theirs; an
-optional part is present or absent by its name, never by a count. One phase is two
-exchanges::
-
-    PhaseInstruction  -> train/fit  {node-ids}                                   {phase, global-pulls, local-pulls,
-                                                                                  param-*}
-    LocalReport       <- reply      {node-ids, means, counts, statistic:*}       {partition-id}
-    GlobalUpdate      -> evaluate   {node-ids, means, eliminated[, statistic:*,  {phase, phase-length, param-*}
-                                     holders]}
-    ActiveSetReport   <- reply      {node-ids}                                   {partition-id}
-    FinishInstruction -> train/fit  {}                                           {phases, param-*}
-    FinishReport      <- reply      {node-id, point}                             {partition-id}
-
-``statistic:<name>`` are the per-node statistics the run's confidence bound declares
-(``bound.statistics``: none for ``hoeffding``, ``variance`` for ``bernstein``): each
-client's, and in a global update the pooled ones with the holder counts. ``param-*`` are
-the run's :class:`~pfxab_flower.spec.AlgorithmSpec`, sent with every broadcast. A node
-that is not one of the run's clients replies ``{partition-id, standby: true}``. In
-simulation every reply also carries the client's pull log as ``harness:*`` int64 bytes:
-simulation data, not part of the algorithm, and not counted by :func:`wire_size`.
-
-The Message API carries a payload as a ``RecordDict`` of one ``ArrayRecord`` keyed by
-these names (``strategies/records.py``). The legacy API's ``Parameters`` is a list: it
-carries the arrays in order with their names in the config (:func:`positional`), and where
-it has no tensors (an evaluate reply) or SecAgg+ sums them (a final reply), the arrays
-ride in the config as ``.npy`` bytes (:func:`arrays_to_config`). SecAgg+'s vector is
-:mod:`.summed`. Each message field maps to exactly one array or config value, so the value
-counts of :func:`wire_size` equal the core's ``payload_size``; only the bytes differ.
-Decoding never judges content (the core does, in ``ServerMachine``): it raises
-:class:`WireError` only when no message can be formed at all, naming what is missing.
+Arrays are keyed by name, an optional part present or absent by its name; the layout of every
+message is the table in docs/flower.md ("How a phase maps onto Flower rounds"). The legacy API's
+``Parameters`` carries arrays in order (:func:`positional`, :func:`arrays_to_config`). Decoding
+never judges content (the core does): :class:`WireError` only when no message can be formed.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """The one vector a client hands to SecAgg+ in an explore exchange, and what the server reads from its sum.
 
-With ``secure-aggregation = true`` a client does not send its local means in the
-clear: its explore reply is one vector over the broadcast union ``A(p)`` (the same
-length for every client, which SecAgg+ needs)::
-
-    [ means * sampled  |  sampled  |  statistic_1 * sampled / STATISTIC_SCALE  | ... ]
-
-(``sampled`` = 1 where the client pulled the node); the statistics are those the run's
-confidence bound declares, in its declared order (``bernstein``: the sample variances),
-scaled into the clipping range (a variance of rewards in ``[-8, 8]`` is at most
-``64 n / (n - 1) <= 128``), so the server learns only their sums too.
-
-Flower's ``secaggplus_mod`` quantises and masks it, and ``SecAggPlusWorkflow`` reveals
-only the average over the ``n`` clients that took part (each with weight 1). ``n`` times
-that average is the per-node sum of local means and the number of holders, from which
-``ServerMachine.aggregate_sums`` forms the same pooled means as ``aggregate`` (up to the
-quantisation error: values are clipped to ``[-SECURE_CLIP, SECURE_CLIP]`` and rounded
-stochastically to ``2 * SECURE_CLIP / QUANTIZATION_RANGE``).
+The vector over the union ``A(p)`` holds ``means * sampled``, ``sampled`` and the bound's statistics
+scaled into the clipping range, so the server learns only per-node sums and holder counts, from
+which ``ServerMachine.aggregate_sums`` pools the means. Clipping and quantisation: docs/deployment.md
+("Secure aggregation").
 """
 
 from __future__ import annotations

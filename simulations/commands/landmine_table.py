@@ -1,9 +1,8 @@
 """``pfxab landmine-table``: compute the shipped table of landmine rewards (every field, every cell centre to a depth).
 
-Runs read this table instead of fitting thousands of SVMs on a cold start
-(:mod:`pfxab_flower.problems.landmine_table`). Generation is CPU-heavy (about
-238k fits for depth 12), resumes from the on-disk evaluation cache if
-interrupted, and writes the file atomically.
+Runs read this table instead of fitting SVMs on a cold start (:mod:`pfxab_flower.problems.landmine_table`).
+Generation is CPU-heavy (docs/landmine.md gives its cost), resumes from the evaluation cache and
+writes the file atomically.
 """
 
 from __future__ import annotations

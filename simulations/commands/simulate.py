@@ -1,9 +1,7 @@
 """``pfxab simulate``: the default federation (or any ``pfxab run`` flags) through ``flwr run .``.
 
-It takes the same flags as ``pfxab run``, validates them before anything starts,
-and turns them into ``flwr run``'s ``--run-config``; the Flower side (temporary
-``FLWR_HOME``, federation size, streaming the log, stopping the SuperLink and Ray
-afterwards) lives in :mod:`pfxab_flower.simulations.flwr_run`.
+The flags are ``pfxab run``'s, checked before anything starts and passed as ``--run-config``; the
+Flower side lives in :mod:`pfxab_flower.simulations.flwr_run`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Confidence bounds: one :class:`ConfidenceBound` per file, registered here by its ``confidence`` name.
 
-The machines, policies and codecs use a run's bound only through the interface of
-:mod:`.base`, so adding a bound is its file plus one entry in :data:`BOUNDS` (and, until
-the run parameters are declared by the algorithms themselves, its name in
-``config.CONFIDENCES``; a test fails if the two differ). See ``docs/extending.md``.
+The machines use a run's bound only through :mod:`.base`'s interface, so a new bound is its file
+plus one entry in :data:`BOUNDS` (and its name in ``config.CONFIDENCES``; a test checks both agree).
 """
 
 from pfxab_flower.algorithms.bounds.base import (

@@ -1,21 +1,9 @@
-"""The interface every confidence bound implements, and the rewards a client keeps for it.
+"""The interface every confidence bound implements (:class:`ConfidenceBound`), and the rewards a client keeps for it.
 
-A phased-elimination algorithm needs four things from its confidence bound, and the
-machines ask for them through :class:`ConfidenceBound` only, never by the bound's name:
-
-* **widths**: how far an estimate can be from its mean, for the three estimates the
-  policies eliminate with (a global mean on the server, a client's local mean, PF-XAB's
-  personalised estimate), and the rule that turns widths into survivors (:meth:`keep`);
-* **phase-length design**: ``f(p)``, the pulls per client per node that make the
-  phase's pooled width ``nu1 rho^h`` (possibly from what earlier phases observed);
-* **what a client adds to its report**: per-node statistics named in :attr:`statistics`
-  (none for Hoeffding, ``variance`` for Bernstein), computed from the rewards it drew;
-* **how the server pools them**: always the mean over the clients that sampled the node
-  (the skeleton does it, by name), sent back with the global means and the holder counts.
-
-So the codecs carry whatever statistics a report holds, in the bound's declared order,
-and a new bound is one subclass in its own file plus its registration in
-:mod:`pfxab_flower.algorithms.bounds` (see ``docs/extending.md``).
+The machines ask a bound, never by its name, for the widths of the three estimates they eliminate
+with and the rule that keeps survivors (:meth:`ConfidenceBound.keep`), the pulls a phase needs, and
+the per-node statistics a client reports (:attr:`ConfidenceBound.statistics`), which the server
+pools by name. How to add one: docs/extending.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,9 @@
 """Empirical-Bernstein widths: the ``confidence = "bernstein"`` option of every algorithm.
 
-The paper's width ``B_p = c sqrt(log T / (M f(p)))`` (Hoeffding) assumes the worst
-noise a reward range allows, whatever the noise really is. The empirical-Bernstein
-bound (Audibert, Munos and Szepesvari 2009) uses the observed variance instead: for
-``n`` independent rewards in a range of span ``b`` with sample variance ``V``, with
-probability at least ``1 - delta``::
-
-    |mean - mu| <= sqrt(2 V L / n) + 3 b L / n,        L = log(3 / delta)
-
-Its range term ``3 b L / n`` makes it wider than Hoeffding's ``b sqrt(log(2 / delta) / (2 n))``
-where ``n`` is small (the first depths), so the width used is the **smaller of the two,
-each at confidence** ``delta / 2``: both hold together with probability ``1 - delta`` (a
-union bound), so the smaller holds too. Phase lengths are designed from that smaller width.
-
-``delta`` follows the paper's schedule: Hoeffding's width with ``c = sqrt(2)`` is
-``sqrt(log(2 / delta) / (2 n))`` for ``log(2 / delta) = 4 log T``, so ``delta = 2 T^-4``;
-at ``delta / 2`` Bernstein's ``L = log 3 + 4 log T`` and Hoeffding's ``log 2 + 4 log T``.
-
-A client keeps each node's sum of squared deviations besides its sum and reports each
-node's sample ``variance``; the server pools them over the holders and designs the next
-phase's length for the largest. The functions are pure functions of arrays, shared by
-:class:`Bernstein` and the coverage test (``tests/test_bernstein.py``); the derivation
-of the global and personalised widths is in ``docs/algorithms/index.md``.
+The width is the smaller of the empirical-Bernstein and the Hoeffding bounds, each at confidence
+``delta / 2`` with the paper's ``delta = 2 T^-4``; it uses the observed variance that clients report
+per node. The pure functions here are shared by :class:`Bernstein` and ``tests/test_bernstein.py``;
+the derivation is in docs/algorithms/index.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""Hoeffding widths: the paper's ``B_p``, the ``confidence = "hoeffding"`` option (the default).
+"""Hoeffding widths: the paper's ``B_p = nu1 rho^h``, the ``confidence = "hoeffding"`` option (the default).
 
-Hoeffding's bound assumes the worst noise the rewards allow, whatever the noise really
-is, so a width depends on the number of pulls only. With ``c = sqrt(2)``
-(:mod:`~pfxab_flower.algorithms.schedule`)::
-
-    f(p) = c^2 log(T) / (M nu1^2 rho^(2h))       pulls per client per node
-    B_p  = c sqrt(log(T) / (M f(p))) = nu1 rho^h  width of a global or personalised estimate
-    b    = c sqrt(log(T) / n)                     width of a local mean of n pulls (PF-PNE)
-
-Every node has the same width, and a node is dropped by the paper's rule
-``estimate_k + slack <= max_j estimate_j - 2 width``. A client reports its means only.
+A width depends on the number of pulls only (the worst noise the rewards allow), so every node has
+the same width and a client reports its means only. The formulas: docs/algorithms/index.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """What a client accepts of a server's message: every value bounded by the run the message describes, before any work.
 
-A client does what a message says: catch up on the phases it missed, pull nodes so often, play
-until a time. A hostile or foreign server sent ``phase=30`` (catching up doubled the active set 30
-times: 5 GB, ``10**9``: MemoryError) and ``global-pulls`` of ``10**12`` (hours of CPU; in stochastic
-mode a batch of 2e8 rows to the user's objective). So each value is checked against what the run
-allows, as the message's own parameters describe it: a phase within the schedule's number of phases
-(horizon, partition depth, algorithm), node ids of that phase's depth, arrays of the union's size,
-no more pulls than the horizon leaves. A message that fails is one :class:`ProtocolError` line (the
-ClientApp's error reply), and nothing was pulled.
+A phase within the schedule, node ids of that phase's depth, arrays of the union's size and no more
+pulls than the horizon leaves; anything else is one :class:`ProtocolError` line and nothing is pulled.
+The attacks this stops: docs/reliability.md (issue 37, point 6).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The server's checks of every reply: why a reply cannot be used, as one line, or ``None``.
 
-A reply that fails is logged, counted and left out (``ServerMachine.reject``), never
-averaged: the checks hold whatever a peer sends, so a bad client cannot move the
-pooled means or the active sets of the others.
+A reply that fails is logged, counted and left out, never averaged, so a bad client cannot move
+the pooled means or the active sets of the others.
 """
 
 from __future__ import annotations
