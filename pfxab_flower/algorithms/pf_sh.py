@@ -21,7 +21,6 @@ nothing new. The derivation of the split, of the candidate count and of the guar
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,12 +28,10 @@ from pfxab_flower.algorithms.pfxab_adaptive import cheapest_split
 from pfxab_flower.algorithms.phased import ClientView, Policy, Settings
 from pfxab_flower.algorithms.phased.state import ROOT, ProtocolError
 from pfxab_flower.algorithms.random_search import RANDOM_DEPTH
+from pfxab_flower.algorithms.run_spec import SpecT
 from pfxab_flower.domain import DIMENSIONS
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.parameter import Parameter, check_against
-
-if TYPE_CHECKING:
-    from pfxab_flower.spec import AlgorithmSpec
 
 #: The depth of the cells whose centres are the candidates (random search's resolution).
 CANDIDATE_DEPTH = RANDOM_DEPTH
@@ -138,7 +135,7 @@ class PFSH(Policy):
     refines_partition = False
     successor_kind = "survivors"
 
-    def resolve(self, spec: AlgorithmSpec, dimensions: int | None) -> AlgorithmSpec:
+    def resolve(self, spec: SpecT, dimensions: int | None) -> SpecT:
         """``candidates = 0`` becomes the rule's count for the run's horizon and dimensions (at most the
         clients' share of :data:`MAX_CANDIDATE_PAIRS`); a count given is checked against that share."""
         most = most_candidates(spec.num_clients)
