@@ -226,7 +226,7 @@ def _checked_list(name: str, values: Any, check_one: Any) -> tuple[Any, ...]:
 def _plan_config(base: RunConfig, algorithms: tuple[str, ...], seeds: tuple[int, ...],
                  parameters: dict[str, Any]) -> tuple[RunConfig, list[RunConfig], dict[str, Any]]:
     """The runs of a RunConfig comparison: every config is built (so checked) before any runs."""
-    _refuse_unknown(parameters, [f.name for f in dataclasses.fields(RunConfig) if f.name not in _PER_RUN])
+    _refuse_unknown(parameters, [name for name in RunConfig.names() if name not in _PER_RUN])
     base = base.replace(**parameters)
     configs = [base.replace(algorithm=a, seed=s) for a in algorithms for s in seeds]
     setting = {k: v for k, v in base.to_dict().items() if k not in _PER_RUN}

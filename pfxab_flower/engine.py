@@ -25,6 +25,7 @@ from pfxab_flower.errors import ConfigError, RunStoppedError
 from pfxab_flower.exchanges import Exchange, Failure, Outgoing
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS, FaultPlan, InjectedFailureError
 from pfxab_flower.limits import MAX_PULLS
+from pfxab_flower.problem_registry import declared_options as problem_options
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
@@ -206,8 +207,10 @@ def run_checked(
 
 
 def describe_problem(config: RunConfig) -> dict[str, Any]:
-    """The problem-level parameters of a run config, for the summary."""
-    return {"noise": config.noise, "noise_sigma": config.noise_sigma, "spread": config.spread}
+    """The problem-level parameters of a run config, for the summary: the noise, and the problems' own that
+    always hold a value (``spread``; not the optional ones, e.g. landmine's data file)."""
+    own = {p.name: config.options[p.name] for p in problem_options().values() if not p.optional}
+    return {"noise": config.noise, "noise_sigma": config.noise_sigma, **own}
 
 
 def run_config(config: RunConfig, federation: Federation | None = None) -> RunResult:

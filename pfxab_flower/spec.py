@@ -1,17 +1,8 @@
 """What one run of one algorithm is: an :class:`AlgorithmSpec`, built and checked once, then carried as is.
 
-Every entry point builds the spec once and checks it there, with errors naming the value
-as that entry point spells it: :meth:`AlgorithmSpec.build` for Python keywords
-(:func:`pfxab_flower.engine.run`, :func:`pfxab_flower.comparison.compare`, the Flower
-strategies), :meth:`AlgorithmSpec.from_config` for a :class:`~pfxab_flower.run_parameters.RunConfig`
-(checked when it was made: the CLI, a sweep's TOML, a Flower run config). From there it
-travels unchanged: engine -> :class:`~pfxab_flower.driver.ServerDriver` -> every message
-(:meth:`to_wire`) -> the clients, whose :meth:`from_wire` is their one check of what a
-server sent -> the machines (:class:`~pfxab_flower.algorithms.phased.Settings` wraps it).
-
-The spec holds the parameters every algorithm takes (:data:`COMMON`) and, in ``options``,
-those the algorithm declares itself (its policy's ``parameters``, defaults filled in),
-so a new option is one declaration in one policy.
+Built from Python keywords (:meth:`AlgorithmSpec.build`) or a checked RunConfig (:meth:`~AlgorithmSpec.from_config`);
+it travels to every client in each message (:meth:`~AlgorithmSpec.to_wire`, :meth:`~AlgorithmSpec.from_wire`).
+The common parameters are fields; the algorithm's own (its policy's ``parameters``) are ``options``.
 """
 
 from __future__ import annotations
@@ -31,10 +22,6 @@ from pfxab_flower.run_parameters import check_reward_range
 if TYPE_CHECKING:
     from pfxab_flower.run_parameters import RunConfig
 
-#: Options that every message has carried since before options were an algorithm's own: still sent (at their
-#: declared default) by every algorithm, so the wire's keys and bytes, and the counted values, stay those of
-#: earlier versions; a client of an algorithm that does not declare one ignores it.
-ALWAYS_ON_WIRE = ("pf_pne_eps",)
 PREFIX = "param-"
 #: The widest reward range (the default): a server accepts local means anywhere in it.
 FULL_RANGE = (-REWARD_LIMIT, REWARD_LIMIT)
@@ -95,8 +82,8 @@ class AlgorithmSpec:
                     dimensions: int | None = None) -> AlgorithmSpec:
         """The spec of a checked :class:`RunConfig`: its fields are trusted; only the reward range is checked
         (against the confidence bound: ``bernstein`` needs a real one). The algorithm's options are read
-        from the config's fields of the same names (``pf_pne_eps``); ``dimensions`` as in :meth:`build`."""
-        options = {name: getattr(config, name) for name in options_of(config.algorithm)}
+        from the config's (``config.options``); ``dimensions`` as in :meth:`build`."""
+        options = {name: config.options.get(name, p.default) for name, p in options_of(config.algorithm).items()}
         spec = cls(algorithm=config.algorithm, num_clients=config.clients, horizon=config.horizon, alpha=config.alpha,
                    seed=config.seed, nu1=config.nu1, rho=config.rho, max_depth=config.max_depth,
                    max_evaluations=config.max_evaluations,
@@ -131,8 +118,8 @@ class AlgorithmSpec:
         In the order and with the keys of earlier versions: optional parts (a confidence
         other than ``hoeffding``, a reward range narrower than the full one) only when set.
         """
-        own = options_of(self.algorithm)
-        shared = {name: p.default for name, p in declared_options().items() if name in ALWAYS_ON_WIRE}
+        own = options_of(self.algorithm)  # and those every message carries (``on_every_wire``), at their default
+        shared = {name: p.default for name, p in declared_options().items() if p.on_every_wire}
         options = {**{n: v for n, v in shared.items() if n not in own}, **self.options}
         values: dict[str, Any] = {
             "algorithm": self.algorithm, "num_clients": self.num_clients, "horizon": self.horizon,
@@ -172,7 +159,7 @@ class AlgorithmSpec:
 
 
 def check_keywords(algorithm: str, keywords: Mapping[str, Any]) -> None:
-    """A one-line :class:`ConfigError` for a keyword ``algorithm`` does not take (e.g. ``pf_pne_eps`` for pf-xab)."""
+    """A one-line :class:`ConfigError` for a keyword ``algorithm`` does not take (e.g. ``candidates`` for pf-xab)."""
     own = options_of(algorithm)
     for name in keywords:
         if name not in COMMON and name not in own:

@@ -32,19 +32,19 @@ import re
 import stat
 import tomllib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pfxab_flower.algorithms.registry import algorithm_names, label
-from pfxab_flower.config import PARAMETERS, check
+from pfxab_flower.config import PARAMETERS, check, scoped
 from pfxab_flower.errors import ConfigError, spelled_as
 from pfxab_flower.limits import MAX_CONFIG_BYTES, MAX_SWEEP_RUNS, MAX_TITLE_CHARS
 from pfxab_flower.run_parameters import RunConfig
 
 KINDS = ("regret", "rewards")
 _EXPERIMENT_KEYS = ("name", "kind", "title", "curve_points")
-_RUN_FIELDS = tuple(f.name for f in fields(RunConfig))
+_RUN_FIELDS = tuple(RunConfig.names())
 
 
 @dataclass(frozen=True)
@@ -227,9 +227,9 @@ def _field_name(key: str, path: Path, table: str) -> str:
     return name
 
 
-#: Fields added to RunConfig after results were first written: left out of a run's id at their default, so
-#: an older results directory keeps its run ids (and resumes) unchanged. A new field belongs here.
-LATER_FIELDS = ("confidence", "evaluation", "random_fraction", "max_evaluations", "candidates")
+#: Parameters added after results were first written (declared ``late``): left out of a run's id at their
+#: default, so an older results directory keeps its run ids (and resumes) unchanged.
+LATER_FIELDS = tuple(p.name for p in scoped("run") if p.late)
 LATER_FIELD_DEFAULTS = {name: getattr(RunConfig(), name) for name in LATER_FIELDS}
 
 

@@ -46,8 +46,14 @@ def test_pyproject_app_config_is_the_declaration_s_defaults() -> None:
 
 
 def test_run_config_and_app_options_fields_are_the_declared_ones_with_their_defaults() -> None:
-    for cls, scope in ((RunConfig, "run"), (AppOptions, "app")):  # an algorithm's own field: its declared default
-        assert {f.name: getattr(cls(), f.name) for f in fields(cls)} == {p.name: p.default for p in scoped(scope)}
+    # RunConfig's typed fields are the common run parameters; its options every algorithm's and problem's own
+    typed = {f.name for f in fields(RunConfig)} - {"options"}
+    assert typed == {name for name, p in PARAMETERS.items() if p.scope == "run"}
+    assert set(RunConfig().options) == {p.name for p in scoped("run")} - typed
+    assert RunConfig().to_dict() == {p.name: p.default for p in scoped("run")}
+    assert list(RunConfig().to_dict()) == RunConfig.names() == [p.name for p in scoped("run")]
+    assert {f.name: getattr(AppOptions(), f.name) for f in fields(AppOptions)} == {
+        p.name: p.default for p in scoped("app")}
     assert declared("pf_pne_eps") is PFPNE.parameters[0] and RunConfig().pf_pne_eps == PFPNE.parameters[0].default
     assert {p.key: run_config_value(p.name, p.default) for p in scoped("app")} == APP_DEFAULTS
 

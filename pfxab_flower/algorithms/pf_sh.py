@@ -130,7 +130,8 @@ class PFSH(Policy):
     parameters = (
         Parameter("candidates", int, 0,
                   f"an integer in [0, {MAX_CANDIDATES:,}] (0: the rule, from the horizon and dimensions)",
-                  "pf-sh: candidate points K (0: the documented rule)", lambda value: 0 <= value <= MAX_CANDIDATES),
+                  "pf-sh: candidate points K (0: the documented rule)", lambda value: 0 <= value <= MAX_CANDIDATES,
+                  after="max_evaluations", late=True),
     )
     refines_partition = False
     successor_kind = "survivors"

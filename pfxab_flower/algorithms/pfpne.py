@@ -29,7 +29,8 @@ class PFPNE(Policy):
                    "heterogeneity slack pf_pne_eps")
     parameters = (
         Parameter("pf_pne_eps", float, 0.1, "a number >= 0", "PF-PNE heterogeneity slack eps >= 0",
-                  lambda value: value >= 0),
+                  lambda value: value >= 0,
+                  after="max_evaluations", on_every_wire=True),
     )
 
     def pulls(self, settings: Settings, f: float) -> tuple[int, int]:

@@ -50,7 +50,7 @@ class RandomSearch(SoloPolicy):
     parameters = (
         Parameter("random_fraction", float, 0.01, "a number in (0, 1]",
                   "random-search: share of the horizon spent on uniformly random points, in (0, 1]",
-                  lambda value: 0.0 < value <= 1.0),
+                  lambda value: 0.0 < value <= 1.0, after="max_evaluations", late=True),
     )
 
     def alone(self, settings: Settings, client: int, env: Environment) -> tuple[int, int]:

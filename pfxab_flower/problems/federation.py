@@ -36,7 +36,8 @@ CLIENTS = Parameter("clients", int, 10, f"an integer in [1, {MAX_CLIENTS}]",
                     f"number of clients M, at most {MAX_CLIENTS}", between(1, MAX_CLIENTS))
 #: What a pull is (docs/flower.md#evaluation-modes): objective + synthetic noise, an exact value, or one real call.
 EVALUATIONS = ("simulated", "deterministic", "stochastic")
-EVALUATION = choice("evaluation", "simulated", "what a pull is: simulated, deterministic or stochastic", EVALUATIONS)
+EVALUATION = replace(choice("evaluation", "simulated", "what a pull is: simulated, deterministic or stochastic",
+                            EVALUATIONS), late=True)
 
 #: An objective maps points of shape ``(n, d)`` (user units) to ``n`` values.
 Objective = Callable[[np.ndarray], np.ndarray]

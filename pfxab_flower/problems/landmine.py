@@ -46,12 +46,12 @@ from pfxab_flower.domain import Domain
 from pfxab_flower.lifetime import exit_with_parent
 from pfxab_flower.noise import NoiseModel
 from pfxab_flower.partition import Partition, nodes_at_depth
+from pfxab_flower.problem_registry import ProblemRun, landmine_fields
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.landmine_data import SPLIT_ID, FieldSplit, load_splits
 from pfxab_flower.problems.landmine_table import NUM_FIELDS, RewardTable, load_table
 from pfxab_flower.problems.optimum import Optimum
 from pfxab_flower.remote import fit_mapper, in_ray_task
-from pfxab_flower.run_parameters import RunConfig
 
 DOMAIN = Domain.from_mapping({"C": (1e-4, 1e4, "log"), "gamma": (1e-2, 10, "log")})
 #: Bump when the meaning of a cached value changes (objective, model, scoring).
@@ -281,9 +281,9 @@ class LandmineFederation(Federation):
         return result
 
 
-def landmine_federation(config: RunConfig, noise: NoiseModel) -> Federation:
+def landmine_federation(config: ProblemRun, noise: NoiseModel) -> Federation:
     """The federation of ``config.landmine_fields`` (one client per field)."""
-    fields_ = config.landmine_fields
+    fields_ = landmine_fields(config)
     splits, sha = load_splits(fields_, config.landmine_data)
     namespace = cache_namespace(sha)
     evaluator = SvmEvaluator(splits, namespace, EvaluationStore(), table=load_table(namespace))
