@@ -20,7 +20,6 @@ from pfxab_flower.parameter import Parameter, between, refuse
 
 if TYPE_CHECKING:
     from pfxab_flower.noise import NoiseModel
-    from pfxab_flower.problems.federation import Federation
 
 
 class ProblemRun(Protocol):
@@ -44,8 +43,9 @@ class ProblemRun(Protocol):
     def __getattr__(self, name: str) -> Any: ...
 
 
-#: ``builder(run, noise) -> Federation`` (``run.clients`` clients, ``noise`` as their noise model).
-Builder = Callable[[ProblemRun, "NoiseModel"], "Federation"]
+#: ``builder(run, noise)``: a :class:`~pfxab_flower.problems.federation.Federation` of ``run.clients`` clients with
+#: ``noise`` as their noise model (``object`` here: problems/ sits above this module; ``build_federation`` checks it).
+Builder = Callable[[ProblemRun, "NoiseModel"], object]
 #: ``check(run)``: a one-line :class:`ConfigError` if the run's values do not fit the problem (before any work).
 RunCheck = Callable[[ProblemRun], None]
 
@@ -69,7 +69,7 @@ class Problem:
     #: its check of a run's values together (e.g. no more clients than landmine fields)
     check: RunCheck | None = None
 
-    def build(self, config: ProblemRun, noise: NoiseModel) -> Federation:
+    def build(self, config: ProblemRun, noise: NoiseModel) -> object:
         """The federation of ``config`` (the builder is imported first if it was registered by reference)."""
         builder = self.builder
         if isinstance(builder, str):
