@@ -241,7 +241,7 @@ def _plan_federation(federation: Federation, algorithms: tuple[str, ...], seeds:
                      parameters: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The runs of a Federation comparison: :func:`run_checked`'s keywords, every spec built (so checked) first.
 
-    An algorithm's own keyword (``pf_pne_eps``) goes to the algorithms that declare it;
+    An algorithm's own keyword (``candidates``) goes to the algorithms that declare it;
     one that none of them declares is refused.
     """
     own = {name: p for a in algorithms for name, p in options_of(a).items()}
@@ -280,7 +280,7 @@ def compare(
 
     ``target``: a :class:`Federation` (``parameters`` are :func:`pfxab_flower.engine.run`'s
     keywords: ``alpha``, ``horizon``, ``nu1``, ``rho``, ``max_depth``, ``confidence``, the
-    algorithms' own (``pf_pne_eps``: given to the algorithms that declare it), ``min_fraction``,
+    algorithms' own (``candidates``: given to the algorithms that declare it), ``min_fraction``,
     ``faults``, ``describe``, with ``run``'s defaults; ``algorithms``: default every registered one),
     or a :class:`RunConfig` (its ``algorithm`` and ``seed`` are ignored; ``parameters``
     replace its other fields, e.g. ``alpha=0.9``). Every run is checked before any starts.

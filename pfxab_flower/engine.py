@@ -46,7 +46,7 @@ def make_settings(
     """The :class:`Settings` every machine of a run shares, from Python keywords (checked once, here).
 
     ``parameters`` are the spec's keywords (:meth:`AlgorithmSpec.build`): the common ones and
-    ``algorithm``'s own (``pf_pne_eps`` for ``pf-pne``).
+    ``algorithm``'s own (``candidates`` for ``pf-sh``).
     """
     spec = AlgorithmSpec.build(algorithm, num_clients=num_clients, reward_range=reward_range, **parameters)
     return Settings(spec, min_fraction=min_fraction)
@@ -168,8 +168,8 @@ def run(
 
     ``parameters`` are the algorithm's keywords, checked once here (:func:`run_spec`):
     ``alpha``, ``horizon``, ``seed``, ``nu1``, ``rho``, ``max_depth``, ``confidence`` (the
-    declared defaults for those not given) and the algorithm's own (``pf_pne_eps`` for
-    ``pf-pne``; another algorithm refuses it). ``describe`` adds problem-level entries
+    declared defaults for those not given) and the algorithm's own (``candidates`` for
+    ``pf-sh``; another algorithm refuses it). ``describe`` adds problem-level entries
     (noise, spread, ...) to the summary; ``faults`` injects client failures and
     ``min_fraction`` is the quorum (see :mod:`pfxab_flower.faults`).
     """

@@ -59,7 +59,7 @@ class DriverStrategy:
     ``parameters`` are the algorithm's keywords, checked once (:meth:`AlgorithmSpec.build`):
     ``num_clients``, ``horizon``, ``alpha``, ``seed``, ``nu1``, ``rho``, ``max_depth``,
     ``confidence`` (declared defaults for those not given) and the algorithm's own
-    (``pf_pne_eps`` for PF-PNE; another algorithm refuses it). Or ``spec``, a checked spec.
+    (``candidates`` for PF-SH; another algorithm refuses it). Or ``spec``, a checked spec.
 
     ``num_clients`` nodes take part (Flower's ``partition-id`` 0..M-1; a node beyond them
     stands by). ``min_fraction`` of them must answer every exchange or the run stops.

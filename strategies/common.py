@@ -64,7 +64,7 @@ def make_driver(
     """The driver of a strategy's arguments, checked once here (a one-line ``ConfigError`` names a bad one).
 
     ``parameters`` are the spec's keywords (``num_clients``, ``horizon``, ``alpha``, ... and
-    ``algorithm``'s own, e.g. ``pf_pne_eps``); or ``spec`` is a checked spec (e.g. of a
+    ``algorithm``'s own, e.g. ``candidates``); or ``spec`` is a checked spec (e.g. of a
     :class:`~pfxab_flower.run_parameters.RunConfig`), taken as it is.
     """
     min_fraction = check("min_fraction", min_fraction, label="min_fraction")

@@ -272,3 +272,17 @@ def test_an_objective_gets_a_read_only_copy_of_its_points() -> None:
     federation = Federation.from_callables([mutates], {"x": (0.0, 1.0)})
     with pytest.raises(ObjectiveError, match=r"^objective of client 0 raised ValueError: .*read-only"):
         federation.optimum(0.5)
+
+
+ROOT = PYPROJECT.parent
+#: The folders installed as the package (``pfxab_flower.strategies`` & co. are installed from the adapters').
+PACKAGE_DIRS = ("pfxab_flower", "strategies", "client_apps", "simulations")
+
+
+@pytest.mark.parametrize("name", ["pf_pne_eps", "random_fraction"])
+def test_an_algorithm_s_own_parameter_is_named_only_where_it_is_declared_and_used(name: str) -> None:
+    """Everything else (RunConfig, the wire, flags, run-config keys, sweep columns) is derived from its declaration."""
+    naming = sorted(str(path.relative_to(ROOT)) for folder in PACKAGE_DIRS for path in (ROOT / folder).rglob("*.py")
+                    if name in path.read_text(encoding="utf-8") or name.replace("_", "-") in
+                    path.read_text(encoding="utf-8"))
+    assert 1 <= len(naming) <= 2, naming

@@ -98,7 +98,7 @@ def class_name(name: str) -> str:
 
 
 def options_of(name: str) -> dict[str, Parameter]:
-    """The parameters the algorithm ``name`` declares itself, by name (PF-PNE: ``pf_pne_eps``)."""
+    """The parameters the algorithm ``name`` declares itself, by name (PF-SH: ``candidates``)."""
     return {p.name: p for p in policy_class(name).parameters}
 
 
