@@ -44,14 +44,14 @@ def _default(name: str) -> Any:
     return PARAMETERS[name].default
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True, init=False, eq=False)
 class RunConfig:
     """Parameters of one run, each checked against its declaration; keywords are the flags in snake case.
 
-    The common parameters are typed fields; the algorithms' and problems' own (``candidates``,
+    Every common parameter (:data:`PARAMETERS`, scope ``run``) is an attribute; those below are typed
+    for mypy (a new one may be added here too). The algorithms' and problems' own (``candidates``,
     ``spread``) are ``options``, read as attributes too (``config.spread``). Every registered one is
-    present (its declared default if not given), so a run's listing (:meth:`to_dict`) is the same for
-    every algorithm and problem.
+    present (its declared default if not given); equality and hash are :meth:`to_dict`'s.
     """
 
     problem: str
@@ -100,8 +100,14 @@ class RunConfig:
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         return options[name]
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RunConfig) and self.to_dict() == other.to_dict()
+
     def __hash__(self) -> int:
         return hash(tuple(self.to_dict().items()))
+
+    def __repr__(self) -> str:
+        return f"RunConfig({', '.join(f'{name}={value!r}' for name, value in self.to_dict().items())})"
 
     @staticmethod
     def names() -> list[str]:

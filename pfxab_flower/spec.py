@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from pfxab_flower.run_parameters import RunConfig
 
 PREFIX = "param-"
+#: The common keywords every message carries (``max_depth`` 0 for none); the later ones only when set (:func:`_later`).
+ON_EVERY_WIRE = ("num_clients", "horizon", "alpha", "seed", "nu1", "rho", "max_depth")
 #: The widest reward range (the default): a server accepts local means anywhere in it.
 FULL_RANGE = (-REWARD_LIMIT, REWARD_LIMIT)
 
@@ -84,11 +86,9 @@ class AlgorithmSpec:
         (against the confidence bound: ``bernstein`` needs a real one). The algorithm's options are read
         from the config's (``config.options``); ``dimensions`` as in :meth:`build`."""
         options = {name: config.options.get(name, p.default) for name, p in options_of(config.algorithm).items()}
-        spec = cls(algorithm=config.algorithm, num_clients=config.clients, horizon=config.horizon, alpha=config.alpha,
-                   seed=config.seed, nu1=config.nu1, rho=config.rho, max_depth=config.max_depth,
-                   max_evaluations=config.max_evaluations,
-                   confidence=config.confidence, reward_range=check_reward_range(config.confidence, reward_range),
-                   options=options)
+        common = {name: getattr(config, declared) for name, declared in COMMON.items()}
+        spec = cls(algorithm=config.algorithm, reward_range=check_reward_range(config.confidence, reward_range),
+                   options=options, **common)
         return _resolved(spec, dimensions)
 
     def replace(self, **changes: Any) -> AlgorithmSpec:
@@ -101,10 +101,11 @@ class AlgorithmSpec:
 
     def summary(self) -> dict[str, Any]:
         """The parameters as a run's summary lists them (after ``algorithm``, ``problem``, ``engine``)."""
-        return {"alpha": self.alpha, "clients": self.num_clients, "horizon": self.horizon, "seed": self.seed,
-                "nu1": self.nu1, "rho": self.rho, "max_depth": self.max_depth, **self.options,
-                "confidence": self.confidence,
-                **({} if self.max_evaluations is None else {"max_evaluations": self.max_evaluations})}
+        first = {"alpha": self.alpha, "clients": self.num_clients, "horizon": self.horizon, "seed": self.seed,
+                 "nu1": self.nu1, "rho": self.rho, "max_depth": self.max_depth, **self.options,
+                 "confidence": self.confidence}
+        later = {name: getattr(self, name) for name in _later() if name != "confidence"}
+        return {**first, **{name: value for name, value in later.items() if value is not None}}
 
     # -- the wire -----------------------------------------------------------------------
     def for_clients(self, report_pulls: bool) -> AlgorithmSpec:
@@ -126,10 +127,8 @@ class AlgorithmSpec:
             "alpha": self.alpha, "seed": self.seed, "nu1": self.nu1, "rho": self.rho,
             "max_depth": self.max_depth or 0, **options, "report_pulls": self.report_pulls,
         }
-        if self.confidence != _default("confidence"):
-            values["confidence"] = self.confidence
-        if self.max_evaluations is not None:
-            values["max_evaluations"] = self.max_evaluations
+        values.update({name: getattr(self, name) for name in _later()
+                       if getattr(self, name) != _default(COMMON[name])})
         if self.reward_range != FULL_RANGE:
             values["reward_low"], values["reward_high"] = self.reward_range
         return {_key(name): value for name, value in values.items()}
@@ -143,9 +142,9 @@ class AlgorithmSpec:
         another version, or a hostile one).
         """
         algorithm = check("algorithm", _typed(values, "algorithm", str))
-        optional = {"confidence": _default("confidence"), "max_evaluations": None}  # on the wire only when set
-        common = {name: _typed(values, name, _KINDS[declared]) if name not in optional or _key(name) in values
-                  else optional[name] for name, declared in COMMON.items()}
+        optional = _later()  # on the wire only when not at their default
+        common = {name: _typed(values, name, PARAMETERS[declared].kind) if name not in optional or _key(name) in values
+                  else _default(declared) for name, declared in COMMON.items()}
         for name, declared in COMMON.items():
             value = common[name]
             if name == "max_depth" and value == 0:
@@ -167,10 +166,6 @@ def check_keywords(algorithm: str, keywords: Mapping[str, Any]) -> None:
             raise ConfigError(f"unknown keyword {name!r} for algorithm {algorithm!r}; allowed: {allowed}")
 
 
-_KINDS = {"clients": int, "horizon": int, "alpha": float, "seed": int, "nu1": float, "rho": float, "max_depth": int,
-          "max_evaluations": int, "confidence": str}
-
-
 def _typed(values: Mapping[str, object], name: str, kind: type) -> Any:
     """The value of ``param-<name>`` as ``kind`` (an int counts as a float; a bool is never a number)."""
     value = values[_key(name)]
@@ -183,6 +178,12 @@ def _typed(values: Mapping[str, object], name: str, kind: type) -> Any:
 
 def _default(name: str) -> Any:
     return PARAMETERS[name].default
+
+
+def _later() -> list[str]:
+    """The common keywords added after the first wire format: sent only when not at their default (``confidence``
+    first, then in :data:`COMMON`'s order: the keys and their order of earlier versions)."""
+    return sorted((name for name in COMMON if name not in ON_EVERY_WIRE), key=lambda name: name != "confidence")
 
 
 def _resolved(spec: AlgorithmSpec, dimensions: int | None) -> AlgorithmSpec:
