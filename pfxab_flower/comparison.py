@@ -1,29 +1,8 @@
-"""Side-by-side comparison: every algorithm on the same federation with the same seeds.
+"""Side-by-side comparison: every algorithm on the same federation, with the same seeds and the same regret.
 
-Why a module of its own: the paper's figures compare PF-XAB, Fed-PNE and PF-PNE
-on one federation, and the comparison is only fair if every algorithm sees the
-same objectives, the same noise seeds and the same regret (the personalised
-regret at the experiment's ``alpha``). This module runs the grid
-``algorithms x seeds`` with the in-process engine, keeps one row per run and each
-run's regret curve, and summarises each algorithm by the mean and the sample
-standard deviation (``ddof = 1``; undefined, NaN, for a single seed) over the seeds.
-
-What is compared is either a :class:`~pfxab_flower.problems.federation.Federation`
-(your objectives; the keywords are :func:`pfxab_flower.engine.run`'s) or a
-:class:`~pfxab_flower.run_parameters.RunConfig` (a built-in problem; keywords replace its
-fields). Every run is checked before the first starts, by the checks the runs
-themselves make, so a bad keyword is one :class:`ConfigError` line and no work.
-The algorithms default to every registered one (:mod:`pfxab_flower.algorithms.registry`).
-
-The federation (and its cached optimum, the one expensive step) is built once,
-in this process, before any worker starts (workers are forked and inherit it).
-Wall times are those of the runs only, after the federation and its optimum
-are ready. Results are ordered by algorithm then seed whatever the number of
-workers, and every number except the wall time is the same for the same seeds.
-
-A written comparison (:meth:`Comparison.write`) is self-describing: ``comparison.json``
-says what was compared, so ``pfxab plot`` and ``pfxab report`` recognise the
-directory and :func:`load_comparison` reads it back.
+Runs the grid ``algorithms x seeds`` in process (a Federation with :func:`pfxab_flower.engine.run`'s keywords,
+or a RunConfig whose fields the keywords replace), every run checked before the first starts, and
+summarises each algorithm over the seeds; :meth:`Comparison.write` and :func:`load_comparison` store it.
 """
 
 from __future__ import annotations

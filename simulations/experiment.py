@@ -1,24 +1,9 @@
-"""An experiment configuration (TOML): the fixed parameters and the grid of one paper figure.
+"""An experiment configuration (TOML): one paper figure's fixed parameters and grid, every run checked first.
 
-A config file has three tables::
-
-    [experiment]
-    name = "figure1"
-    kind = "regret"            # or "rewards" (figure 3: rewards against alpha)
-    title = "Garland, M = 10"  # optional, used as the figure title
-
-    [fixed]                    # RunConfig fields shared by every run
-    problem = "garland"
-    horizon = 2000000
-
-    [grid]                     # RunConfig fields to vary: every combination is one run
-    algorithm = ["pf-xab", "fed-pne", "pf-pne"]
-    alpha = [0.1, 0.5, 0.9]
-    seed = [0, 1, 2]
-
-Every row of the grid becomes one validated :class:`~pfxab_flower.run_parameters.RunConfig`
-before any work starts, so a bad value anywhere in the grid is one line naming the
-file and the key, and nothing runs.
+Tables ``[experiment]`` (``name``, ``kind``: ``regret`` or ``rewards``, optional ``title``), ``[fixed]``
+(run parameters shared by every run) and ``[grid]`` (run parameters to vary: every combination is one
+run); see ``simulations/configs/`` and docs/results.md. A bad value anywhere is one line naming the file
+and the key, and nothing runs.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""What both Flower strategy trees share: validated constructor arguments, node checks, decoding.
+"""What both Flower strategy trees share: the driver built from checked keywords, node checks, decoding.
 
-The Message-API strategies (:mod:`.message`) and the legacy ones (:mod:`.legacy`) each
-derive from their own Flower ``Strategy`` and from one :class:`.base.DriverStrategy`. Both
-are thin codecs over a :class:`~pfxab_flower.driver.ServerDriver`, which this module builds
-from the strategy's keyword arguments, checked once as an
-:class:`~pfxab_flower.spec.AlgorithmSpec` (one-line ``ConfigError``); and both make their
-concrete classes from the algorithm registry (:class:`StrategyClasses`).
+Both trees are thin codecs over a :class:`~pfxab_flower.driver.ServerDriver`; their concrete classes
+are made from the algorithm registry (:class:`StrategyClasses`).
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
-"""PF-SH: personalised successive halving over candidates every client shares.
+"""PF-SH: personalised successive halving over ``K`` candidates every client draws from the run's seed.
 
-``K`` candidate points are drawn uniformly from the domain with the run's seed, so every client
-and the server know them without exchanging a point: only candidate (node) ids and
-per-candidate means travel, as in PF-XAB. Round ``r`` is one phase: every client pulls every
-candidate of the union of survivors ``g_r`` times (for the global mean) and each of its own
-survivors ``l_r`` more (for its local mean), the split being the cheapest whose personalised
-estimate ``alpha local + (1 - alpha) global`` is worth as many pulls as PF-XAB's
-(:func:`~pfxab_flower.algorithms.pfxab_adaptive.cheapest_split`). Each round costs every client
-about as many pulls as the first one, one pull per candidate (successive halving's equal
-budget per round), so a survivor's estimate is worth twice as many pulls each round. Each
-client then keeps the better half of its survivors by its personalised estimate; after
-``ceil(log2 K)`` rounds, or when the next round no longer fits the horizon, it exploits its best.
-
-The candidates are the centres of uniformly random cells at depth :data:`CANDIDATE_DEPTH` of
-the partition, as random search's points are, so pull logs, regret and final points need
-nothing new. The derivation of the split, of the candidate count and of the guarantee is in
-``docs/algorithms/pf-sh.md``.
+Each round every client pulls the union of survivors (global means) and its own survivors (local
+means), then keeps the better half by its personalised estimate; the derivation of the split, the
+candidate count and the guarantee is in docs/algorithms/pf-sh.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Command-line flags, derived from the one declaration of each parameter (:func:`pfxab_flower.config.declared`:
-:data:`~pfxab_flower.config.PARAMETERS`, or the algorithm or problem that declares it, e.g. ``--candidates``).
+"""Command-line flags, derived from each parameter's one declaration (:func:`pfxab_flower.config.declared`).
 
-Flags are read as strings and converted by :class:`~pfxab_flower.run_parameters.RunConfig`
-(or :func:`~pfxab_flower.config.parse`), so a bad value gets the same one-line
-message from every entry point; their help text and defaults are the declaration's. A choice
-parameter's flag lists its choices (``--problem {garland,doublesine,landmine}``, read from the
-problem registry when the parser is built) without argparse's ``choices``, whose error would
-not be the declaration's one line.
+Flags keep the user's text for the declared check, so a bad value gets the same one line from every
+entry point; help, defaults and a choice's ``{a,b}`` list are the declaration's.
 """
 
 from __future__ import annotations
