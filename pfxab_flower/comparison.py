@@ -1,29 +1,8 @@
-"""Side-by-side comparison: every algorithm on the same federation with the same seeds.
+"""Side-by-side comparison: every algorithm on the same federation, with the same seeds and the same regret.
 
-Why a module of its own: the paper's figures compare PF-XAB, Fed-PNE and PF-PNE
-on one federation, and the comparison is only fair if every algorithm sees the
-same objectives, the same noise seeds and the same regret (the personalised
-regret at the experiment's ``alpha``). This module runs the grid
-``algorithms x seeds`` with the in-process engine, keeps one row per run and each
-run's regret curve, and summarises each algorithm by the mean and the sample
-standard deviation (``ddof = 1``; undefined, NaN, for a single seed) over the seeds.
-
-What is compared is either a :class:`~pfxab_flower.problems.federation.Federation`
-(your objectives; the keywords are :func:`pfxab_flower.engine.run`'s) or a
-:class:`~pfxab_flower.run_parameters.RunConfig` (a built-in problem; keywords replace its
-fields). Every run is checked before the first starts, by the checks the runs
-themselves make, so a bad keyword is one :class:`ConfigError` line and no work.
-The algorithms default to every registered one (:mod:`pfxab_flower.algorithms.registry`).
-
-The federation (and its cached optimum, the one expensive step) is built once,
-in this process, before any worker starts (workers are forked and inherit it).
-Wall times are those of the runs only, after the federation and its optimum
-are ready. Results are ordered by algorithm then seed whatever the number of
-workers, and every number except the wall time is the same for the same seeds.
-
-A written comparison (:meth:`Comparison.write`) is self-describing: ``comparison.json``
-says what was compared, so ``pfxab plot`` and ``pfxab report`` recognise the
-directory and :func:`load_comparison` reads it back.
+Runs the grid ``algorithms x seeds`` in process (a Federation with :func:`pfxab_flower.engine.run`'s keywords,
+or a RunConfig whose fields the keywords replace), every run checked before the first starts, and
+summarises each algorithm over the seeds; :meth:`Comparison.write` and :func:`load_comparison` store it.
 """
 
 from __future__ import annotations
@@ -226,7 +205,7 @@ def _checked_list(name: str, values: Any, check_one: Any) -> tuple[Any, ...]:
 def _plan_config(base: RunConfig, algorithms: tuple[str, ...], seeds: tuple[int, ...],
                  parameters: dict[str, Any]) -> tuple[RunConfig, list[RunConfig], dict[str, Any]]:
     """The runs of a RunConfig comparison: every config is built (so checked) before any runs."""
-    _refuse_unknown(parameters, [f.name for f in dataclasses.fields(RunConfig) if f.name not in _PER_RUN])
+    _refuse_unknown(parameters, [name for name in RunConfig.names() if name not in _PER_RUN])
     base = base.replace(**parameters)
     configs = [base.replace(algorithm=a, seed=s) for a in algorithms for s in seeds]
     setting = {k: v for k, v in base.to_dict().items() if k not in _PER_RUN}
@@ -241,7 +220,7 @@ def _plan_federation(federation: Federation, algorithms: tuple[str, ...], seeds:
                      parameters: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The runs of a Federation comparison: :func:`run_checked`'s keywords, every spec built (so checked) first.
 
-    An algorithm's own keyword (``pf_pne_eps``) goes to the algorithms that declare it;
+    An algorithm's own keyword (``candidates``) goes to the algorithms that declare it;
     one that none of them declares is refused.
     """
     own = {name: p for a in algorithms for name, p in options_of(a).items()}
@@ -280,7 +259,7 @@ def compare(
 
     ``target``: a :class:`Federation` (``parameters`` are :func:`pfxab_flower.engine.run`'s
     keywords: ``alpha``, ``horizon``, ``nu1``, ``rho``, ``max_depth``, ``confidence``, the
-    algorithms' own (``pf_pne_eps``: given to the algorithms that declare it), ``min_fraction``,
+    algorithms' own (``candidates``: given to the algorithms that declare it), ``min_fraction``,
     ``faults``, ``describe``, with ``run``'s defaults; ``algorithms``: default every registered one),
     or a :class:`RunConfig` (its ``algorithm`` and ``seed`` are ignored; ``parameters``
     replace its other fields, e.g. ``alpha=0.9``). Every run is checked before any starts.

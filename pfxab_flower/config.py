@@ -1,25 +1,18 @@
-"""Every parameter of a run and of the Flower app, listed once, and the check of a value by its name.
+"""The common parameters of a run and of the Flower app (:data:`PARAMETERS`), and the check of a value by name.
 
-:data:`PARAMETERS` lists the common parameters, each a :class:`~pfxab_flower.parameter.Parameter`:
-most declared here, those a lower module checks itself declared by that module (``noise_sigma`` in
-:mod:`pfxab_flower.noise`, ``spread`` in :mod:`pfxab_flower.problems.synthetic`, ...); an algorithm's
-own (PF-PNE's ``pf_pne_eps``) by its policy, found by :func:`declared`. Derived from them or tested
-against them: ``RunConfig`` and ``AppOptions``, the command-line flags, the Flower run-config keys
-(``noise-sigma``) and ``[tool.flwr.app.config]`` in ``pyproject.toml`` (``tests/test_config.py``).
-The choices of ``problem``, ``algorithm`` and ``confidence`` are read from their registries on each
-check, so this module sits above the algorithms: nothing they import may import it.
-
-:func:`check` checks a Python value, :func:`parse` text (a flag, a run-config key, a CSV or TOML
-cell); a bad value is one :class:`ConfigError` line, ``"{name}={value!r} is invalid; allowed: {what}"``,
-the name spelled the way the value was given (``noise_sigma``, ``--noise-sigma``, ``noise-sigma``).
+The algorithms' and problems' own parameters are declared by their owners and found here through
+the registries (:func:`declared`, :func:`scoped`): this module sits above both. RunConfig, the
+flags, the run-config keys and ``[tool.flwr.app.config]`` all derive from what it finds.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from typing import Any
 
+from pfxab_flower import problem_registry
 from pfxab_flower.algorithms import registry
 from pfxab_flower.algorithms.bounds import BOUNDS
 from pfxab_flower.domain import DIMENSIONS
@@ -33,14 +26,11 @@ from pfxab_flower.limits import (
     MAX_SEEDS,
     NU1_RANGE,
     RHO_LOW,
-    index_list,
     seed_ranges,
 )
 from pfxab_flower.noise import NOISE, NOISE_SIGMA
 from pfxab_flower.parameter import Parameter, between, check_against, choice, from_text, refuse
-from pfxab_flower.problem_registry import problem_help
 from pfxab_flower.problems.federation import CLIENTS, EVALUATION
-from pfxab_flower.problems.synthetic import SPREAD
 
 ENGINES = ("inprocess", "flower")
 #: Where the runs of a sweep or comparison execute: a local process pool, or tasks on a Ray cluster.
@@ -51,11 +41,6 @@ CONFIDENCES = ("hoeffding", "bernstein")
 #: Flower APIs the app runs on: the Message API (the default: several times cheaper per round,
 #: see docs/performance.md) or the legacy Strategy/NumPyClient one.
 APIS = ("message", "legacy")
-#: The landmine data set's fields (0-based) and the default clients: both terrain types.
-LANDMINE_FIELD_COUNT = 29
-DEFAULT_LANDMINE_FIELDS = tuple(range(0, LANDMINE_FIELD_COUNT, 3))
-#: RunConfig fields that are an algorithm's own parameter (declared by its policy, not in :data:`PARAMETERS`).
-OPTION_FIELDS = ("pf_pne_eps", "random_fraction", "candidates")
 
 
 def _algorithm_list(text: str) -> list[str] | None:
@@ -72,7 +57,7 @@ _SEEDS_ALLOWED = (f"an integer, a range like 0-9, or a comma-separated list like
 
 #: The declaration: RunConfig fields (in order), then the Flower app's options, then other flags and limits.
 PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
-    choice("problem", "garland", "federation to optimise", problem_help),
+    choice("problem", "garland", "federation to optimise", problem_registry.problem_help),
     choice("algorithm", "pf-xab", "algorithm", lambda: _registered_algorithms()),
     CLIENTS,
     Parameter("alpha", float, 0.5, "a number in [0, 1]", "personalisation weight in [0, 1]", between(0, 1)),
@@ -88,21 +73,14 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     NOISE,
     NOISE_SIGMA,
     EVALUATION,
-    SPREAD,
     Parameter("max_depth", int, None, "an integer >= 1 (or unset for no limit)", "deepest phase",
               between(1, MAX_INT64), optional=True, unset="none, the budget alone limits the depth"),
     Parameter("max_evaluations", int, None, "an integer >= 1 (or unset for no limit)",
               "most distinct points each client evaluates (a phase starts only if it fits)",
-              between(1, MAX_INT64), optional=True, unset="none, the horizon alone limits the run"),
-    choice("confidence", "hoeffding",
-            "confidence widths: hoeffding (the paper's) or bernstein (from the observed variance)",
-            lambda: _registered_bounds()),
-    Parameter("landmine_data", str, None, "a file path", "path to LandmineData.mat (landmine problem)",
-              optional=True, unset="$PFXAB_LANDMINE_DATA, else the downloaded copy in the cache"),
-    Parameter("fields", str, None, f"distinct comma-separated integers in 0..{LANDMINE_FIELD_COUNT - 1}",
-              "comma-separated landmine field indices (landmine problem)",
-              lambda text: index_list(text, LANDMINE_FIELD_COUNT) is not None, optional=True,
-              unset=",".join(map(str, DEFAULT_LANDMINE_FIELDS))),
+              between(1, MAX_INT64), optional=True, unset="none, the horizon alone limits the run", late=True),
+    replace(choice("confidence", "hoeffding",
+                   "confidence widths: hoeffding (the paper's) or bernstein (from the observed variance)",
+                   lambda: _registered_bounds()), late=True),
     # The Flower app (run-config keys beside the RunConfig fields).
     Parameter("out_dir", str, "results/latest", "a directory path",
               "where the ServerApp writes summary.json, clients.csv, curve.csv", lambda text: bool(text.strip()),
@@ -174,15 +152,20 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def own_parameters() -> dict[str, Parameter]:
+    """The registered algorithms' and problems' own parameters, by name (``candidates``, ``spread``)."""
+    return {**registry.declared_options(), **problem_registry.declared_options()}
+
+
 def declared(name: str) -> Parameter:
-    """The declaration of ``name``: :data:`PARAMETERS`', or the algorithm that declares it (``pf_pne_eps``)."""
+    """The declaration of ``name``: :data:`PARAMETERS`', or that of the algorithm or problem that owns it."""
     if name in PARAMETERS:
         return PARAMETERS[name]
-    options = registry.declared_options()
-    if name not in options:
-        known = ", ".join(p.key for p in [*PARAMETERS.values(), *options.values()])
+    own = own_parameters()
+    if name not in own:
+        known = ", ".join(p.key for p in [*scoped("run"), *scoped("app"), *scoped("other")])
         raise ConfigError(f"unknown parameter {name.replace('_', '-')!r}; allowed: {known}")
-    return options[name]
+    return own[name]
 
 
 _declared = declared
@@ -219,14 +202,23 @@ def run_config_value(name: str, value: Any) -> Any:
 
 
 def scoped(scope: str) -> list[Parameter]:
-    """The declared parameters of one scope (``run``, ``app`` or ``other``), in declaration order.
+    """The declared parameters of one scope (``run``, ``app`` or ``other``), in a run's listing order.
 
-    ``run`` also holds the algorithms' own parameters that are :class:`RunConfig` fields (``pf_pne_eps``).
+    ``run`` also holds the algorithms' and problems' own parameters, each after the one it
+    declares it follows (``after``), the rest at the end: the order of flags and CSV columns.
     """
-    core = [declared(p.name) for p in PARAMETERS.values() if p.scope == scope]
+    core = [p for p in PARAMETERS.values() if p.scope == scope]
     if scope != "run":
         return core
-    return core + [declared(name) for name in OPTION_FIELDS]
+    own = list(own_parameters().values())
+
+    def placed(p: Parameter) -> list[Parameter]:
+        return [p, *(q for o in own if o.after == p.name for q in placed(o))]
+
+    listing = [q for p in core for q in placed(p)]
+    for o in own:  # following nothing listed: at the end
+        listing += [] if o in listing else placed(o)
+    return listing
 
 
 def parse_seeds(text: str) -> list[int]:

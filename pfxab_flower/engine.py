@@ -25,6 +25,7 @@ from pfxab_flower.errors import ConfigError, RunStoppedError
 from pfxab_flower.exchanges import Exchange, Failure, Outgoing
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS, FaultPlan, InjectedFailureError
 from pfxab_flower.limits import MAX_PULLS
+from pfxab_flower.problem_registry import declared_options as problem_options
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.results import RunResult
@@ -45,7 +46,7 @@ def make_settings(
     """The :class:`Settings` every machine of a run shares, from Python keywords (checked once, here).
 
     ``parameters`` are the spec's keywords (:meth:`AlgorithmSpec.build`): the common ones and
-    ``algorithm``'s own (``pf_pne_eps`` for ``pf-pne``).
+    ``algorithm``'s own (``candidates`` for ``pf-sh``).
     """
     spec = AlgorithmSpec.build(algorithm, num_clients=num_clients, reward_range=reward_range, **parameters)
     return Settings(spec, min_fraction=min_fraction)
@@ -167,8 +168,8 @@ def run(
 
     ``parameters`` are the algorithm's keywords, checked once here (:func:`run_spec`):
     ``alpha``, ``horizon``, ``seed``, ``nu1``, ``rho``, ``max_depth``, ``confidence`` (the
-    declared defaults for those not given) and the algorithm's own (``pf_pne_eps`` for
-    ``pf-pne``; another algorithm refuses it). ``describe`` adds problem-level entries
+    declared defaults for those not given) and the algorithm's own (``candidates`` for
+    ``pf-sh``; another algorithm refuses it). ``describe`` adds problem-level entries
     (noise, spread, ...) to the summary; ``faults`` injects client failures and
     ``min_fraction`` is the quorum (see :mod:`pfxab_flower.faults`).
     """
@@ -206,8 +207,10 @@ def run_checked(
 
 
 def describe_problem(config: RunConfig) -> dict[str, Any]:
-    """The problem-level parameters of a run config, for the summary."""
-    return {"noise": config.noise, "noise_sigma": config.noise_sigma, "spread": config.spread}
+    """The problem-level parameters of a run config, for the summary: the noise, and the problems' own that
+    always hold a value (``spread``; not the optional ones, e.g. landmine's data file)."""
+    own = {p.name: config.options[p.name] for p in problem_options().values() if not p.optional}
+    return {"noise": config.noise, "noise_sigma": config.noise_sigma, **own}
 
 
 def run_config(config: RunConfig, federation: Federation | None = None) -> RunResult:

@@ -16,7 +16,8 @@ from concurrent.futures.process import BrokenProcessPool
 from functools import lru_cache
 from typing import Any
 
-from pfxab_flower.config import OPTION_FIELDS, PARAMETERS
+from pfxab_flower.algorithms.registry import declared_options
+from pfxab_flower.config import PARAMETERS
 from pfxab_flower.errors import WorkerLostError
 from pfxab_flower.lifetime import exit_with_parent
 from pfxab_flower.problems import build_federation
@@ -27,13 +28,12 @@ from pfxab_flower.run_parameters import RunConfig
 #: The RunConfig fields of the algorithm (not of the federation); an option field reset is its declared default.
 #: Seconds a broken pool waits for its dead worker's exit status to be readable (only when a worker died).
 EXIT_STATUS_WAIT = 2.0
-ALGORITHM_FIELDS = ("algorithm", "alpha", "seed", "horizon", "nu1", "rho", "max_depth", "max_evaluations",
-                    *OPTION_FIELDS, "confidence")
+ALGORITHM_FIELDS = ("algorithm", "alpha", "seed", "horizon", "nu1", "rho", "max_depth", "max_evaluations", "confidence")
 
 
 def federation_key(config: RunConfig) -> RunConfig:
     """The config with the algorithm's own fields reset: configs that share a federation share this key."""
-    reset = {name: None if name in OPTION_FIELDS else PARAMETERS[name].default for name in ALGORITHM_FIELDS}
+    reset = {**{name: PARAMETERS[name].default for name in ALGORITHM_FIELDS}, **dict.fromkeys(declared_options())}
     return config.replace(**{**reset, "alpha": 0.0, "horizon": 1})
 
 

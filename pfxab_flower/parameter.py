@@ -1,11 +1,8 @@
 """One declared parameter (:class:`Parameter`) and the one check of a value against its declaration.
 
-A leaf: it imports nothing of the package but its errors and limits, so every module may declare
-its own parameters here (an algorithm's ``pf_pne_eps``, the noise model's ``noise_sigma``) without
-importing the registries that :mod:`pfxab_flower.config` reads. :mod:`pfxab_flower.config` lists
-every declaration and checks a value by its name; :func:`check_against` is that check.
-
-A bad value raises :class:`ConfigError` with one line, ``"{name}={value!r} is invalid; allowed: {what}"``.
+A leaf (it imports only errors and limits), so the module that owns a parameter declares it:
+the common ones in :mod:`pfxab_flower.config`, an algorithm's on its policy, a problem's at its
+registration. A bad value is one :class:`ConfigError` line: ``"{name}={value!r} is invalid; allowed: {what}"``.
 """
 
 from __future__ import annotations
@@ -41,6 +38,13 @@ class Parameter:
     scope: str = "run"  # "run": a RunConfig field; "app": an AppOptions field; "other": a flag or a limit
     unset: str = "unset"  # what leaving an optional parameter unset means (its default in --help)
     choices: Callable[[], Mapping[str, str]] | None = None  # a choice parameter's names and descriptions
+    #: An algorithm's or a problem's own parameter: the run parameter it follows in a run's listing (flags,
+    #: a sweep's CSV columns); ``None``: at the end.
+    after: str | None = None
+    #: An algorithm's own: every algorithm's messages carry it at its default (they did before it was its own).
+    on_every_wire: bool = False
+    #: Added after results were first written: a run's id leaves it out at its default (older ids stay).
+    late: bool = False
 
     @property
     def key(self) -> str:

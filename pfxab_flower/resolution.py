@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pfxab_flower.algorithms.run_spec import RunSpec
 from pfxab_flower.partition import MAX_DEPTH, nodes_at_depth
-from pfxab_flower.spec import FULL_RANGE, AlgorithmSpec
+from pfxab_flower.spec import FULL_RANGE
 
 if TYPE_CHECKING:
     from pfxab_flower.problems.federation import Federation
@@ -63,7 +64,7 @@ class UniformPlan:
         return len(self.lengths)
 
 
-def uniform_plan(spec: AlgorithmSpec) -> UniformPlan:
+def uniform_plan(spec: RunSpec) -> UniformPlan:
     """The phases that fit ``spec``'s horizon when every node of every depth stays active.
 
     Phase ``p`` has ``2^p`` nodes in the union and in every client's own set, pulled as the
@@ -89,7 +90,7 @@ def uniform_plan(spec: AlgorithmSpec) -> UniformPlan:
     return UniformPlan(tuple(lengths))
 
 
-def uniform_exploration_warning(spec: AlgorithmSpec, truth: Federation | None = None) -> str | None:
+def uniform_exploration_warning(spec: RunSpec, truth: Federation | None = None) -> str | None:
     """One line if ``spec`` cannot eliminate any node before its last phase that fits, else ``None``.
 
     How far apart two nodes' means can lie comes from ``truth`` (a federation whose objectives

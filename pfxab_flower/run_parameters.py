@@ -1,33 +1,23 @@
 """One run's parameters (:class:`RunConfig`), the Flower app's options (:class:`AppOptions`) and their run config.
 
-Both are built from :mod:`pfxab_flower.config`'s declarations: every field's default and check are
-the declared parameter's, so a value is checked the same way whether it comes from Python, a flag, a
-Flower run config (``noise-sigma``) or a sweep's TOML row. :func:`parse_run_config` splits a Flower
-run config into the two, :func:`to_run_config` writes one back.
+Both are built from the declarations (:func:`pfxab_flower.config.scoped`): every value is checked the
+same way from Python, a flag, a Flower run config (``noise-sigma``) or a sweep's TOML row.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
-from pfxab_flower.config import (
-    DEFAULT_LANDMINE_FIELDS,
-    LANDMINE_FIELD_COUNT,
-    OPTION_FIELDS,
-    PARAMETERS,
-    check,
-    declared,
-    run_config_value,
-    scoped,
-)
+from pfxab_flower.config import PARAMETERS, check, declared, run_config_value, scoped
 from pfxab_flower.errors import ConfigError, spelled, spelled_as
 from pfxab_flower.faults import FaultPlan
-from pfxab_flower.limits import MAX_PULLS, REWARD_LIMIT, index_list
+from pfxab_flower.limits import MAX_PULLS, REWARD_LIMIT
 from pfxab_flower.parameter import from_text, refuse
+from pfxab_flower.problem_registry import check_run
 
 
 def check_reward_range(confidence: str, reward_range: Any, label: str = "reward_range") -> tuple[float, float]:
@@ -54,67 +44,75 @@ def _default(name: str) -> Any:
     return PARAMETERS[name].default
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, eq=False)
 class RunConfig:
-    """Parameters of one run. Field names are the CLI flags (``--noise-sigma``) in snake case.
+    """Parameters of one run, each checked against its declaration; keywords are the flags in snake case.
 
-    Defaults and checks are :data:`PARAMETERS`' (``tests/test_config.py`` checks the fields match it).
+    Every common parameter (:data:`PARAMETERS`, scope ``run``) is an attribute; those below are typed
+    for mypy (a new one may be added here too). The algorithms' and problems' own (``candidates``,
+    ``spread``) are ``options``, read as attributes too (``config.spread``). Every registered one is
+    present (its declared default if not given); equality and hash are :meth:`to_dict`'s.
     """
 
-    problem: str = _default("problem")
-    algorithm: str = _default("algorithm")
-    clients: int = _default("clients")
-    alpha: float = _default("alpha")
-    horizon: int = _default("horizon")
-    seed: int = _default("seed")
-    nu1: float = _default("nu1")
-    rho: float = _default("rho")
-    noise: str = _default("noise")
-    noise_sigma: float = _default("noise_sigma")
-    evaluation: str = _default("evaluation")
-    spread: float = _default("spread")
-    max_depth: int | None = _default("max_depth")
-    max_evaluations: int | None = _default("max_evaluations")
-    #: PF-PNE's own parameter, kept as a field (and ``--pf-pne-eps`` flag) for compatibility: declared, default
-    #: and checked by PF-PNE's policy (``None`` here: its declared default). Other algorithms ignore it.
-    pf_pne_eps: float = None  # type: ignore[assignment]
-    #: Random search's own parameter, a field (``--random-fraction``) the same way (``None``: its declared default).
-    random_fraction: float = None  # type: ignore[assignment]
-    #: PF-SH's own parameter, a field (``--candidates``) the same way (``None``: its declared default, the rule).
-    candidates: int = None  # type: ignore[assignment]
-    confidence: str = _default("confidence")
-    landmine_data: str | None = _default("landmine_data")
-    fields: str | None = _default("fields")
+    problem: str
+    algorithm: str
+    clients: int
+    alpha: float
+    horizon: int
+    seed: int
+    nu1: float
+    rho: float
+    noise: str
+    noise_sigma: float
+    evaluation: str
+    max_depth: int | None
+    max_evaluations: int | None
+    confidence: str
+    #: The algorithms' and problems' own parameters, by name (``None`` given: the declared default).
+    options: Mapping[str, Any]
 
-    def __post_init__(self) -> None:
-        for f in fields(self):  # in declaration order: the first bad value is the one reported
-            value = getattr(self, f.name)
-            if f.name in OPTION_FIELDS and value is None:
-                value = declared(f.name).default
-            object.__setattr__(self, f.name, check(f.name, value))
+    def __init__(self, **values: Any) -> None:
+        listing = scoped("run")
+        names = [p.name for p in listing]
+        unknown = [name for name in values if name not in names]
+        if unknown:
+            raise ConfigError(f"unknown parameter {unknown[0].replace('_', '-')!r}; allowed: "
+                              f"{', '.join(sorted(name.replace('_', '-') for name in names))}")
+        options: dict[str, Any] = {}
+        for p in listing:  # in listing order: the first bad value is the one reported
+            value = values.get(p.name, p.default)
+            if p.name in PARAMETERS:
+                object.__setattr__(self, p.name, check(p.name, value))
+            else:
+                options[p.name] = check(p.name, p.default if value is None else value)
+        object.__setattr__(self, "options", options)
         if self.clients * self.horizon > MAX_PULLS:
             allowed = (f"an integer in [1, {MAX_PULLS // self.clients:,}] with {spelled('clients')}={self.clients} "
                        f"(clients x horizon at most {MAX_PULLS:,}, which takes minutes; see docs/scaling.md)")
             refuse("horizon", self.horizon, allowed)
-        chosen = self._chosen_fields()
-        if self.problem == "landmine" and self.clients > len(chosen):
-            fields_ = spelled("fields")
-            allowed = (f"at most {len(chosen)}, the number of landmine fields in {fields_}={self.fields!r}"
-                       if self.fields is not None else
-                       f"at most {len(chosen)} with the default landmine fields ({PARAMETERS['fields'].unset}); "
-                       f"{fields_} can name up to {LANDMINE_FIELD_COUNT}")
-            refuse("clients", self.clients, allowed)
+        check_run(self)
         check_evaluation_budget(self.evaluation, self.max_evaluations, self.horizon)
 
-    def _chosen_fields(self) -> tuple[int, ...]:
-        if self.fields is None:
-            return DEFAULT_LANDMINE_FIELDS
-        return index_list(self.fields, LANDMINE_FIELD_COUNT) or ()
+    def __getattr__(self, name: str) -> Any:
+        """An own parameter's value (``config.spread``); only names that are no field come here."""
+        options = self.__dict__.get("options", {})
+        if name not in options:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return options[name]
 
-    @property
-    def landmine_fields(self) -> tuple[int, ...]:
-        """The landmine fields of the clients: the first ``clients`` of ``fields`` (default 0, 3, ..., 27)."""
-        return self._chosen_fields()[: self.clients]
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RunConfig) and self.to_dict() == other.to_dict()
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.to_dict().items()))
+
+    def __repr__(self) -> str:
+        return f"RunConfig({', '.join(f'{name}={value!r}' for name, value in self.to_dict().items())})"
+
+    @staticmethod
+    def names() -> list[str]:
+        """Every parameter a run takes (keywords, flags, CSV columns), in listing order."""
+        return [p.name for p in scoped("run")]
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> RunConfig:
@@ -125,7 +123,7 @@ class RunConfig:
         """
         if not isinstance(values, Mapping):
             raise ConfigError(f"values={values!r} is invalid; allowed: a mapping of parameter names to values")
-        known = {f.name for f in fields(cls)}
+        known = cls.names()
         kwargs: dict[str, Any] = {}
         for key, value in values.items():
             name = key.replace("-", "_")
@@ -136,10 +134,14 @@ class RunConfig:
         return cls(**kwargs)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every parameter's value by name, flat (own parameters beside the common ones), in listing order."""
+        own = dict(self.options)
+        listed = {name: own.pop(name) if name in own else getattr(self, name)
+                  for name in self.names() if name in PARAMETERS or name in own}
+        return {**listed, **own}
 
     def replace(self, **changes: Any) -> RunConfig:
-        return RunConfig(**{**asdict(self), **changes})
+        return RunConfig(**{**self.to_dict(), **changes})
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ from pfxab_flower.algorithms.messages import (
     PhaseInstruction,
 )
 from pfxab_flower.algorithms.phased import ClientMachine, ClientState, Settings
+from pfxab_flower.algorithms.run_spec import RunSpec
 from pfxab_flower.faults import NO_FAULTS, FaultPlan
 from pfxab_flower.sampling import Environment
-from pfxab_flower.spec import AlgorithmSpec
 
 #: What a session keeps of its environment between messages (e.g. the pull log): named arrays.
 EnvironmentState = dict[str, np.ndarray]
@@ -94,7 +94,7 @@ class ClientSession:
         self.faults = faults
         self.sleep = sleep
 
-    def stands_by(self, parameters: AlgorithmSpec) -> bool:
+    def stands_by(self, parameters: RunSpec) -> bool:
         """Whether this node is not one of the run's clients (its index is ``>= num_clients``)."""
         return not 0 <= self.client < parameters.num_clients
 

@@ -1,17 +1,8 @@
 """What one run of one algorithm is: an :class:`AlgorithmSpec`, built and checked once, then carried as is.
 
-Every entry point builds the spec once and checks it there, with errors naming the value
-as that entry point spells it: :meth:`AlgorithmSpec.build` for Python keywords
-(:func:`pfxab_flower.engine.run`, :func:`pfxab_flower.comparison.compare`, the Flower
-strategies), :meth:`AlgorithmSpec.from_config` for a :class:`~pfxab_flower.run_parameters.RunConfig`
-(checked when it was made: the CLI, a sweep's TOML, a Flower run config). From there it
-travels unchanged: engine -> :class:`~pfxab_flower.driver.ServerDriver` -> every message
-(:meth:`to_wire`) -> the clients, whose :meth:`from_wire` is their one check of what a
-server sent -> the machines (:class:`~pfxab_flower.algorithms.phased.Settings` wraps it).
-
-The spec holds the parameters every algorithm takes (:data:`COMMON`) and, in ``options``,
-those the algorithm declares itself (its policy's ``parameters``, defaults filled in),
-so a new option is one declaration in one policy.
+Built from Python keywords (:meth:`AlgorithmSpec.build`) or a checked RunConfig (:meth:`~AlgorithmSpec.from_config`);
+it travels to every client in each message (:meth:`~AlgorithmSpec.to_wire`, :meth:`~AlgorithmSpec.from_wire`).
+The common parameters are fields; the algorithm's own (its policy's ``parameters``) are ``options``.
 """
 
 from __future__ import annotations
@@ -31,11 +22,9 @@ from pfxab_flower.run_parameters import check_reward_range
 if TYPE_CHECKING:
     from pfxab_flower.run_parameters import RunConfig
 
-#: Options that every message has carried since before options were an algorithm's own: still sent (at their
-#: declared default) by every algorithm, so the wire's keys and bytes, and the counted values, stay those of
-#: earlier versions; a client of an algorithm that does not declare one ignores it.
-ALWAYS_ON_WIRE = ("pf_pne_eps",)
 PREFIX = "param-"
+#: The common keywords every message carries (``max_depth`` 0 for none); the later ones only when set (:func:`_later`).
+ON_EVERY_WIRE = ("num_clients", "horizon", "alpha", "seed", "nu1", "rho", "max_depth")
 #: The widest reward range (the default): a server accepts local means anywhere in it.
 FULL_RANGE = (-REWARD_LIMIT, REWARD_LIMIT)
 
@@ -95,13 +84,11 @@ class AlgorithmSpec:
                     dimensions: int | None = None) -> AlgorithmSpec:
         """The spec of a checked :class:`RunConfig`: its fields are trusted; only the reward range is checked
         (against the confidence bound: ``bernstein`` needs a real one). The algorithm's options are read
-        from the config's fields of the same names (``pf_pne_eps``); ``dimensions`` as in :meth:`build`."""
-        options = {name: getattr(config, name) for name in options_of(config.algorithm)}
-        spec = cls(algorithm=config.algorithm, num_clients=config.clients, horizon=config.horizon, alpha=config.alpha,
-                   seed=config.seed, nu1=config.nu1, rho=config.rho, max_depth=config.max_depth,
-                   max_evaluations=config.max_evaluations,
-                   confidence=config.confidence, reward_range=check_reward_range(config.confidence, reward_range),
-                   options=options)
+        from the config's (``config.options``); ``dimensions`` as in :meth:`build`."""
+        options = {name: config.options.get(name, p.default) for name, p in options_of(config.algorithm).items()}
+        common = {name: getattr(config, declared) for name, declared in COMMON.items()}
+        spec = cls(algorithm=config.algorithm, reward_range=check_reward_range(config.confidence, reward_range),
+                   options=options, **common)
         return _resolved(spec, dimensions)
 
     def replace(self, **changes: Any) -> AlgorithmSpec:
@@ -114,10 +101,11 @@ class AlgorithmSpec:
 
     def summary(self) -> dict[str, Any]:
         """The parameters as a run's summary lists them (after ``algorithm``, ``problem``, ``engine``)."""
-        return {"alpha": self.alpha, "clients": self.num_clients, "horizon": self.horizon, "seed": self.seed,
-                "nu1": self.nu1, "rho": self.rho, "max_depth": self.max_depth, **self.options,
-                "confidence": self.confidence,
-                **({} if self.max_evaluations is None else {"max_evaluations": self.max_evaluations})}
+        first = {"alpha": self.alpha, "clients": self.num_clients, "horizon": self.horizon, "seed": self.seed,
+                 "nu1": self.nu1, "rho": self.rho, "max_depth": self.max_depth, **self.options,
+                 "confidence": self.confidence}
+        later = {name: getattr(self, name) for name in _later() if name != "confidence"}
+        return {**first, **{name: value for name, value in later.items() if value is not None}}
 
     # -- the wire -----------------------------------------------------------------------
     def for_clients(self, report_pulls: bool) -> AlgorithmSpec:
@@ -131,18 +119,16 @@ class AlgorithmSpec:
         In the order and with the keys of earlier versions: optional parts (a confidence
         other than ``hoeffding``, a reward range narrower than the full one) only when set.
         """
-        own = options_of(self.algorithm)
-        shared = {name: p.default for name, p in declared_options().items() if name in ALWAYS_ON_WIRE}
+        own = options_of(self.algorithm)  # and those every message carries (``on_every_wire``), at their default
+        shared = {name: p.default for name, p in declared_options().items() if p.on_every_wire}
         options = {**{n: v for n, v in shared.items() if n not in own}, **self.options}
         values: dict[str, Any] = {
             "algorithm": self.algorithm, "num_clients": self.num_clients, "horizon": self.horizon,
             "alpha": self.alpha, "seed": self.seed, "nu1": self.nu1, "rho": self.rho,
             "max_depth": self.max_depth or 0, **options, "report_pulls": self.report_pulls,
         }
-        if self.confidence != _default("confidence"):
-            values["confidence"] = self.confidence
-        if self.max_evaluations is not None:
-            values["max_evaluations"] = self.max_evaluations
+        values.update({name: getattr(self, name) for name in _later()
+                       if getattr(self, name) != _default(COMMON[name])})
         if self.reward_range != FULL_RANGE:
             values["reward_low"], values["reward_high"] = self.reward_range
         return {_key(name): value for name, value in values.items()}
@@ -156,9 +142,9 @@ class AlgorithmSpec:
         another version, or a hostile one).
         """
         algorithm = check("algorithm", _typed(values, "algorithm", str))
-        optional = {"confidence": _default("confidence"), "max_evaluations": None}  # on the wire only when set
-        common = {name: _typed(values, name, _KINDS[declared]) if name not in optional or _key(name) in values
-                  else optional[name] for name, declared in COMMON.items()}
+        optional = _later()  # on the wire only when not at their default
+        common = {name: _typed(values, name, PARAMETERS[declared].kind) if name not in optional or _key(name) in values
+                  else _default(declared) for name, declared in COMMON.items()}
         for name, declared in COMMON.items():
             value = common[name]
             if name == "max_depth" and value == 0:
@@ -172,16 +158,12 @@ class AlgorithmSpec:
 
 
 def check_keywords(algorithm: str, keywords: Mapping[str, Any]) -> None:
-    """A one-line :class:`ConfigError` for a keyword ``algorithm`` does not take (e.g. ``pf_pne_eps`` for pf-xab)."""
+    """A one-line :class:`ConfigError` for a keyword ``algorithm`` does not take (e.g. ``candidates`` for pf-xab)."""
     own = options_of(algorithm)
     for name in keywords:
         if name not in COMMON and name not in own:
             allowed = ", ".join([*COMMON, *own])
             raise ConfigError(f"unknown keyword {name!r} for algorithm {algorithm!r}; allowed: {allowed}")
-
-
-_KINDS = {"clients": int, "horizon": int, "alpha": float, "seed": int, "nu1": float, "rho": float, "max_depth": int,
-          "max_evaluations": int, "confidence": str}
 
 
 def _typed(values: Mapping[str, object], name: str, kind: type) -> Any:
@@ -196,6 +178,12 @@ def _typed(values: Mapping[str, object], name: str, kind: type) -> Any:
 
 def _default(name: str) -> Any:
     return PARAMETERS[name].default
+
+
+def _later() -> list[str]:
+    """The common keywords added after the first wire format: sent only when not at their default (``confidence``
+    first, then in :data:`COMMON`'s order: the keys and their order of earlier versions)."""
+    return sorted((name for name in COMMON if name not in ON_EVERY_WIRE), key=lambda name: name != "confidence")
 
 
 def _resolved(spec: AlgorithmSpec, dimensions: int | None) -> AlgorithmSpec:

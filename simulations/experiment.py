@@ -1,24 +1,9 @@
-"""An experiment configuration (TOML): the fixed parameters and the grid of one paper figure.
+"""An experiment configuration (TOML): one paper figure's fixed parameters and grid, every run checked first.
 
-A config file has three tables::
-
-    [experiment]
-    name = "figure1"
-    kind = "regret"            # or "rewards" (figure 3: rewards against alpha)
-    title = "Garland, M = 10"  # optional, used as the figure title
-
-    [fixed]                    # RunConfig fields shared by every run
-    problem = "garland"
-    horizon = 2000000
-
-    [grid]                     # RunConfig fields to vary: every combination is one run
-    algorithm = ["pf-xab", "fed-pne", "pf-pne"]
-    alpha = [0.1, 0.5, 0.9]
-    seed = [0, 1, 2]
-
-Every row of the grid becomes one validated :class:`~pfxab_flower.run_parameters.RunConfig`
-before any work starts, so a bad value anywhere in the grid is one line naming the
-file and the key, and nothing runs.
+Tables ``[experiment]`` (``name``, ``kind``: ``regret`` or ``rewards``, optional ``title``), ``[fixed]``
+(run parameters shared by every run) and ``[grid]`` (run parameters to vary: every combination is one
+run); see ``simulations/configs/`` and docs/results.md. A bad value anywhere is one line naming the file
+and the key, and nothing runs.
 """
 
 from __future__ import annotations
@@ -32,19 +17,19 @@ import re
 import stat
 import tomllib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pfxab_flower.algorithms.registry import algorithm_names, label
-from pfxab_flower.config import PARAMETERS, check
+from pfxab_flower.config import PARAMETERS, check, scoped
 from pfxab_flower.errors import ConfigError, spelled_as
 from pfxab_flower.limits import MAX_CONFIG_BYTES, MAX_SWEEP_RUNS, MAX_TITLE_CHARS
 from pfxab_flower.run_parameters import RunConfig
 
 KINDS = ("regret", "rewards")
 _EXPERIMENT_KEYS = ("name", "kind", "title", "curve_points")
-_RUN_FIELDS = tuple(f.name for f in fields(RunConfig))
+_RUN_FIELDS = tuple(RunConfig.names())
 
 
 @dataclass(frozen=True)
@@ -227,9 +212,9 @@ def _field_name(key: str, path: Path, table: str) -> str:
     return name
 
 
-#: Fields added to RunConfig after results were first written: left out of a run's id at their default, so
-#: an older results directory keeps its run ids (and resumes) unchanged. A new field belongs here.
-LATER_FIELDS = ("confidence", "evaluation", "random_fraction", "max_evaluations", "candidates")
+#: Parameters added after results were first written (declared ``late``): left out of a run's id at their
+#: default, so an older results directory keeps its run ids (and resumes) unchanged.
+LATER_FIELDS = tuple(p.name for p in scoped("run") if p.late)
 LATER_FIELD_DEFAULTS = {name: getattr(RunConfig(), name) for name in LATER_FIELDS}
 
 

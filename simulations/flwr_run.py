@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import IO, Any
@@ -104,7 +104,7 @@ def app_config_defaults() -> dict[str, Any]:
     ``flwr run`` silently drops a ``--run-config`` key that the app's config does
     not declare, so the optional fields (``max-depth``...) must be there too.
     """
-    unset = {f.name.replace("_", "-"): "" for f in fields(RunConfig)}
+    unset = {name.replace("_", "-"): "" for name in RunConfig.names()}
     return {**unset, **to_run_config(RunConfig(), AppOptions())}
 
 

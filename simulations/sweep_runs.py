@@ -30,7 +30,7 @@ SUMMARY_COLUMNS = (
 )
 #: Reference values of the federation, stored per run (see :func:`references`).
 REFERENCE_COLUMNS = ("best_local", "best_global", "best_personalised", "oracle_local", "oracle_global")
-CONFIG_COLUMNS = tuple(RunConfig.__dataclass_fields__)
+CONFIG_COLUMNS = tuple(RunConfig.names())
 #: Summary columns that are not numbers (every other one must be an int or a float).
 _TEXT_COLUMNS, _FLAG_COLUMNS = ("engine",), ("optimum_estimated",)
 #: Summary columns that may be null (``evaluations``: an engine that does not count objective calls).

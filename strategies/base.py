@@ -1,11 +1,7 @@
-"""The part of a strategy that is the same on both Flower APIs: its driver, built from checked keywords, and
-what it reads of the driver's state.
+"""The part of a strategy that is the same on both Flower APIs (:class:`DriverStrategy`).
 
-Flower's two ``Strategy`` bases differ (the Message API's owns its round loop, the legacy
-one is driven by Flower's ``Server``), so each of our strategy trees derives from its own
-Flower base and from :class:`DriverStrategy`, which holds everything that does not depend
-on the API: the constructor's keywords (checked once, :func:`.common.make_driver`), the
-run's bounds, its stop reason, lost clients, final points and scored result.
+Each strategy tree derives from its own Flower base and from this class, which holds what does not
+depend on the API: the driver built from checked keywords, the run's bounds, stop reason and result.
 """
 
 from __future__ import annotations
@@ -59,7 +55,7 @@ class DriverStrategy:
     ``parameters`` are the algorithm's keywords, checked once (:meth:`AlgorithmSpec.build`):
     ``num_clients``, ``horizon``, ``alpha``, ``seed``, ``nu1``, ``rho``, ``max_depth``,
     ``confidence`` (declared defaults for those not given) and the algorithm's own
-    (``pf_pne_eps`` for PF-PNE; another algorithm refuses it). Or ``spec``, a checked spec.
+    (``candidates`` for PF-SH; another algorithm refuses it). Or ``spec``, a checked spec.
 
     ``num_clients`` nodes take part (Flower's ``partition-id`` 0..M-1; a node beyond them
     stands by). ``min_fraction`` of them must answer every exchange or the run stops.

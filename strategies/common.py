@@ -1,11 +1,7 @@
-"""What both Flower strategy trees share: validated constructor arguments, node checks, decoding.
+"""What both Flower strategy trees share: the driver built from checked keywords, node checks, decoding.
 
-The Message-API strategies (:mod:`.message`) and the legacy ones (:mod:`.legacy`) each
-derive from their own Flower ``Strategy`` and from one :class:`.base.DriverStrategy`. Both
-are thin codecs over a :class:`~pfxab_flower.driver.ServerDriver`, which this module builds
-from the strategy's keyword arguments, checked once as an
-:class:`~pfxab_flower.spec.AlgorithmSpec` (one-line ``ConfigError``); and both make their
-concrete classes from the algorithm registry (:class:`StrategyClasses`).
+Both trees are thin codecs over a :class:`~pfxab_flower.driver.ServerDriver`; their concrete classes
+are made from the algorithm registry (:class:`StrategyClasses`).
 """
 
 from __future__ import annotations
@@ -64,7 +60,7 @@ def make_driver(
     """The driver of a strategy's arguments, checked once here (a one-line ``ConfigError`` names a bad one).
 
     ``parameters`` are the spec's keywords (``num_clients``, ``horizon``, ``alpha``, ... and
-    ``algorithm``'s own, e.g. ``pf_pne_eps``); or ``spec`` is a checked spec (e.g. of a
+    ``algorithm``'s own, e.g. ``candidates``); or ``spec`` is a checked spec (e.g. of a
     :class:`~pfxab_flower.run_parameters.RunConfig`), taken as it is.
     """
     min_fraction = check("min_fraction", min_fraction, label="min_fraction")

@@ -46,8 +46,15 @@ def test_pyproject_app_config_is_the_declaration_s_defaults() -> None:
 
 
 def test_run_config_and_app_options_fields_are_the_declared_ones_with_their_defaults() -> None:
-    for cls, scope in ((RunConfig, "run"), (AppOptions, "app")):  # an algorithm's own field: its declared default
-        assert {f.name: getattr(cls(), f.name) for f in fields(cls)} == {p.name: p.default for p in scoped(scope)}
+    # RunConfig's typed fields are the common run parameters; its options every algorithm's and problem's own
+    typed = {f.name for f in fields(RunConfig)} - {"options"}
+    common = {name for name, p in PARAMETERS.items() if p.scope == "run"}
+    assert typed <= common and all(name in vars(RunConfig()) for name in common)  # a new one may be untyped
+    assert set(RunConfig().options) == {p.name for p in scoped("run")} - typed
+    assert RunConfig().to_dict() == {p.name: p.default for p in scoped("run")}
+    assert list(RunConfig().to_dict()) == RunConfig.names() == [p.name for p in scoped("run")]
+    assert {f.name: getattr(AppOptions(), f.name) for f in fields(AppOptions)} == {
+        p.name: p.default for p in scoped("app")}
     assert declared("pf_pne_eps") is PFPNE.parameters[0] and RunConfig().pf_pne_eps == PFPNE.parameters[0].default
     assert {p.key: run_config_value(p.name, p.default) for p in scoped("app")} == APP_DEFAULTS
 
@@ -266,3 +273,17 @@ def test_an_objective_gets_a_read_only_copy_of_its_points() -> None:
     federation = Federation.from_callables([mutates], {"x": (0.0, 1.0)})
     with pytest.raises(ObjectiveError, match=r"^objective of client 0 raised ValueError: .*read-only"):
         federation.optimum(0.5)
+
+
+ROOT = PYPROJECT.parent
+#: The folders installed as the package (``pfxab_flower.strategies`` & co. are installed from the adapters').
+PACKAGE_DIRS = ("pfxab_flower", "strategies", "client_apps", "simulations")
+
+
+@pytest.mark.parametrize("name", ["pf_pne_eps", "random_fraction"])
+def test_an_algorithm_s_own_parameter_is_named_only_where_it_is_declared_and_used(name: str) -> None:
+    """Everything else (RunConfig, the wire, flags, run-config keys, sweep columns) is derived from its declaration."""
+    naming = sorted(str(path.relative_to(ROOT)) for folder in PACKAGE_DIRS for path in (ROOT / folder).rglob("*.py")
+                    if name in path.read_text(encoding="utf-8") or name.replace("_", "-") in
+                    path.read_text(encoding="utf-8"))
+    assert 1 <= len(naming) <= 2, naming

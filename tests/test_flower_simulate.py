@@ -15,7 +15,6 @@ import sys
 import tempfile
 import tomllib
 from collections.abc import Iterator
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -42,7 +41,7 @@ def test_pyproject_app_config_is_every_run_option_and_parses_to_the_defaults() -
     assert flwr["app"]["components"] == {"serverapp": "pfxab_flower.simulations.server_app:app",
                                          "clientapp": "pfxab_flower.simulations.client_app:app"}
     keys = set(flwr["app"]["config"])
-    assert keys == {f.name.replace("_", "-") for f in fields(RunConfig)} | set(APP_DEFAULTS)
+    assert keys == {name.replace("_", "-") for name in RunConfig.names()} | set(APP_DEFAULTS)
     config, options = parse_run_config(flwr["app"]["config"])
     assert config == RunConfig()
     assert options == AppOptions()

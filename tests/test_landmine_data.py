@@ -11,6 +11,7 @@ import pytest
 from sklearn.model_selection import train_test_split
 
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.problem_registry import landmine_fields
 from pfxab_flower.problems import landmine_data
 from pfxab_flower.problems.landmine_data import (
     ENV_VAR,
@@ -143,9 +144,9 @@ def test_bad_fields_are_rejected(fields):
 
 
 def test_clients_take_the_first_fields_and_may_not_exceed_them():
-    assert RunConfig(problem="landmine").landmine_fields == tuple(range(0, 29, 3))
-    assert RunConfig(problem="landmine", clients=3).landmine_fields == (0, 3, 6)
-    assert RunConfig(problem="landmine", fields="5,1,20", clients=2).landmine_fields == (5, 1)
+    assert landmine_fields(RunConfig(problem="landmine")) == tuple(range(0, 29, 3))
+    assert landmine_fields(RunConfig(problem="landmine", clients=3)) == (0, 3, 6)
+    assert landmine_fields(RunConfig(problem="landmine", fields="5,1,20", clients=2)) == (5, 1)
     with pytest.raises(ConfigError, match="clients=4"):
         RunConfig(problem="landmine", fields="5,1,20", clients=4)
     with pytest.raises(ConfigError, match="clients=11"):

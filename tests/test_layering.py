@@ -3,8 +3,9 @@
 The core is every module in the ``pfxab_flower/`` folder; ``strategies/``, ``client_apps/``
 and ``simulations/`` are installed as ``pfxab_flower.strategies`` & co. and sit above it
 (the command line is ``pfxab_flower.simulations.cli``). Imports inside functions count too.
-Within the core, no module imports one that imports it back, directly or through others: the
-modules form layers (an import cycle is found as a strongly connected component of the import graph).
+Within the core, no module imports one that imports it back, directly or through others, counting imports
+for type checkers only (``if TYPE_CHECKING:``) too: the modules form layers (an import cycle is found as a
+strongly connected component of the import graph). No whitelist.
 """
 
 from __future__ import annotations
@@ -58,21 +59,16 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def runtime_imports(path: Path, own: str, known: set[str]) -> set[str]:
-    """The modules of ``known`` that module ``own`` (at ``path``) imports when it runs: at the top or in a
-    function, not for type checkers only.
+def core_imports(path: Path, own: str, known: set[str]) -> set[str]:
+    """The modules of ``known`` that module ``own`` (at ``path``) imports: at the top, in a function, or for
+    type checkers only (a type named from above is a dependency on what is above all the same).
 
     ``from package import name`` imports ``package.name`` if that is a module; importing a
     module also runs every package above it (``problems/__init__.py`` for ``problems.federation``).
     """
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    for_types = {id(node) for branch in ast.walk(tree) if isinstance(branch, ast.If)
-                 and ast.unparse(branch.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
-                 for statement in branch.body for node in ast.walk(statement)}
     targets: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in for_types:
-            continue
         if isinstance(node, ast.Import):
             targets.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -88,9 +84,9 @@ def runtime_imports(path: Path, own: str, known: set[str]) -> set[str]:
 
 
 def import_graph(paths: list[Path]) -> dict[str, set[str]]:
-    """Each core module's imports of other core modules (:func:`runtime_imports`), by module name."""
+    """Each core module's imports of other core modules (:func:`core_imports`), by module name."""
     known = {module_name(path) for path in paths}
-    return {module_name(path): runtime_imports(path, module_name(path), known) for path in paths}
+    return {module_name(path): core_imports(path, module_name(path), known) for path in paths}
 
 
 def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -129,7 +125,7 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_the_core_has_no_import_cycle() -> None:
-    """No core modules import each other, directly or through others (function-level imports count)."""
+    """No core modules import each other, directly or through others (function-level and type-only imports count)."""
     graph = import_graph(CORE)
     arrows = [[f"{source} -> {target}" for source in cycle for target in sorted(graph[source] & set(cycle))]
               for cycle in import_cycles(graph)]
@@ -142,13 +138,13 @@ def test_the_cycle_check_finds_a_cycle_and_only_its_modules() -> None:
     assert import_cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_the_cycle_check_sees_a_function_level_cycle(tmp_path: Path) -> None:
+def test_the_cycle_check_sees_function_level_and_type_only_imports(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("from pfxab_flower import b\n")
     (tmp_path / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pfxab_flower.c\n"
                                    "def f():\n    from pfxab_flower.a import x\n")
     known = {"pfxab_flower.a", "pfxab_flower.b", "pfxab_flower.c"}
-    assert runtime_imports(tmp_path / "a.py", "pfxab_flower.a", known) == {"pfxab_flower.b"}
-    assert runtime_imports(tmp_path / "b.py", "pfxab_flower.b", known) == {"pfxab_flower.a"}
+    assert core_imports(tmp_path / "a.py", "pfxab_flower.a", known) == {"pfxab_flower.b"}
+    assert core_imports(tmp_path / "b.py", "pfxab_flower.b", known) == {"pfxab_flower.a", "pfxab_flower.c"}
 
 
 def test_no_flat_api_name_is_a_submodule_of_the_package() -> None:

@@ -8,6 +8,7 @@ the registration).
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -124,3 +125,33 @@ def test_a_problem_registered_by_reference_is_imported_only_when_built() -> None
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_problem_s_own_parameter_is_a_run_parameter_its_flag_and_key_read_by_its_builder() -> None:
+    """Declared at registration only: RunConfig, its run-config key, the CLI flag and the builder follow."""
+    from pfxab_flower.parameter import Parameter, between
+    from pfxab_flower.run_parameters import parse_run_config
+    from pfxab_flower.simulations.commands.options import add_run_options
+
+    depth = Parameter("bowl_depth", float, 1.0, "a number in (0, 2]", "how deep the bowls are",
+                      between(0, 2, low_open=True), after="evaluation", late=True)
+
+    def deep_bowls(config, noise: NoiseModel) -> Federation:
+        objectives = [lambda x, c=c: config.bowl_depth * (1.0 - ((x - c) ** 2).sum(axis=1))
+                      for c in bowl_centres(config.clients)]
+        return Federation(objectives, Domain.from_mapping({"u": (0.0, 1.0), "v": (0.0, 1.0)}), noise, name="deep")
+
+    register_problem("deep-bowl", deep_bowls, help="2-D, bowls of a declared depth", parameters=(depth,))
+    try:
+        assert RunConfig().bowl_depth == 1.0 and "bowl_depth" in RunConfig.names()
+        config, _ = parse_run_config({"problem": "deep-bowl", "bowl-depth": "0.5", "clients": 2})
+        assert config.bowl_depth == 0.5 and config.to_dict()["bowl_depth"] == 0.5
+        assert build_federation(config).objectives[0](np.array(bowl_centres(1)))[0] == 0.5
+        with pytest.raises(ConfigError, match=r"^bowl_depth=3\.0 is invalid; allowed: a number in \(0, 2\]$"):
+            RunConfig(problem="deep-bowl", bowl_depth=3.0)
+        parser = argparse.ArgumentParser()
+        add_run_options(parser)
+        assert parser.parse_args(["--bowl-depth", "0.5"]).bowl_depth == "0.5"
+    finally:
+        unregister_problem("deep-bowl")
+    assert "bowl_depth" not in RunConfig.names()

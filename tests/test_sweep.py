@@ -273,19 +273,17 @@ def test_a_field_added_later_keeps_older_run_ids_at_its_default() -> None:
     assert run_id(config.replace(confidence="bernstein")) != run_id(config)
 
 
-#: RunConfig's fields when run ids were first written: every later field must be left out of the id at its
-#: default (``LATER_FIELDS``), or every existing results directory would redo all its runs on resume.
+#: RunConfig's fields when run ids were first written: every later parameter must be left out of the id at its
+#: default (declared ``late``: ``LATER_FIELDS``), or every existing results directory would redo all its runs on resume.
 FIRST_RUN_ID_FIELDS = {"problem", "algorithm", "clients", "alpha", "horizon", "seed", "nu1", "rho", "noise",
                        "noise_sigma", "spread", "max_depth", "pf_pne_eps", "landmine_data", "fields"}
 
 
 def test_a_field_added_to_run_configs_leaves_older_run_ids_unchanged() -> None:
-    from dataclasses import fields
-
     from pfxab_flower.run_parameters import RunConfig
     from pfxab_flower.simulations.experiment import LATER_FIELDS
 
-    assert {f.name for f in fields(RunConfig)} - set(LATER_FIELDS) == FIRST_RUN_ID_FIELDS
+    assert set(RunConfig.names()) - set(LATER_FIELDS) == FIRST_RUN_ID_FIELDS  # a new parameter is declared late
     config = RunConfig(problem="doublesine", clients=3, horizon=20_000, seed=4)
     for name in LATER_FIELDS:  # a later field changes the id only away from its default
         assert run_id(config) != run_id(RunConfig(**{**config.to_dict(), name: _other_value(name)})), name

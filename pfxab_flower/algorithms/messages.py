@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # the spec is checked against the registry of these algorithms: it sits above them
-    from pfxab_flower.spec import AlgorithmSpec
+from pfxab_flower.algorithms.run_spec import RunSpec
 
 
 @dataclass(frozen=True)
@@ -26,7 +24,7 @@ class PhaseInstruction:
     node_ids: np.ndarray  # A(p), sorted int64
     global_pulls: int  # pulls of every node of A(p)
     local_pulls: int  # further pulls of every node of the client's own A^m(p)
-    parameters: AlgorithmSpec
+    parameters: RunSpec
 
 
 @dataclass(frozen=True)
@@ -53,7 +51,7 @@ class GlobalUpdate:
     global_means: np.ndarray
     phase_length: int
     eliminated: np.ndarray  # bool, one per node of A(p): dropped for everyone by the server
-    parameters: AlgorithmSpec
+    parameters: RunSpec
     #: the pooled statistics the bound declares (mean over the holders, NaN where none), in its declared order
     statistics: Mapping[str, np.ndarray] = field(default_factory=dict)
     #: how many clients' means each global mean averages: sent with pooled statistics, else ``None``
@@ -73,7 +71,7 @@ class FinishInstruction:
     """No further phase fits: exploit until the horizon."""
 
     phases: int  # completed phases
-    parameters: AlgorithmSpec
+    parameters: RunSpec
 
 
 @dataclass(frozen=True)

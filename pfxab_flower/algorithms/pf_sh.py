@@ -1,27 +1,13 @@
-"""PF-SH: personalised successive halving over candidates every client shares.
+"""PF-SH: personalised successive halving over ``K`` candidates every client draws from the run's seed.
 
-``K`` candidate points are drawn uniformly from the domain with the run's seed, so every client
-and the server know them without exchanging a point: only candidate (node) ids and
-per-candidate means travel, as in PF-XAB. Round ``r`` is one phase: every client pulls every
-candidate of the union of survivors ``g_r`` times (for the global mean) and each of its own
-survivors ``l_r`` more (for its local mean), the split being the cheapest whose personalised
-estimate ``alpha local + (1 - alpha) global`` is worth as many pulls as PF-XAB's
-(:func:`~pfxab_flower.algorithms.pfxab_adaptive.cheapest_split`). Each round costs every client
-about as many pulls as the first one, one pull per candidate (successive halving's equal
-budget per round), so a survivor's estimate is worth twice as many pulls each round. Each
-client then keeps the better half of its survivors by its personalised estimate; after
-``ceil(log2 K)`` rounds, or when the next round no longer fits the horizon, it exploits its best.
-
-The candidates are the centres of uniformly random cells at depth :data:`CANDIDATE_DEPTH` of
-the partition, as random search's points are, so pull logs, regret and final points need
-nothing new. The derivation of the split, of the candidate count and of the guarantee is in
-``docs/algorithms/pf-sh.md``.
+Each round every client pulls the union of survivors (global means) and its own survivors (local
+means), then keeps the better half by its personalised estimate; the derivation of the split, the
+candidate count and the guarantee is in docs/algorithms/pf-sh.md.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,12 +15,10 @@ from pfxab_flower.algorithms.pfxab_adaptive import cheapest_split
 from pfxab_flower.algorithms.phased import ClientView, Policy, Settings
 from pfxab_flower.algorithms.phased.state import ROOT, ProtocolError
 from pfxab_flower.algorithms.random_search import RANDOM_DEPTH
+from pfxab_flower.algorithms.run_spec import SpecT
 from pfxab_flower.domain import DIMENSIONS
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.parameter import Parameter, check_against
-
-if TYPE_CHECKING:
-    from pfxab_flower.spec import AlgorithmSpec
 
 #: The depth of the cells whose centres are the candidates (random search's resolution).
 CANDIDATE_DEPTH = RANDOM_DEPTH
@@ -133,12 +117,13 @@ class PFSH(Policy):
     parameters = (
         Parameter("candidates", int, 0,
                   f"an integer in [0, {MAX_CANDIDATES:,}] (0: the rule, from the horizon and dimensions)",
-                  "pf-sh: candidate points K (0: the documented rule)", lambda value: 0 <= value <= MAX_CANDIDATES),
+                  "pf-sh: candidate points K (0: the documented rule)", lambda value: 0 <= value <= MAX_CANDIDATES,
+                  after="max_evaluations", late=True),
     )
     refines_partition = False
     successor_kind = "survivors"
 
-    def resolve(self, spec: AlgorithmSpec, dimensions: int | None) -> AlgorithmSpec:
+    def resolve(self, spec: SpecT, dimensions: int | None) -> SpecT:
         """``candidates = 0`` becomes the rule's count for the run's horizon and dimensions (at most the
         clients' share of :data:`MAX_CANDIDATE_PAIRS`); a count given is checked against that share."""
         most = most_candidates(spec.num_clients)

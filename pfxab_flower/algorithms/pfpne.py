@@ -1,14 +1,7 @@
-"""PF-PNE (Li et al., AISTATS 2024), as reconstructed in the specification.
+"""PF-PNE (Li et al., AISTATS 2024): personalised phased node elimination, as reconstructed in the specification.
 
-PF-PNE optimises each client's *local* objective with a "double elimination".
-Each client pulls every node of its own ``A^m(p)`` ``n = ceil(f(p))`` times.
-The server pools each node's local means over the clients that hold it and
-drops ``k`` for everyone if ``pooled_k + nu1 rho^h + 2 eps <= max_j pooled_j - 2 B_p``
-(``eps`` bounds ``sup |mu_m - mu|``). Client ``m`` drops ``k`` if
-``local_k + nu1 rho^h + b <= max_j local_j - b`` with ``b`` its local mean's width
-(Hoeffding: ``c sqrt(log(T) / n)``; ``B_p`` is the pooled means' width).
-A node stays only if it survives both; if none does, the client keeps its best
-node by local mean. It finally exploits its best surviving node by local mean.
+Clients pull their own active sets; the server drops a node for everyone on the pooled means (with
+the heterogeneity slack ``eps``), each client on its local means (docs/algorithms/pf-pne.md).
 """
 
 from __future__ import annotations
@@ -29,7 +22,8 @@ class PFPNE(Policy):
                    "heterogeneity slack pf_pne_eps")
     parameters = (
         Parameter("pf_pne_eps", float, 0.1, "a number >= 0", "PF-PNE heterogeneity slack eps >= 0",
-                  lambda value: value >= 0),
+                  lambda value: value >= 0,
+                  after="max_evaluations", on_every_wire=True),
     )
 
     def pulls(self, settings: Settings, f: float) -> tuple[int, int]:

@@ -1,18 +1,7 @@
 """Random search: uniformly random points, then the best one observed (what the model of smoothness buys).
 
-Each client spends ``n = ceil(random_fraction * T)`` pulls (default 1% of the horizon) on
-``n`` distinct uniformly random points of the domain, one pull each, then exploits the
-point with the best observed reward for the other ``T - n`` pulls. Nothing is shared.
-
-The points are the centres of uniformly random cells of the partition at depth
-:data:`RANDOM_DEPTH` (or ``max_depth`` if smaller): cells of one depth all have the same
-volume, so this is uniform sampling on a grid of ``2**48`` cells, fine enough for every
-domain, and each point is a node id like every other algorithm's, so pull logs, regret and
-the final report need nothing new. ``final_nodes`` holds those deep cells (the centre is
-the point exploited). If the grid has fewer than ``n`` cells, each is pulled once. The
-points and the noise come from the run's seed and the client's index
-(:func:`~pfxab_flower.algorithms.solo.solo_seed`). ``nu1``, ``rho`` and ``confidence`` are
-accepted, as by every algorithm, and unused.
+Each client pulls ``ceil(fraction * T)`` distinct random cells once each, then exploits the best;
+nothing is shared (docs/algorithms/random-search.md).
 """
 
 from __future__ import annotations
@@ -50,7 +39,7 @@ class RandomSearch(SoloPolicy):
     parameters = (
         Parameter("random_fraction", float, 0.01, "a number in (0, 1]",
                   "random-search: share of the horizon spent on uniformly random points, in (0, 1]",
-                  lambda value: 0.0 < value <= 1.0),
+                  lambda value: 0.0 < value <= 1.0, after="max_evaluations", late=True),
     )
 
     def alone(self, settings: Settings, client: int, env: Environment) -> tuple[int, int]:

@@ -1,24 +1,8 @@
 """The one list of algorithms: each :class:`~pfxab_flower.algorithms.phased.Policy` registered by name.
 
-Everything that names algorithms is derived from here: the CLI's choices
-(``--algorithm``, ``--algorithms``), :data:`pfxab_flower.config.ALGORITHMS`, the Flower
-strategy classes (:data:`pfxab_flower.strategies.STRATEGIES`), the labels of figures and
-tables, and which keywords each algorithm accepts. A policy declares itself::
-
-    @register_algorithm
-    class MyPolicy(Policy):
-        name = "my-alg"                       # the CLI name and the wire's param-algorithm
-        label = "My-Alg"                      # in figures and tables; the strategy class is "MyAlg"
-        description = "one line for --help and the docs"
-        parameters = (Parameter("my_eps", float, 0.1, "a number >= 0", "my slack eps >= 0",
-                                lambda value: value >= 0),)
-
-``parameters`` are the algorithm's *own* keywords, beside the common ones every algorithm
-takes (:data:`COMMON`): they are checked where a run is specified,
-travel on the wire as ``param-<name>`` and reach the policy as ``settings.options[name]``.
-
-A registration holds in the process that made it. :class:`CarriedAlgorithms` carries the
-registry to the processes a Flower ``ClientApp`` is pickled into (Ray's workers).
+The CLI's choices, the Flower strategy classes, figure labels and the keywords each algorithm takes
+(:data:`COMMON` and its policy's own ``parameters``) are derived from it (docs/extending.md).
+:class:`CarriedAlgorithms` takes the registry into the processes a ClientApp is pickled into.
 """
 
 from __future__ import annotations
@@ -98,7 +82,7 @@ def class_name(name: str) -> str:
 
 
 def options_of(name: str) -> dict[str, Parameter]:
-    """The parameters the algorithm ``name`` declares itself, by name (PF-PNE: ``pf_pne_eps``)."""
+    """The parameters the algorithm ``name`` declares itself, by name (PF-SH: ``candidates``)."""
     return {p.name: p for p in policy_class(name).parameters}
 
 

@@ -6,19 +6,14 @@ A run names its problem (``RunConfig.problem``); :func:`build_federation` looks 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.noise import NoiseModel
-from pfxab_flower.problem_registry import problem, problem_names, register_problem, unregister_problem
+from pfxab_flower.problem_registry import ProblemRun, problem, problem_names, register_problem, unregister_problem
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.synthetic import synthetic_federation
 
-if TYPE_CHECKING:  # the run parameters list the problems' own declarations (SPREAD): they sit above
-    from pfxab_flower.run_parameters import RunConfig
 
-
-def build_federation(config: RunConfig) -> Federation:
+def build_federation(config: ProblemRun) -> Federation:
     """The federation of the registered problem a run configuration names, with the run's noise and evaluation.
 
     A real ``evaluation`` (``deterministic``, ``stochastic``) is scored against the problem's own objectives,

@@ -1,17 +1,8 @@
 """A federation: ``M`` local objectives on one domain, with a noise model and an evaluation mode.
 
-The :class:`Federation` is the *ground truth* of a simulation. Algorithms never
-see it: a client only draws rewards of its own objective through its environment
-(:class:`~pfxab_flower.sampling.SimulatedEnvironment`), and the regret oracle in
-:mod:`pfxab_flower.accounting` uses it to score what the clients did.
-
-Its ``evaluation`` says what the objectives are, so what a pull costs
-(docs/flower.md#evaluation-modes): ``simulated`` (the mean reward; the client adds
-the declared noise), ``deterministic`` (an exact value: each point evaluated once)
-or ``stochastic`` (each call one real noisy trial: one row per pull, no added
-noise). In the two real modes the objectives are called only for the clients'
-pulls: regret is scored against ``reference`` (the mean functions) when one is
-given, and not at all otherwise (:meth:`Federation.truth`).
+The ground truth of a simulation: clients only draw rewards through their environment, and the
+regret oracle (:mod:`pfxab_flower.accounting`) scores against it. ``evaluation`` says what a pull
+is (docs/flower.md#evaluation-modes).
 """
 
 from __future__ import annotations
@@ -36,7 +27,8 @@ CLIENTS = Parameter("clients", int, 10, f"an integer in [1, {MAX_CLIENTS}]",
                     f"number of clients M, at most {MAX_CLIENTS}", between(1, MAX_CLIENTS))
 #: What a pull is (docs/flower.md#evaluation-modes): objective + synthetic noise, an exact value, or one real call.
 EVALUATIONS = ("simulated", "deterministic", "stochastic")
-EVALUATION = choice("evaluation", "simulated", "what a pull is: simulated, deterministic or stochastic", EVALUATIONS)
+EVALUATION = replace(choice("evaluation", "simulated", "what a pull is: simulated, deterministic or stochastic",
+                            EVALUATIONS), late=True)
 
 #: An objective maps points of shape ``(n, d)`` (user units) to ``n`` values.
 Objective = Callable[[np.ndarray], np.ndarray]

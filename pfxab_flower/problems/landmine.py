@@ -1,31 +1,8 @@
-"""The landmine federation: personalised tuning of an RBF-kernel SVM on real data.
+"""The landmine federation: personalised tuning of an RBF-kernel SVM's ``(C, gamma)`` on real data.
 
-Client ``m`` is one landmine field. An arm is ``(C, gamma)`` in
-``[1e-4, 1e4] x [1e-2, 10]`` (both log scale); its mean reward is the ROC-AUC,
-on the field's held-out half, of ``SVC(kernel="rbf", C, gamma)`` fit on the
-other half (``decision_function`` scores, so it is deterministic).
-
-A fit costs milliseconds and the algorithms pull the same cell midpoints again
-and again (and the regret oracle evaluates every field at every pulled
-midpoint), so :class:`SvmEvaluator` fits each distinct ``(field, point)`` once.
-Every cell centre down to the shipped table's depth is read from the table
-(:mod:`~pfxab_flower.problems.landmine_table`: no fit at all on a cold start);
-deeper points are kept in memory and in the on-disk
-:class:`~pfxab_flower.cache.EvaluationStore`, and many missing ones are fit in
-worker processes (a reused loky pool whose workers exit if this process dies).
-
-The personalised optimum cannot be computed exactly. It is *estimated* as the
-maximum over every partition cell centre down to the table's depth (every arm an
-algorithm can pull at those depths; at depth 12 a 64 x 64 log-spaced grid) plus
-every point the run being scored pulled: the oracle evaluates the pulled midpoints
-before it asks for the optimum, so no pulled arm beats the "optimum". Scoring starts
-by forgetting the points of earlier runs (:meth:`LandmineFederation.start_scoring`),
-so the estimate, and the regret, depend on the run alone, not on what else the
-process ran: runs that share a federation object (``pfxab compare``, a sweep's
-worker) get the same numbers as standalone runs. (Before, the points of every run
-the process had scored counted too: a run that pulls deeper than the grid, random
-search's points, ``bernstein`` runs past depth 12, then scored differently after
-another such run.)
+Client ``m`` is one landmine field; an arm's mean reward is the held-out ROC-AUC of the SVM fit on
+the field's other half. Fits are read from the shipped table or cached (:class:`SvmEvaluator`); the
+personalised optimum is an estimate, from the run being scored alone (docs/landmine.md).
 """
 
 from __future__ import annotations
@@ -46,12 +23,12 @@ from pfxab_flower.domain import Domain
 from pfxab_flower.lifetime import exit_with_parent
 from pfxab_flower.noise import NoiseModel
 from pfxab_flower.partition import Partition, nodes_at_depth
+from pfxab_flower.problem_registry import ProblemRun, landmine_fields
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.landmine_data import SPLIT_ID, FieldSplit, load_splits
 from pfxab_flower.problems.landmine_table import NUM_FIELDS, RewardTable, load_table
 from pfxab_flower.problems.optimum import Optimum
 from pfxab_flower.remote import fit_mapper, in_ray_task
-from pfxab_flower.run_parameters import RunConfig
 
 DOMAIN = Domain.from_mapping({"C": (1e-4, 1e4, "log"), "gamma": (1e-2, 10, "log")})
 #: Bump when the meaning of a cached value changes (objective, model, scoring).
@@ -281,9 +258,9 @@ class LandmineFederation(Federation):
         return result
 
 
-def landmine_federation(config: RunConfig, noise: NoiseModel) -> Federation:
+def landmine_federation(config: ProblemRun, noise: NoiseModel) -> Federation:
     """The federation of ``config.landmine_fields`` (one client per field)."""
-    fields_ = config.landmine_fields
+    fields_ = landmine_fields(config)
     splits, sha = load_splits(fields_, config.landmine_data)
     namespace = cache_namespace(sha)
     evaluator = SvmEvaluator(splits, namespace, EvaluationStore(), table=load_table(namespace))

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pfxab_flower.config import LANDMINE_FIELD_COUNT
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.problem_registry import LANDMINE_FIELD_COUNT
 from pfxab_flower.problems.landmine import DOMAIN, svm_auc
 from pfxab_flower.problems.landmine_data import FieldSplit, load_splits
 

@@ -13,10 +13,10 @@ import numpy as np
 
 from pfxab_flower.domain import Dimension, Domain
 from pfxab_flower.noise import NoiseModel
+from pfxab_flower.problem_registry import ProblemRun
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.optimum import Optimum
 from pfxab_flower.problems.synthetic import BASE_FUNCTIONS, all_shifted, shifted, shifts, synthetic_federation
-from pfxab_flower.run_parameters import RunConfig
 
 
 def _repeated_optimum(line: Federation, dimension: int, alpha: float) -> Optimum:
@@ -45,7 +45,7 @@ def separable_federation(
     )
 
 
-def _builder(name: str, dimension: int, config: RunConfig, noise: NoiseModel) -> Federation:
+def _builder(name: str, dimension: int, config: ProblemRun, noise: NoiseModel) -> Federation:
     return separable_federation(name, dimension, config.clients, config.spread, noise)
 
 

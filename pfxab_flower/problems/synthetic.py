@@ -10,22 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pfxab_flower.domain import Domain
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.noise import NoiseModel
-from pfxab_flower.parameter import Parameter, between, check_against
+from pfxab_flower.parameter import check_against
+from pfxab_flower.problem_registry import SPREAD, ProblemRun
 from pfxab_flower.problems.federation import CLIENTS, Federation
-
-if TYPE_CHECKING:  # a builder is given a RunConfig; the run parameters (config) list SPREAD from here
-    from pfxab_flower.run_parameters import RunConfig
-
-#: The synthetic problems' own parameter: how far apart the clients' shifts are.
-SPREAD = Parameter("spread", float, 0.3, "a number in [0, 1)", "spread of the synthetic clients' shifts, in [0, 1)",
-                   between(0, 1, high_open=True))
 
 # DoubleSine constants (rho1 = 0.3, rho2 = 0.8, tmax = 0.5).
 _E1 = -np.log2(0.3)
@@ -109,11 +102,11 @@ def synthetic_federation(
     )
 
 
-def garland_federation(config: RunConfig, noise: NoiseModel) -> Federation:
+def garland_federation(config: ProblemRun, noise: NoiseModel) -> Federation:
     """The registered problem ``garland``: ``config.clients`` clients, shifts spread by ``config.spread``."""
     return synthetic_federation("garland", config.clients, config.spread, noise)
 
 
-def doublesine_federation(config: RunConfig, noise: NoiseModel) -> Federation:
+def doublesine_federation(config: ProblemRun, noise: NoiseModel) -> Federation:
     """The registered problem ``doublesine``: ``config.clients`` clients, shifts spread by ``config.spread``."""
     return synthetic_federation("doublesine", config.clients, config.spread, noise)

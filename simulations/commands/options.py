@@ -1,18 +1,12 @@
-"""Command-line flags, derived from the one declaration of each parameter (:func:`pfxab_flower.config.declared`:
-:data:`~pfxab_flower.config.PARAMETERS`, or the algorithm that declares it, e.g. ``--pf-pne-eps``).
+"""Command-line flags, derived from each parameter's one declaration (:func:`pfxab_flower.config.declared`).
 
-Flags are read as strings and converted by :class:`~pfxab_flower.run_parameters.RunConfig`
-(or :func:`~pfxab_flower.config.parse`), so a bad value gets the same one-line
-message from every entry point; their help text and defaults are the declaration's. A choice
-parameter's flag lists its choices (``--problem {garland,doublesine,landmine}``, read from the
-problem registry when the parser is built) without argparse's ``choices``, whose error would
-not be the declaration's one line.
+Flags keep the user's text for the declared check, so a bad value gets the same one line from every
+entry point; help, defaults and a choice's ``{a,b}`` list are the declaration's.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
 
 from pfxab_flower.config import declared, run_config_value
 from pfxab_flower.parameter import Parameter
@@ -20,10 +14,10 @@ from pfxab_flower.run_parameters import RunConfig
 
 
 def add_run_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
-    """One ``--flag`` per :class:`RunConfig` field (defaults shown from the declaration)."""
-    for f in fields(RunConfig):
-        if f.name not in skip:
-            add_parameter_flag(parser, f.name)
+    """One ``--flag`` per parameter of a :class:`RunConfig` (defaults shown from the declaration)."""
+    for name in RunConfig.names():
+        if name not in skip:
+            add_parameter_flag(parser, name)
 
 
 def add_parameter_flag(parser: argparse.ArgumentParser, name: str, *, flag: str | None = None,
@@ -62,6 +56,6 @@ def add_replace_flag(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace, **overrides: object) -> RunConfig:
     """The validated :class:`RunConfig` of the flags the user gave."""
-    given = {f.name: getattr(args, f.name) for f in fields(RunConfig) if getattr(args, f.name, None) is not None}
+    given = {name: getattr(args, name) for name in RunConfig.names() if getattr(args, name, None) is not None}
     given.update(overrides)
     return RunConfig.from_mapping(given)

@@ -9,12 +9,12 @@ import numpy as np
 from pfxab_flower.algorithms.bounds import ClientView, Widths
 from pfxab_flower.algorithms.phased.settings import Settings
 from pfxab_flower.algorithms.phased.state import FIRST_ACTIVE_SET
+from pfxab_flower.algorithms.run_spec import SpecT
 from pfxab_flower.parameter import Parameter
 from pfxab_flower.partition import children, depth_of, parent
 
 if TYPE_CHECKING:
     from pfxab_flower.sampling import Environment
-    from pfxab_flower.spec import AlgorithmSpec
 
 
 class Policy:
@@ -75,7 +75,7 @@ class Policy:
         held = np.any((own_depth > depth) & (np.right_shift(own, np.maximum(own_depth - depth, 0)) == node))
         return bool(held) and depth >= reported_phase
 
-    def resolve(self, spec: AlgorithmSpec, dimensions: int | None) -> AlgorithmSpec:
+    def resolve(self, spec: SpecT, dimensions: int | None) -> SpecT:
         """``spec`` with the options this algorithm derives from the run once, where the run is specified
         (``dimensions``: the search space's, ``None`` if unknown there). Default: nothing to derive."""
         return spec

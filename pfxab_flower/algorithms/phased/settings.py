@@ -1,27 +1,25 @@
-"""What every machine of one run shares: the run's :class:`~pfxab_flower.spec.AlgorithmSpec`, as machines read it."""
+"""What every machine of one run shares: the run's spec (:class:`~pfxab_flower.algorithms.run_spec.RunSpec`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pfxab_flower.algorithms.bounds import ConfidenceBound, bound_named
+from pfxab_flower.algorithms.run_spec import RunSpec
 from pfxab_flower.algorithms.schedule import Schedule
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION
-
-if TYPE_CHECKING:  # the spec is checked against the registry of the algorithms: it sits above them
-    from pfxab_flower.spec import AlgorithmSpec
 
 
 @dataclass(frozen=True)
 class Settings:
     """The spec (what the server sends every client) and the server's own quorum; the schedule derived from it.
 
-    An algorithm's own parameters are ``options[name]`` (PF-PNE: ``options["pf_pne_eps"]``).
+    An algorithm's own parameters are ``options[name]`` (PF-SH: ``options["candidates"]``).
     """
 
-    spec: AlgorithmSpec
+    spec: RunSpec
     min_fraction: float = DEFAULT_MIN_FRACTION  # share of the M clients an exchange needs (ServerMachine)
     schedule: Schedule = field(init=False)
 
