@@ -1,12 +1,8 @@
 """Settings that eliminate: ``nu1`` and ``rho`` measured on each site's own objective, with a small budget.
 
-PF-XAB drops a depth-``h`` node only ``3 nu1 rho^h`` below the best one; the defaults (``nu1 = 1``,
-``rho = 0.5``) suit rewards spanning ``[0, 1]`` on a 1-D domain, and on other objectives the run
-explores uniformly. :func:`calibrate` measures the smoothness model instead (the sampling:
-:mod:`~pfxab_flower.calibration_samples`; the choice of setting: :mod:`~pfxab_flower.calibration_fit`)
-and says, before the budget is spent, whether a run eliminates: for the proposal and the defaults,
-the depth where elimination becomes possible, the phases that fit the horizon and one verdict
-(:data:`VERDICTS`), with the evidence as a table (one row per depth; ``pfxab calibrate --plot`` draws it).
+:func:`calibrate` samples the sites (:mod:`~pfxab_flower.calibration_samples`), chooses a setting
+(:mod:`~pfxab_flower.calibration_fit`) and says, before the budget is spent, whether a run eliminates:
+one verdict (:data:`VERDICTS`) with the evidence as a table. Why the defaults often do not: docs/flower.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """What a calibration's evaluations show: each site's survey of the domain and the variation in its cells.
 
-Each site evaluates uniform random points of the domain (its *survey*, the same points for every
-site, so the global mean can be formed), then ``POINTS_PER_CELL`` points in the cell of every depth
-that holds its best survey point: the *variation* of a depth is the largest shortfall from the best
-value seen in that cell. A ``stochastic`` objective is measured by means over many trials
-(:mod:`pfxab_flower.noisy_cells`): single trials show only the noise.
+Every site evaluates the same uniform survey points, then points in the cells around its best one; a
+``stochastic`` objective is measured by means over many trials (:mod:`pfxab_flower.noisy_cells`).
 """
 
 from __future__ import annotations

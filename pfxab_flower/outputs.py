@@ -1,10 +1,8 @@
 """A result directory written as a unit of its kind, and the one place every output helper is imported from.
 
-:func:`write_files_atomically` writes a run's, comparison's or sweep run's files into a hidden
-temporary sibling, fsyncs them, then swaps it into place (``renameat2(RENAME_EXCHANGE)`` on Linux,
-else two renames), so an older complete result is kept whole or replaced whole. Paths are checked
-first (:mod:`~pfxab_flower.output_paths`), only pfxab's own results are replaced
-(:mod:`~pfxab_flower.result_ownership`), and single files are written whole (:mod:`~pfxab_flower.atomic_files`).
+:func:`write_files_atomically` writes into a hidden sibling, fsyncs and swaps it into place, so an older
+result is kept whole or replaced whole (docs/reliability.md). Paths: :mod:`~pfxab_flower.output_paths`;
+ownership: :mod:`~pfxab_flower.result_ownership`; single files: :mod:`~pfxab_flower.atomic_files`.
 """
 
 from __future__ import annotations

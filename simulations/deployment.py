@@ -1,28 +1,8 @@
 """A real Flower deployment on this machine: one ``flower-superlink``, ``M`` ``flower-supernode``s, ``flwr run``.
 
-This is the deployment engine's recipe (``docs/deployment.md``) as code, for the
-tests and for trying a deployment locally: loopback addresses only, free ports
-chosen at run time, a private ``FLWR_HOME`` whose ``config.toml`` names the
-SuperLink, optional TLS with certificates made here (``cryptography``), and every
-process stopped on exit, even on failure: each one we started by its PID (its whole
-process group: the SuperLink and SuperNodes start ``flower-superexec`` and
-``flwr-serverapp``/``flwr-clientapp`` children), then anything still carrying our
-``FLWR_HOME`` in its environment. Each is started with :func:`~pfxab_flower.lifetime.with_parent`,
-so it ends with this process even if this one is SIGKILLed.
-
-Each SuperNode gets ``--node-config "partition-id=i num-partitions=M"``: the
-ClientApp (``simulations/client_app.py``) turns that into client ``i`` of the
-run config's problem. A deployment with its own objective is an app of its own whose
-``clientapp`` component is ``objective_client_app(objective, domain)`` (see ``docs/deployment.md``).
-
-The helpers that only the tests need (streaming ``flwr run``'s log, killing a SuperNode,
-the processes' log tails) are in ``tests/deployment_tools.py``.
-
-With ``authenticate=True`` (on TLS) the SuperLink runs ``--enable-supernode-auth``: each
-site gets an ECDSA P-384 key pair (:func:`make_site_keys`, OpenSSH files, what Flower's
-SuperNode authentication reads), its public key is registered with ``flwr supernode
-register`` (which gives the site its Flower node id), and its SuperNode starts with its
-private key; any other SuperNode is refused by the SuperLink.
+The recipe of docs/deployment.md as code, for the tests and for trying a deployment locally: loopback
+only, free ports, a private ``FLWR_HOME``, optional TLS and SuperNode authentication, and every process
+started under :func:`~pfxab_flower.lifetime.with_parent` and stopped on exit, even on failure.
 """
 
 from __future__ import annotations

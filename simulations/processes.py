@@ -1,13 +1,8 @@
 """Find and stop the processes one ``flwr run`` left behind, by a marker in their environment.
 
-``flwr run``'s SuperLink starts ``flower-superexec``, ``flwr-simulation`` and Ray, none of them our
-child; all inherit the environment, so a unique value in it (our temporary ``FLWR_HOME``) names
-exactly the processes a run started. Ctrl-C, SIGTERM and SIGHUP become :class:`Interrupted`
-(:func:`exit_on_signals`), so the usual clean-up runs; after a SIGKILL, a watcher process
-(:func:`watchdog`) stops the marked processes and removes the temporary directories. Should the
-watcher be killed too, the SuperLink, started with :func:`pfxab_flower.lifetime.with_parent`, ends
-with us, the rest with it (Flower's ``--parent-pid`` monitor, Ray's fate sharing), and the next run
-removes the directories (:func:`owner_gone`).
+Our temporary ``FLWR_HOME`` in a process's environment names exactly the processes a run started;
+signals become :class:`Interrupted` so the clean-up runs, and a :func:`watchdog` cleans up after a
+SIGKILL (docs/reliability.md).
 """
 
 from __future__ import annotations

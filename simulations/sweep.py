@@ -1,44 +1,8 @@
 """Run every configuration of an experiment grid, resumably, and consolidate tidy tables.
 
-Layout of a sweep directory ``DIR``::
-
-    DIR/pfxab-manifest.json    the names below, claimed by pfxab before they are first written
-    DIR/config.toml            copy of the experiment config
-    DIR/sweep.json             engine, machine and timing of every invocation
-    DIR/.pfxab-sweep.lock      the pid of the sweep writing here (the lock itself is on DIR)
-    DIR/runs/<run-id>/...      one finished run each, written as a unit, its manifest last
-    DIR/runs.parquet           one row per run (config, regret, rewards, communication, references)
-    DIR/curves.parquet         cumulative regret of every run on a shared time grid (long format)
-
-``DIR`` may hold the user's other files: the sweep touches only the names above
-(:data:`SWEEP_NAMES`), and refuses to start if one of them exists and is not
-pfxab's (:func:`pfxab_flower.outputs.claim`); ``runs/`` is the sweep's own.
-
-Each run directory is written whole into a hidden temporary sibling and swapped
-into place (:func:`pfxab_flower.outputs.write_files_atomically`) with a manifest of
-its files' sizes and sha256 checksums, written last; an interrupted sweep (Ctrl-C,
-crash, power cut) leaves at worst a hidden temporary directory, removed by the next
-invocation. A run is complete only when its files match its manifest and parse
-into what :func:`consolidate` needs (:func:`load_run`); a run directory that does
-not (truncated, edited, deleted or replaced files, written by an older version) is
-redone, with one warning line, and the tables are built only from verified runs.
-Runs are independent and deterministic in their seed, so running them in any
-order or in parallel gives the same tables.
-
-One sweep at a time per directory: a second ``pfxab sweep`` on the same ``--out``
-is refused at once with one line naming the pid of the one running (waiting
-could hang a script for hours; refusing never redoes work twice). The lock is
-``flock`` on the directory ``DIR`` itself, released by the kernel when the holder
-exits, however it exits: no file of the lock can be deleted or replaced by a link.
-
-The tables are written after every run is complete: ``curves.parquet`` first,
-then ``runs.parquet``, each fsynced and renamed whole. A crash between the two
-renames leaves new curves beside old runs; :func:`load_sweep` refuses tables
-whose runs do not match each other or ``config.toml``, and the next ``pfxab
-sweep`` rewrites tables that do not match its grid.
-
-The flower engine is imported only when asked for (the core never imports flwr),
-and runs serially: one Ray instance at a time.
+Each run is written whole with a checksummed manifest; a run that does not verify is redone, one sweep
+at a time holds a directory (``flock``), and the tables are built from verified runs only. The
+directory's layout and guarantees: docs/results.md ("What a sweep writes") and docs/reliability.md.
 """
 
 from __future__ import annotations

@@ -25,20 +25,6 @@ PACKAGES = {"pfxab_flower": "pfxab_flower", "strategies": "pfxab_flower.strategi
 LENGTH_ONLY = ("benchmarks",)
 MAX_MODULE_DOCSTRING_LINES = 6
 
-#: TEMPORARY: modules other branches of issue 38 rewrite at the same time; the lead removes this
-#: allowance (and shortens what it still lets through) once those branches are merged.
-LONG_DOCSTRINGS_ALLOWED_UNTIL_ISSUE_38_MERGES = frozenset({
-    "pfxab_flower/config.py", "pfxab_flower/run_parameters.py", "pfxab_flower/spec.py", "pfxab_flower/parameter.py",
-    "pfxab_flower/problem_registry.py", "pfxab_flower/engine.py", "pfxab_flower/comparison.py",
-    "pfxab_flower/outputs.py", "pfxab_flower/calibration.py", "pfxab_flower/algorithms/registry.py",
-    "pfxab_flower/algorithms/phased/policy.py", "pfxab_flower/algorithms/phased/settings.py",
-    "pfxab_flower/algorithms/pfpne.py", "pfxab_flower/algorithms/random_search.py",
-    "pfxab_flower/algorithms/pf_sh.py", "pfxab_flower/problems/synthetic.py", "pfxab_flower/problems/landmine.py",
-    "pfxab_flower/problems/federation.py", "simulations/experiment.py", "simulations/commands/options.py",
-    "simulations/sweep.py", "simulations/processes.py", "simulations/deployment.py", "strategies/base.py",
-    "strategies/common.py",
-})
-
 #: A cited name: a Sphinx role's target (``:func:`~a.b <a.b.c>``` names ``a.b.c``) or a ``dotted.name``.
 ROLE = re.compile(r":\w+:`~?([^`<]+?)(?:\s*<([^>]+)>)?`")
 DOTTED = re.compile(r"``(pfxab_flower(?:\.\w+)+)``")
@@ -109,16 +95,10 @@ def test_the_folders_have_modules() -> None:
     assert len(PACKAGE_FILES) > 100 and any(rel(p).startswith("benchmarks/") for p in ALL)
 
 
-def test_the_allowance_names_only_files_that_exist() -> None:
-    assert {name for name in LONG_DOCSTRINGS_ALLOWED_UNTIL_ISSUE_38_MERGES if not (ROOT / name).is_file()} == set()
-
-
 @pytest.mark.parametrize("path", ALL, ids=rel)
 def test_every_module_says_in_a_few_lines_what_it_is_for(path: Path) -> None:
     docstring = module_docstring(path)
     assert docstring, f"{rel(path)} has no module docstring"
-    if rel(path) in LONG_DOCSTRINGS_ALLOWED_UNTIL_ISSUE_38_MERGES:
-        return
     lines = len(docstring.splitlines())
     assert lines <= MAX_MODULE_DOCSTRING_LINES, (
         f"{rel(path)}: module docstring of {lines} lines (at most {MAX_MODULE_DOCSTRING_LINES}: "
