@@ -16,11 +16,11 @@ from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
-from pfxab_flower import noise, sampling
-from pfxab_flower.engine import run
-from pfxab_flower.partition import Partition
+from pfxab_flower.arms import noise, sampling
+from pfxab_flower.arms.partition import Partition
 from pfxab_flower.problems import build_federation
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.running.engine import run
+from pfxab_flower.schema.run_config import RunConfig
 
 
 def _noise_per_pull(

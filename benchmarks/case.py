@@ -12,9 +12,9 @@ import statistics
 import sys
 import time
 
-from pfxab_flower.engine import run
 from pfxab_flower.problems import build_federation
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.running.engine import run
+from pfxab_flower.schema.run_config import RunConfig
 
 
 def _peak_rss_mib() -> float:

@@ -31,8 +31,8 @@ def flower_on_cluster(spec: dict) -> dict:
     """One Flower simulation on the cluster at ``spec['address']``, timed by the server hook."""
     started = time.perf_counter()
     from benchmarks.timeline import server_timeline
-    from pfxab_flower.engine import run_config
-    from pfxab_flower.run_parameters import RunConfig
+    from pfxab_flower.running.engine import run_config
+    from pfxab_flower.schema.run_config import RunConfig
     from pfxab_flower.simulations.run_flower import run_flower_simulation
 
     imports = time.perf_counter() - started

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.memory import MARKER_ENV, PeakMemory
-from pfxab_flower.config import DEFAULT_ROUND_TIMEOUT
+from pfxab_flower.schema.catalogue import DEFAULT_ROUND_TIMEOUT
 
 ITEM1 = {"problem": "garland", "algorithm": "pf-xab", "clients": 10, "alpha": 0.5, "horizon": 2_000_000, "seed": 0}
 FLOWER_TIMEOUT = 900.0  # seconds a whole Flower case may take before it is called failed
@@ -32,8 +32,8 @@ def flower_case(spec: dict) -> dict:
     """One ``run_flower_simulation`` with the phase hook and the memory sampler; checked against in-process."""
     started = time.perf_counter()
     from benchmarks.timeline import server_timeline
-    from pfxab_flower.engine import run_config
-    from pfxab_flower.run_parameters import AppOptions, RunConfig
+    from pfxab_flower.running.engine import run_config
+    from pfxab_flower.schema.run_config import AppOptions, RunConfig
     from pfxab_flower.simulations.run_flower import run_flower_simulation
 
     imports = time.perf_counter() - started
@@ -150,7 +150,7 @@ CASES = {"flower": flower_case, "simulate": simulate_case, "floor": floor_case}
 def available_apis() -> tuple[str, ...]:
     """The Flower APIs this checkout can run (the Message API adapters may be absent)."""
     try:
-        from pfxab_flower.config import APIS
+        from pfxab_flower.schema.catalogue import APIS
     except ImportError:
         return ("legacy",)
     return tuple(APIS)

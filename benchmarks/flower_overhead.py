@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         grow_alone = ratio(figures[1000]["alone"].get("per_phase_s"), figures[100]["alone"].get("per_phase_s"))
         print(f"per later phase, M = 100 -> 1000: ours x{grow_ours}, Flower alone x{grow_alone}")
     if args.out:
-        from pfxab_flower.outputs import atomic_file
+        from pfxab_flower.storage.outputs import atomic_file
 
         with atomic_file(args.out) as tmp:
             tmp.write_text(json.dumps({str(m): pair for m, pair in figures.items()}, indent=2) + "\n")

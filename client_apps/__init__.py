@@ -1,4 +1,5 @@
-"""Flower clients for every registered algorithm: codecs over the core's :class:`~pfxab_flower.session.ClientSession`.
+"""Flower clients for every registered algorithm: codecs over the core's client session,
+:class:`~pfxab_flower.running.client_session.ClientSession`.
 
 :func:`objective_client_app` makes your own objective a Message-API ``ClientApp`` (or each node
 builds it from its ``Context``: :func:`from_context`); :func:`message_client_app` and

@@ -1,7 +1,7 @@
 """The legacy API's client: a Flower ``NumPyClient`` that is a codec over a ``ClientSession``.
 
 ``fit`` carries the phase (or final) instruction, ``evaluate`` the global update. With
-``secure_aggregation`` the local means go out as the vector SecAgg+ sums (:mod:`pfxab_flower.wire.summed`);
+``secure_aggregation`` the local means go out as the vector SecAgg+ sums (:mod:`pfxab_flower.running.wire.summed`);
 foreign messages and ``state-dir`` are handled as on the Message API (:mod:`.foreign`, :mod:`.site_state`).
 """
 
@@ -20,8 +20,8 @@ from pfxab_flower.algorithms.registry import CarriedAlgorithms
 from pfxab_flower.client_apps.foreign import answer_foreign_messages, read_instruction, require_legacy_records
 from pfxab_flower.client_apps.sessions import SessionFn, failures_named, remember_assignment, site_label
 from pfxab_flower.client_apps.site_state import keep_state_on_disk
-from pfxab_flower.session import ClientSession
-from pfxab_flower.wire import codec, summed
+from pfxab_flower.running.client_session import ClientSession
+from pfxab_flower.running.wire import codec, summed
 
 
 class PhasedNumPyClient(NumPyClient):

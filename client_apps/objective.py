@@ -13,13 +13,13 @@ from typing import Any
 
 from flwr.clientapp import ClientApp
 
+from pfxab_flower.arms.domain import Domain
+from pfxab_flower.arms.noise import NoiseModel
 from pfxab_flower.client_apps.message_app import message_client_app
 from pfxab_flower.client_apps.sessions import FromContext, UserObjective, objective_sessions
-from pfxab_flower.config import check
-from pfxab_flower.domain import Domain
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.noise import NoiseModel
 from pfxab_flower.problems.federation import VALUE_LIMIT, check_value_range
+from pfxab_flower.schema.catalogue import check
 
 
 def objective_client_app(

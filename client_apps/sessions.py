@@ -16,18 +16,18 @@ from typing import Any
 import numpy as np
 from flwr.app import ConfigRecord, Context
 
+from pfxab_flower.arms.domain import Domain
 from pfxab_flower.client_apps.sent_once import SentOnce
 from pfxab_flower.client_apps.store import FlowerStore
-from pfxab_flower.config import parse
-from pfxab_flower.domain import Domain
 from pfxab_flower.errors import ClientFailedError, ConfigError, client_failure_text, spelled_as
 from pfxab_flower.faults import NO_FAULTS, FaultPlan
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import VALUE_LIMIT, Federation, Objective
-from pfxab_flower.run_parameters import AppOptions, RunConfig
-from pfxab_flower.sampling import SimulatedEnvironment
-from pfxab_flower.session import ClientSession
-from pfxab_flower.wire import codec
+from pfxab_flower.problems.sampling import SimulatedEnvironment
+from pfxab_flower.running.client_session import ClientSession
+from pfxab_flower.running.wire import codec
+from pfxab_flower.schema.catalogue import parse
+from pfxab_flower.schema.run_config import AppOptions, RunConfig
 
 #: A node's session, built for every message from its context.
 SessionFn = Callable[[Context], ClientSession]
@@ -209,7 +209,7 @@ def run_config_evaluation(run_config: Mapping[str, Any]) -> str:
 
 def problem_of(run_config: Mapping[str, Any]) -> tuple[RunConfig, AppOptions]:
     """The problem and fault options of a run config, from their own keys only (others ignored)."""
-    from pfxab_flower.run_parameters import parse_run_config
+    from pfxab_flower.schema.run_config import parse_run_config
 
     mine = {k: v for k, v in run_config.items() if k in PROBLEM_KEYS or k in FAULT_KEYS}
     return parse_run_config(mine)

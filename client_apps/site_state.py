@@ -18,7 +18,7 @@ from flwr.common import log
 
 from pfxab_flower.client_apps import state_codec
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.outputs import OutputError, atomic_file
+from pfxab_flower.storage.outputs import OutputError, atomic_file
 
 #: The node-config key naming the directory of the node's state copies.
 STATE_DIR = "state-dir"

@@ -1,4 +1,5 @@
-"""A client's state in Flower's ``context.state``: the :class:`~pfxab_flower.session.ClientStore` of a Flower node.
+"""A client's state in Flower's ``context.state``: a Flower node's
+:class:`~pfxab_flower.running.client_session.ClientStore`.
 
 Flower builds a new client for every message, so what a session keeps between messages lives in
 the node's ``context.state``.
@@ -10,7 +11,7 @@ import numpy as np
 from flwr.app import ConfigRecord, RecordDict
 
 from pfxab_flower.algorithms.phased import ClientState
-from pfxab_flower.session import EnvironmentState
+from pfxab_flower.running.client_session import EnvironmentState
 
 STATE_KEY = "pfxab-client-state"
 ENVIRONMENT_KEY = "pfxab-environment"

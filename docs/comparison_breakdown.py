@@ -24,13 +24,13 @@ if not Path(sys.path[0], "pfxab_flower", "__init__.py").is_file():
 import numpy as np
 import pandas as pd
 
-from pfxab_flower.accounting import score
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.messages import PhaseInstruction
 from pfxab_flower.algorithms.registry import options_of
-from pfxab_flower.engine import make_settings, simulate
-from pfxab_flower.noise import NoiseModel
+from pfxab_flower.arms.noise import NoiseModel
 from pfxab_flower.problems.synthetic import synthetic_federation
+from pfxab_flower.running.accounting import score
+from pfxab_flower.running.engine import make_settings, simulate
 
 M, T, SIGMA, EPS = 10, 2_000_000, 0.1, 0.1
 ALGORITHMS = ("pf-xab", "fed-pne", "pf-pne")

@@ -26,10 +26,10 @@ if not Path(sys.path[0], "pfxab_flower", "__init__.py").is_file():
 import pandas as pd
 
 from pfxab_flower.algorithms.registry import federated_names
-from pfxab_flower.comparison import compare
-from pfxab_flower.config import CONFIDENCES
-from pfxab_flower.outputs import write_files_atomically
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.schema.catalogue import CONFIDENCES
+from pfxab_flower.schema.run_config import RunConfig
+from pfxab_flower.storage.outputs import write_files_atomically
+from pfxab_flower.studies.comparison import compare
 
 SEEDS = list(range(10))
 SETTINGS = [

@@ -35,10 +35,10 @@ import pandas as pd
 from confidence_comparison import parse_arguments  # docs/, this script's directory
 from tqdm import tqdm
 
-from pfxab_flower.comparison import compare
-from pfxab_flower.config import CONFIDENCES
-from pfxab_flower.outputs import write_files_atomically
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.schema.catalogue import CONFIDENCES
+from pfxab_flower.schema.run_config import RunConfig
+from pfxab_flower.storage.outputs import write_files_atomically
+from pfxab_flower.studies.comparison import compare
 
 SEEDS = list(range(5))
 PROBLEMS = ("garland", "doublesine")

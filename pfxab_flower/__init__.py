@@ -26,18 +26,18 @@ except PackageNotFoundError:  # a source tree that is not installed
 
 #: Public name -> the module that defines it.
 _EXPORTS = {
-    "Domain": "pfxab_flower.domain",
+    "Domain": "pfxab_flower.arms.domain",
     "Federation": "pfxab_flower.problems.federation",
-    "RunConfig": "pfxab_flower.run_parameters",
+    "RunConfig": "pfxab_flower.schema.run_config",
     "ConfigError": "pfxab_flower.errors",
-    "RunResult": "pfxab_flower.results",
-    "run": "pfxab_flower.engine",
-    "run_config": "pfxab_flower.engine",
-    "compare": "pfxab_flower.comparison",
-    "register_problem": "pfxab_flower.problem_registry",
+    "RunResult": "pfxab_flower.running.results",
+    "run": "pfxab_flower.running.engine",
+    "run_config": "pfxab_flower.running.engine",
+    "compare": "pfxab_flower.studies.comparison",
+    "register_problem": "pfxab_flower.problems.registry",
     "register_algorithm": "pfxab_flower.algorithms.registry",
-    "calibrate": "pfxab_flower.calibration",
-    "Calibration": "pfxab_flower.calibration",
+    "calibrate": "pfxab_flower.studies.calibration",
+    "Calibration": "pfxab_flower.studies.calibration",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

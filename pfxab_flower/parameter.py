@@ -1,7 +1,7 @@
 """One declared parameter (:class:`Parameter`) and the one check of a value against its declaration.
 
 A leaf (it imports only errors and limits), so the module that owns a parameter declares it:
-the common ones in :mod:`pfxab_flower.config`, an algorithm's on its policy, a problem's at its
+the common ones in :mod:`pfxab_flower.schema.catalogue`, an algorithm's on its policy, a problem's at its
 registration. A bad value is one :class:`ConfigError` line: ``"{name}={value!r} is invalid; allowed: {what}"``.
 """
 
@@ -24,7 +24,7 @@ class Parameter:
 
     A *choice* parameter (``problem``, ``noise``, ...) allows one of the names ``choices()``
     returns, each with a short description (``""`` if none). They are looked up on every check,
-    not copied here: the problems come from :mod:`pfxab_flower.problem_registry`, which can
+    not copied here: the problems come from :mod:`pfxab_flower.problems.registry`, which can
     grow after this module is imported. The error and the flag's ``{a,b}`` list both come from them.
     """
 

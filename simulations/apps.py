@@ -19,13 +19,13 @@ from flwr.serverapp import Grid, ServerApp
 from pfxab_flower.algorithms.registry import CarriedAlgorithms
 from pfxab_flower.client_apps import federation_sessions, legacy_client_app, message_client_app
 from pfxab_flower.client_apps.sessions import SessionFn
-from pfxab_flower.engine import describe_problem
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
-from pfxab_flower.results import RunResult
-from pfxab_flower.run_parameters import AppOptions, RunConfig, parse_run_config
-from pfxab_flower.spec import FULL_RANGE, AlgorithmSpec
+from pfxab_flower.running.engine import describe_problem
+from pfxab_flower.running.results import RunResult
+from pfxab_flower.schema.run_config import AppOptions, RunConfig, parse_run_config
+from pfxab_flower.schema.spec import FULL_RANGE, AlgorithmSpec
 from pfxab_flower.strategies import LEGACY_STRATEGIES, STRATEGIES
 from pfxab_flower.strategies.secure import run_legacy_workflow
 

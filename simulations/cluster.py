@@ -1,7 +1,7 @@
 """An existing Ray cluster as the place where runs, Flower clients and SVM fits execute (``--ray-address``).
 
 The one place that talks to a user's cluster: it checks an address before any work, connects, and
-plugs a job runner and a fit mapper into the core's hooks (:mod:`pfxab_flower.remote`); the driver
+plugs a job runner and a fit mapper into the core's hooks (:mod:`pfxab_flower.processes.remote`); the driver
 still writes every result itself. Ray places the tasks. See docs/scaling.md.
 """
 
@@ -15,7 +15,7 @@ from functools import partial
 from typing import Any
 
 from pfxab_flower.errors import ConfigError, spelled
-from pfxab_flower.remote import TASK_ENV, FitMapper, JobRunner, fits_with
+from pfxab_flower.processes.remote import TASK_ENV, FitMapper, JobRunner, fits_with
 from pfxab_flower.simulations.environment import RAY_NO_FAILURE_HANDLER, our_signal_handlers
 
 #: How long the check waits for the head node's answer (seconds).
@@ -97,7 +97,7 @@ def executor_address(executor: object, ray_address: object) -> str | None:
     One-line :class:`ConfigError` for an unknown executor, ``ray`` without an address (or
     an address without ``ray``), or an address that cannot be reached; all before any work.
     """
-    from pfxab_flower.config import parse
+    from pfxab_flower.schema.catalogue import parse
 
     kind = parse("executor", "processes" if executor is None else executor)
     if kind == "processes":

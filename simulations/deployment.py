@@ -2,7 +2,7 @@
 
 The recipe of docs/deployment.md as code, for the tests and for trying a deployment locally: loopback
 only, free ports, a private ``FLWR_HOME``, optional TLS and SuperNode authentication, and every process
-started under :func:`~pfxab_flower.lifetime.with_parent` and stopped on exit, even on failure.
+started under :func:`~pfxab_flower.processes.lifetime.with_parent` and stopped on exit, even on failure.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 import tomli_w
 
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.lifetime import with_parent
+from pfxab_flower.processes.lifetime import with_parent
 from pfxab_flower.simulations.environment import QUIET_ENV
 from pfxab_flower.simulations.flwr_run import flwr_executable, free_port, wait_for_health
 from pfxab_flower.simulations.processes import stop_processes

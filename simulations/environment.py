@@ -15,8 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pfxab_flower.config import PARAMETERS, check
 from pfxab_flower.parameter import check_against
+from pfxab_flower.schema.catalogue import PARAMETERS, check
 from pfxab_flower.simulations.processes import owner_gone, owner_token, processes_with_marker, stop_processes
 
 #: Set for Ray's processes: without it, SIGTERM to a process running Ray's driver core (``pfxab run --engine

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from pfxab_flower.algorithms.registry import algorithm_names, label
-from pfxab_flower.config import PARAMETERS, check, scoped
 from pfxab_flower.errors import ConfigError, spelled_as
 from pfxab_flower.limits import MAX_CONFIG_BYTES, MAX_SWEEP_RUNS, MAX_TITLE_CHARS
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.schema.catalogue import PARAMETERS, check, scoped
+from pfxab_flower.schema.run_config import RunConfig
 
 KINDS = ("regret", "rewards")
 _EXPERIMENT_KEYS = ("name", "kind", "title", "curve_points")

@@ -27,8 +27,8 @@ from typing import IO, Any
 import tomli_w
 
 from pfxab_flower.errors import ConfigError, spelled
-from pfxab_flower.lifetime import with_parent
-from pfxab_flower.run_parameters import AppOptions, RunConfig, to_run_config
+from pfxab_flower.processes.lifetime import with_parent
+from pfxab_flower.schema.run_config import AppOptions, RunConfig, to_run_config
 from pfxab_flower.simulations.environment import QUIET_ENV, check_num_cpus, temporary_directory
 from pfxab_flower.simulations.log_lines import readable_lines
 from pfxab_flower.simulations.processes import exit_on_signals, stop_processes, watchdog
@@ -255,7 +255,8 @@ def start_local_superlink(env: dict[str, str], home: Path) -> subprocess.Popen[b
     ``flwr run`` starts it detached, so it outlived a SIGKILLed ``pfxab simulate`` whose
     watcher was killed too (with its superexec, ``flwr-simulation`` and Ray: 11 processes).
     Started here with the same command line, ports and ``FLWR_HOME``, through
-    :func:`~pfxab_flower.lifetime.with_parent`, it gets SIGTERM when this process dies, and ``flwr run`` finds it
+    :func:`~pfxab_flower.processes.lifetime.with_parent`, it gets SIGTERM when this process dies, and ``flwr run``
+    finds it
     running and uses it. If it does not come up, it is stopped and ``flwr run`` starts its own.
     """
     port = env["FLWR_LOCAL_SUPERLINK_HTTP_API_PORT"]

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from pfxab_flower import problem_registry
-from pfxab_flower.config import PARAMETERS
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.outputs import atomic_file
+from pfxab_flower.problems import registry as problem_registry
+from pfxab_flower.schema.catalogue import PARAMETERS
 from pfxab_flower.simulations.experiment import ALGORITHM_LABELS
 from pfxab_flower.simulations.sweep import load_sweep
+from pfxab_flower.storage.outputs import atomic_file
 
 if TYPE_CHECKING:  # matplotlib is imported only when a figure is drawn
     from matplotlib.figure import Figure

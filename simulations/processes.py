@@ -21,7 +21,7 @@ from types import FrameType
 
 import psutil
 
-from pfxab_flower.lifetime import wait_for_parent_exit
+from pfxab_flower.processes.lifetime import wait_for_parent_exit
 
 
 def alive(pid: int) -> bool:

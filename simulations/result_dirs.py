@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pfxab_flower.comparison import MANIFEST
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.studies.comparison import MANIFEST
 
 #: The file that describes a sweep directory (a copy of the experiment's configuration).
 SWEEP_CONFIG = "config.toml"

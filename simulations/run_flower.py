@@ -14,14 +14,14 @@ from typing import Any
 
 from pfxab_flower.client_apps import federation_sessions
 from pfxab_flower.client_apps.sessions import SessionFn
-from pfxab_flower.engine import describe_problem
 from pfxab_flower.errors import ConfigError, IncompleteRunError, RunStoppedError
 from pfxab_flower.faults import DEFAULT_ROUND_TIMEOUT
 from pfxab_flower.printable import printable
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import Federation
-from pfxab_flower.results import RunResult
-from pfxab_flower.run_parameters import AppOptions, RunConfig
+from pfxab_flower.running.engine import describe_problem
+from pfxab_flower.running.results import RunResult
+from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import client_app, server_app
 from pfxab_flower.simulations.cluster import check_ray_address, fits_on
 from pfxab_flower.simulations.environment import (

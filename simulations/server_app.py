@@ -14,12 +14,12 @@ from pathlib import Path
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from pfxab_flower.engine import describe_problem
-from pfxab_flower.outputs import OutputError
 from pfxab_flower.problems import build_federation
-from pfxab_flower.results import RunResult
-from pfxab_flower.run_parameters import parse_run_config
+from pfxab_flower.running.engine import describe_problem
+from pfxab_flower.running.results import RunResult
+from pfxab_flower.schema.run_config import parse_run_config
 from pfxab_flower.simulations.apps import run_server
+from pfxab_flower.storage.outputs import OutputError
 from pfxab_flower.strategies.base import LOGGER, show_phase_log
 
 BASE_DIR_ENV = "PFXAB_BASE_DIR"

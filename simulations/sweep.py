@@ -24,24 +24,12 @@ from typing import Any
 import pandas as pd
 import pyarrow
 
-from pfxab_flower.config import ENGINES
 from pfxab_flower.errors import ConfigError, IncompleteRunError
-from pfxab_flower.manifest import MANIFEST_NAME, entry_kind, read_bounded
-from pfxab_flower.outputs import (
-    LOCK_FILE,
-    TEMP_SUFFIX,
-    OutputError,
-    atomic_file,
-    claim,
-    clear_result,
-    replaced_kind,
-    write_file_atomically,
-    written_pid,
-)
-from pfxab_flower.parallel import federation_key, local_runner
 from pfxab_flower.printable import first_line
-from pfxab_flower.remote import JobRunner
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.processes.remote import JobRunner
+from pfxab_flower.running.parallel import federation_key, local_runner
+from pfxab_flower.schema.catalogue import ENGINES
+from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.simulations.experiment import RUN_ID_PATTERN, Experiment, load_experiment, run_id
 from pfxab_flower.simulations.sweep_runs import (
     CONFIG_COLUMNS,
@@ -51,6 +39,18 @@ from pfxab_flower.simulations.sweep_runs import (
     references,
     run_files,
     write_run,
+)
+from pfxab_flower.storage.manifest import MANIFEST_NAME, entry_kind, read_bounded
+from pfxab_flower.storage.outputs import (
+    LOCK_FILE,
+    TEMP_SUFFIX,
+    OutputError,
+    atomic_file,
+    claim,
+    clear_result,
+    replaced_kind,
+    write_file_atomically,
+    written_pid,
 )
 
 #: Largest ``sweep.json`` read back (an invocation is about 300 bytes: tens of thousands fit).
@@ -116,7 +116,8 @@ def sweep_lock(out: Path, replace: bool = False) -> Iterator[str | None]:
         os.close(fd)  # releases the lock (forked workers that inherited it have exited by now)
 
 
-#: A temporary sibling :mod:`pfxab_flower.atomic_files` makes for NAME: ``.NAME.<8 random>.pfxab-tmp[.suffix]``, or the
+#: A temporary sibling :mod:`pfxab_flower.storage.atomic_files` makes for NAME:
+#: ``.NAME.<8 random>.pfxab-tmp[.suffix]``, or the
 #: ``.NAME.<8 random>.old`` a two-rename swap moves an old result into.
 _TEMPORARY = re.compile(rf"\.(?P<name>.+)\.[a-z0-9_]{{8}}(?:{re.escape(TEMP_SUFFIX)}(?:\.[a-z]+)?|\.old)")
 

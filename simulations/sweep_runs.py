@@ -15,12 +15,12 @@ import numpy as np
 import pandas as pd
 
 from pfxab_flower.errors import IncompleteRunError
-from pfxab_flower.manifest import verify
-from pfxab_flower.outputs import write_files_atomically
-from pfxab_flower.parallel import shared_federation
 from pfxab_flower.printable import first_line
-from pfxab_flower.results import RESULT_FILES, RunResult, time_grid
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.running.parallel import shared_federation
+from pfxab_flower.running.results import RESULT_FILES, RunResult, time_grid
+from pfxab_flower.schema.run_config import RunConfig
+from pfxab_flower.storage.manifest import verify
+from pfxab_flower.storage.outputs import write_files_atomically
 
 #: Columns of runs.parquet taken from each run's summary.json (besides the config fields).
 SUMMARY_COLUMNS = (
@@ -65,7 +65,7 @@ def run_one(config: RunConfig, engine: str) -> RunResult:
         from pfxab_flower.simulations.run_flower import run_flower_simulation
 
         return run_flower_simulation(config)
-    from pfxab_flower.engine import run_config
+    from pfxab_flower.running.engine import run_config
 
     return run_config(config, federation=shared_federation(config))  # optima computed once per process
 

@@ -1,4 +1,5 @@
-"""Flower strategies for every registered algorithm: codecs over the core's :class:`~pfxab_flower.driver.ServerDriver`.
+"""Flower strategies for every registered algorithm: codecs over the core's
+:class:`~pfxab_flower.running.driver.ServerDriver`.
 
 Message API: ``STRATEGIES[name]`` (:class:`PFXAB`, :class:`FedPNE`, :class:`PFPNE` by name); legacy API:
 ``LEGACY_STRATEGIES[name]`` (:class:`PFXABStrategy`, ...). A class is made per algorithm from the registry.

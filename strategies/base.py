@@ -12,11 +12,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from pfxab_flower.driver import ServerDriver
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
 from pfxab_flower.problems.federation import Federation
-from pfxab_flower.results import RunResult
-from pfxab_flower.spec import AlgorithmSpec
+from pfxab_flower.running.driver import ServerDriver
+from pfxab_flower.running.results import RunResult
+from pfxab_flower.schema.spec import AlgorithmSpec
 from pfxab_flower.strategies.common import log_summary, make_driver
 
 #: The core's logger: one line per phase (``phase 4 (depth 4): 16 active nodes, 6 eliminated, ...``) at INFO.
@@ -50,7 +50,7 @@ def show_phase_log(stream: Any = None) -> None:
 
 
 class DriverStrategy:
-    """A strategy over one :class:`~pfxab_flower.driver.ServerDriver`; subclasses fix ``algorithm``.
+    """A strategy over one :class:`~pfxab_flower.running.driver.ServerDriver`; subclasses fix ``algorithm``.
 
     ``parameters`` are the algorithm's keywords, checked once (:meth:`AlgorithmSpec.build`):
     ``num_clients``, ``horizon``, ``alpha``, ``seed``, ``nu1``, ``rho``, ``max_depth``,

@@ -1,6 +1,6 @@
 """What both Flower strategy trees share: the driver built from checked keywords, node checks, decoding.
 
-Both trees are thin codecs over a :class:`~pfxab_flower.driver.ServerDriver`; their concrete classes
+Both trees are thin codecs over a :class:`~pfxab_flower.running.driver.ServerDriver`; their concrete classes
 are made from the algorithm registry (:class:`StrategyClasses`).
 """
 
@@ -15,15 +15,15 @@ import numpy as np
 
 from pfxab_flower.algorithms import registry
 from pfxab_flower.algorithms.phased import Settings
-from pfxab_flower.config import PARAMETERS, check
-from pfxab_flower.driver import ServerDriver
 from pfxab_flower.errors import ClientFailedError, ConfigError, UnknownAlgorithmError
-from pfxab_flower.exchanges import Exchange, Failure, Unreadable
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT, required_replies
 from pfxab_flower.problems.federation import Federation
-from pfxab_flower.spec import AlgorithmSpec
+from pfxab_flower.running.driver import ServerDriver
+from pfxab_flower.running.exchanges import Exchange, Failure, Unreadable
+from pfxab_flower.running.wire import codec
+from pfxab_flower.schema.catalogue import PARAMETERS, check
+from pfxab_flower.schema.spec import AlgorithmSpec
 from pfxab_flower.strategies import flower_internals, ray_diagnosis
-from pfxab_flower.wire import codec
 
 LOGGER = logging.getLogger("pfxab_flower")
 
@@ -61,7 +61,7 @@ def make_driver(
 
     ``parameters`` are the spec's keywords (``num_clients``, ``horizon``, ``alpha``, ... and
     ``algorithm``'s own, e.g. ``candidates``); or ``spec`` is a checked spec (e.g. of a
-    :class:`~pfxab_flower.run_parameters.RunConfig`), taken as it is.
+    :class:`~pfxab_flower.schema.run_config.RunConfig`), taken as it is.
     """
     min_fraction = check("min_fraction", min_fraction, label="min_fraction")
     check("round_timeout", round_timeout, label="round_timeout")

@@ -32,8 +32,9 @@ from pfxab_flower.algorithms.messages import (
     FinishReport,
     PhaseInstruction,
 )
-from pfxab_flower.exchanges import Exchange, Failure, Outgoing, Unreadable
-from pfxab_flower.session import Instruction
+from pfxab_flower.running.client_session import Instruction
+from pfxab_flower.running.exchanges import Exchange, Failure, Outgoing, Unreadable
+from pfxab_flower.running.wire import codec, summed
 from pfxab_flower.strategies import flower_internals
 from pfxab_flower.strategies.base import DriverStrategy
 from pfxab_flower.strategies.common import (
@@ -46,7 +47,6 @@ from pfxab_flower.strategies.common import (
     stop_on_foreign_ray,
     too_few_nodes,
 )
-from pfxab_flower.wire import codec, summed
 
 LOGGER = logging.getLogger("pfxab_flower")
 

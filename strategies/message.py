@@ -2,7 +2,7 @@
 
 ``strategy.start(grid=grid)`` runs one Flower round per phase (train: explore, evaluate: global
 update) plus one for the final exchange, until the run is over; every decision is the
-:class:`~pfxab_flower.driver.ServerDriver`'s, this module only encodes and decodes.
+:class:`~pfxab_flower.running.driver.ServerDriver`'s, this module only encodes and decodes.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from flwr.serverapp.strategy import Result, Strategy
 
 from pfxab_flower.algorithms.messages import FinishInstruction
 from pfxab_flower.errors import RunStoppedError
-from pfxab_flower.exchanges import Exchange, Failure, Outgoing, Unreadable
+from pfxab_flower.running.exchanges import Exchange, Failure, Outgoing, Unreadable
+from pfxab_flower.running.wire import codec
 from pfxab_flower.strategies import flower_internals, records
 from pfxab_flower.strategies.base import DriverStrategy
 from pfxab_flower.strategies.common import (
@@ -35,7 +36,6 @@ from pfxab_flower.strategies.common import (
     stop_on_foreign_ray,
     too_few_nodes,
 )
-from pfxab_flower.wire import codec
 
 #: Seconds between two polls for replies of the simulation's in-memory grid, per message awaited
 #: (Flower: 0.1 s whatever the number). A poll scans every message awaited, in the process and

@@ -1,4 +1,4 @@
-"""The Message API's wire: a payload (named arrays + config, :mod:`pfxab_flower.wire.codec`) as a ``RecordDict``.
+"""The Message API's wire: a payload (:mod:`pfxab_flower.running.wire.codec`) as a ``RecordDict``.
 
 One ``ArrayRecord`` of the codec's named arrays and one ``ConfigRecord``; :func:`record_size` counts
 what crossed with the codec's ``wire_size``, so both APIs log the same values.
@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
-from pfxab_flower.wire import codec
-from pfxab_flower.wire.npy import from_npy
+from pfxab_flower.running.wire import codec
+from pfxab_flower.running.wire.npy import from_npy
 
 ARRAYS = "arrays"
 CONFIG = "config"

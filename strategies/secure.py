@@ -1,6 +1,6 @@
 """Secure aggregation of the local means with Flower's SecAgg+: the server learns only sums.
 
-A client's explore reply is the vector of :mod:`pfxab_flower.wire.summed`, masked by
+A client's explore reply is the vector of :mod:`pfxab_flower.running.wire.summed`, masked by
 ``secaggplus_mod``; ``SecAggPlusWorkflow`` reveals only its sum, from which the server pools the
 means. What stays in the clear: docs/deployment.md ("Secure aggregation").
 """
@@ -14,8 +14,8 @@ from flwr.server import History, LegacyContext, ServerConfig
 from flwr.server.workflow import SecAggPlusWorkflow
 from flwr.serverapp import Grid
 
+from pfxab_flower.running.wire.summed import QUANTIZATION_RANGE, SECURE_CLIP
 from pfxab_flower.strategies.workflow import PhasedWorkflow
-from pfxab_flower.wire.summed import QUANTIZATION_RANGE, SECURE_CLIP
 
 
 def run_legacy_workflow(

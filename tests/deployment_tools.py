@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pfxab_flower.lifetime import with_parent
+from pfxab_flower.processes.lifetime import with_parent
 from pfxab_flower.simulations.deployment import FEDERATION, Deployment, SiteKeys
 from pfxab_flower.simulations.flwr_run import flwr_executable
 from tests.patience import patient

@@ -30,8 +30,8 @@ from flwr.server.client_proxy import ClientProxy
 
 from pfxab_flower.client_apps import PhasedNumPyClient
 from pfxab_flower.client_apps.sessions import SessionFn
+from pfxab_flower.running.wire import codec
 from pfxab_flower.strategies import LegacyPhasedEliminationStrategy
-from pfxab_flower.wire import codec
 
 
 class LoopbackProxy(ClientProxy):

@@ -15,7 +15,7 @@ import numpy as np
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
-from pfxab_flower.run_parameters import AppOptions, RunConfig
+from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations import run_flower
 from pfxab_flower.simulations.run_flower import run_flower_simulation
 from tests import impostors

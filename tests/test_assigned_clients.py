@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 from flwr.app import Context, Message, RecordDict
 
-from pfxab_flower import engine
 from pfxab_flower.client_apps import federation_sessions, legacy_client_app, message_client_app
 from pfxab_flower.client_apps.sessions import ASSIGNED_STATE
 from pfxab_flower.problems import build_federation
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.running import engine
+from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.strategies import PFXAB, PFXABStrategy
 from pfxab_flower.strategies.secure import run_legacy_workflow
 from tests.impostors import phase_of

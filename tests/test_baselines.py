@@ -24,11 +24,11 @@ from pfxab_flower.algorithms.messages import (
     PhaseInstruction,
 )
 from pfxab_flower.algorithms.phased import ClientMachine, ServerMachine, Settings
-from pfxab_flower.engine import make_settings, simulate
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems.federation import Federation
+from pfxab_flower.problems.sampling import SimulatedEnvironment
 from pfxab_flower.problems.synthetic import synthetic_federation
-from pfxab_flower.sampling import SimulatedEnvironment
+from pfxab_flower.running.engine import make_settings, simulate
 from tests.patience import patient
 from tests.test_flower_ray import shared_ray  # noqa: F401  (the module's Ray, shared by the Flower tests)
 
@@ -391,7 +391,7 @@ def test_local_only_sends_no_means_and_each_client_is_the_client_alone() -> None
 
 def test_random_search_pulls_its_share_at_distinct_random_points_then_exploits_the_best() -> None:
     from pfxab_flower.algorithms.random_search import RANDOM_DEPTH, random_points
-    from pfxab_flower.partition import depth_of
+    from pfxab_flower.arms.partition import depth_of
 
     fed = _fed(noise="none")  # rewards are the objective itself, so the best observed point is known
     n = random_points(0.05, SOLO_T, RANDOM_DEPTH)
@@ -422,7 +422,7 @@ def test_random_search_pulls_its_share_at_distinct_random_points_then_exploits_t
 
 def test_random_search_share_is_as_written_and_checked_once() -> None:
     from pfxab_flower.algorithms.random_search import random_points
-    from pfxab_flower.engine import run
+    from pfxab_flower.running.engine import run
 
     assert random_points(0.07, 100, 48) == 7 and random_points(0.01, 2_000_000, 48) == 20_000
     assert random_points(1.0, 100, 48) == 100 and random_points(0.5, 100, 3) == 8  # at most every cell once
@@ -473,8 +473,8 @@ def test_baselines_on_the_command_line(capsys) -> None:
 @pytest.mark.usefixtures("shared_ray")
 @pytest.mark.parametrize("api", ["message", "legacy"])
 def test_baselines_on_flower_give_the_in_process_numbers(api: str) -> None:
-    from pfxab_flower.engine import run_config
-    from pfxab_flower.run_parameters import AppOptions, RunConfig
+    from pfxab_flower.running.engine import run_config
+    from pfxab_flower.schema.run_config import AppOptions, RunConfig
     from pfxab_flower.simulations.run_flower import run_flower_simulation
 
     for algorithm in ("local-only", "random-search"):

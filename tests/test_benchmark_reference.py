@@ -1,9 +1,9 @@
 """The benchmark's per-pull reference is the same algorithm as the engine."""
 
 from benchmarks.reference import plain_pfxab
-from pfxab_flower.engine import run
-from pfxab_flower.noise import NoiseModel
+from pfxab_flower.arms.noise import NoiseModel
 from pfxab_flower.problems.synthetic import synthetic_federation
+from pfxab_flower.running.engine import run
 
 
 def test_plain_reference_makes_the_engines_decisions_without_noise():

@@ -12,8 +12,8 @@ import pytest
 from benchmarks.memory import PeakMemory
 from benchmarks.timeline import Timeline, server_timeline
 from pfxab_flower.algorithms.phased import ServerMachine
-from pfxab_flower.engine import run_config
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.running.engine import run_config
+from pfxab_flower.schema.run_config import RunConfig
 
 
 def test_timeline_figures_split_startup_first_phase_and_later_phases() -> None:

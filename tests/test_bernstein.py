@@ -17,17 +17,17 @@ import math
 import numpy as np
 import pytest
 
-from pfxab_flower import engine
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.bounds import Bernstein, bernstein
 from pfxab_flower.algorithms.messages import LocalReport
 from pfxab_flower.algorithms.phased import ClientView, ServerMachine
 from pfxab_flower.algorithms.registry import federated_names, policy_class
+from pfxab_flower.arms.noise import NoiseModel
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.noise import NoiseModel
 from pfxab_flower.problems import build_federation
-from pfxab_flower.run_parameters import RunConfig
-from pfxab_flower.spec import AlgorithmSpec
+from pfxab_flower.running import engine
+from pfxab_flower.schema.run_config import RunConfig
+from pfxab_flower.schema.spec import AlgorithmSpec
 from pfxab_flower.strategies import PFXAB as MessagePFXAB  # noqa: N811 (Flower's naming)
 
 DELTA = 0.05

@@ -17,18 +17,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pfxab_flower import engine
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.bounds import BOUNDS, ConfidenceBound, Design, Samples
 from pfxab_flower.algorithms.messages import FinishInstruction, GlobalUpdate, LocalReport
 from pfxab_flower.algorithms.phased import ClientMachine, ClientView, ServerMachine, Settings
 from pfxab_flower.algorithms.registry import federated_names
 from pfxab_flower.algorithms.schedule import C
-from pfxab_flower.config import CONFIDENCES
 from pfxab_flower.problems import build_federation
-from pfxab_flower.run_parameters import RunConfig
-from pfxab_flower.sampling import SimulatedEnvironment
-from pfxab_flower.wire import codec, summed
+from pfxab_flower.problems.sampling import SimulatedEnvironment
+from pfxab_flower.running import engine
+from pfxab_flower.running.wire import codec, summed
+from pfxab_flower.schema.catalogue import CONFIDENCES
+from pfxab_flower.schema.run_config import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 

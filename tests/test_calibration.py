@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from pfxab_flower import ConfigError, Federation, calibrate, run
-from pfxab_flower.calibration import DEFAULT_SAMPLES, POINTS_PER_CELL, VERDICTS
-from pfxab_flower.noisy_cells import trial_noise
-from pfxab_flower.resolution import first_eliminating_depth, uniform_exploration_warning, uniform_plan
+from pfxab_flower.running.resolution import first_eliminating_depth, uniform_exploration_warning, uniform_plan
+from pfxab_flower.schema.spec import AlgorithmSpec
 from pfxab_flower.simulations.cli import main
-from pfxab_flower.spec import AlgorithmSpec
+from pfxab_flower.studies.calibration import DEFAULT_SAMPLES, POINTS_PER_CELL, VERDICTS
+from pfxab_flower.studies.noisy_cells import trial_noise
 from tests.conftest import cli_error_line
 from tests.patience import patient
 

@@ -119,7 +119,7 @@ def test_version_and_help_import_neither_numpy_nor_the_algorithms(arguments):
 
     code = ("import sys\nfrom pfxab_flower.simulations.cli import main\ntry:\n    main(sys.argv[1:])\n"
             "except SystemExit:\n    pass\nheavy = sorted(m for m in ('numpy', 'pandas', 'scipy', 'flwr', "
-            "'pfxab_flower.algorithms', 'pfxab_flower.engine') if m in sys.modules)\nprint('HEAVY', heavy)")
+            "'pfxab_flower.algorithms', 'pfxab_flower.running.engine') if m in sys.modules)\nprint('HEAVY', heavy)")
     done = subprocess.run([sys.executable, "-c", code, *arguments], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "HEAVY []"
     assert "pfxab" in done.stdout

@@ -11,16 +11,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import pfxab_flower.comparison as compare_module
+import pfxab_flower.studies.comparison as compare_module
 from pfxab_flower import Federation
-from pfxab_flower.comparison import COMPARE_FILES, CURVE_COLUMNS, METRICS, RUN_COLUMNS, compare, load_comparison
-from pfxab_flower.config import ALGORITHMS, parse_seeds
-from pfxab_flower.engine import run, run_config
 from pfxab_flower.errors import ConfigError, WorkerLostError
 from pfxab_flower.formatting import format_mean_sd, format_number
-from pfxab_flower.manifest import MANIFEST_NAME
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.running.engine import run, run_config
+from pfxab_flower.schema.catalogue import ALGORITHMS, parse_seeds
+from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.simulations.cli import main
+from pfxab_flower.storage.manifest import MANIFEST_NAME
+from pfxab_flower.studies.comparison import COMPARE_FILES, CURVE_COLUMNS, METRICS, RUN_COLUMNS, compare, load_comparison
 from tests.conftest import PFXAB, cli_error_line, tent_federation
 
 SMALL = RunConfig(problem="garland", clients=3, alpha=0.5, horizon=20_000)

@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 
 from pfxab_flower.algorithms import PFPNE
-from pfxab_flower.config import PARAMETERS, check, declared, parse, parse_seeds, run_config_value, scoped
-from pfxab_flower.domain import Domain
-from pfxab_flower.engine import run
+from pfxab_flower.arms.domain import Domain
+from pfxab_flower.arms.noise import NoiseModel
 from pfxab_flower.errors import ConfigError, ObjectiveError
 from pfxab_flower.limits import MAX_CLIENTS, MAX_CURVE_POINTS, MAX_DIMENSIONS, MAX_HORIZON, MAX_PULLS, MAX_SEEDS
-from pfxab_flower.noise import NoiseModel
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.optimum import GRID_BITS, _grid_depth
 from pfxab_flower.problems.synthetic import synthetic_federation
-from pfxab_flower.run_parameters import APP_DEFAULTS, AppOptions, RunConfig
+from pfxab_flower.running.engine import run
+from pfxab_flower.schema.catalogue import PARAMETERS, check, declared, parse, parse_seeds, run_config_value, scoped
+from pfxab_flower.schema.run_config import APP_DEFAULTS, AppOptions, RunConfig
 from pfxab_flower.simulations.commands import simulate
 from pfxab_flower.simulations.commands.options import add_run_options
 from pfxab_flower.simulations.environment import check_num_cpus
@@ -155,7 +155,7 @@ def test_a_seed_is_one_32_bit_word_so_no_two_runs_share_a_noise_stream(tmp_path:
     runs' streams coincide (solo_seed(0, 1) == solo_seed(2**32, 0)); every entry point refuses them now."""
     from pfxab_flower.algorithms.solo import solo_seed
     from pfxab_flower.limits import MAX_SEED
-    from pfxab_flower.spec import AlgorithmSpec
+    from pfxab_flower.schema.spec import AlgorithmSpec
 
     assert solo_seed(0, 1) == solo_seed(2**32, 0)  # the hazard: two runs, one stream
     assert MAX_SEED == 2**32 - 1 and RunConfig(seed=MAX_SEED).seed == MAX_SEED

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pfxab_flower.algorithms import algorithm_names
-from pfxab_flower.problem_registry import problem_names
+from pfxab_flower.problems.registry import problem_names
 from pfxab_flower.simulations.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]

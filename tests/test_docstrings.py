@@ -1,7 +1,7 @@
 """Module docstrings say what a module is for, in a few lines, and name only what exists.
 
 Measurements and long design notes belong in docs/ (a docstring points there); a name a docstring
-cites (``pfxab_flower.engine.run``, :func:`check`) and a docs page it cites (with the heading it
+cites (``pfxab_flower.running.engine.run``, :func:`check`) and a docs page it cites (with the heading it
 quotes) must exist, so that a rename cannot leave a docstring pointing at nothing.
 """
 
@@ -129,6 +129,7 @@ def test_the_docs_a_module_docstring_cites_exist(path: Path) -> None:
 
 def test_a_missing_name_is_found() -> None:
     """The check itself: the name ``driver.py`` cited before this test existed does not resolve."""
-    driver = importlib.import_module("pfxab_flower.driver")
-    assert not resolves("pfxab_flower.engine.scored_result", driver)
-    assert resolves("pfxab_flower.outcome.RunOutcome.result", driver) and resolves("ServerDriver.deliver", driver)
+    driver = importlib.import_module("pfxab_flower.running.driver")
+    assert not resolves("pfxab_flower.running.engine.scored_result", driver)
+    assert resolves("pfxab_flower.running.outcome.RunOutcome.result", driver)
+    assert resolves("ServerDriver.deliver", driver)

@@ -10,17 +10,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pfxab_flower import engine
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.phased import FIRST_ACTIVE_SET, ClientMachine, ServerMachine
 from pfxab_flower.algorithms.registry import federated_names, options_of
+from pfxab_flower.arms.partition import children
 from pfxab_flower.client_apps import federation_sessions
 from pfxab_flower.errors import ConfigError, RunStoppedError
 from pfxab_flower.faults import FaultPlan, InjectedFailureError, required_replies
-from pfxab_flower.partition import children
 from pfxab_flower.problems import build_federation
-from pfxab_flower.run_parameters import AppOptions, RunConfig, parse_run_config
-from pfxab_flower.sampling import SimulatedEnvironment
+from pfxab_flower.problems.sampling import SimulatedEnvironment
+from pfxab_flower.running import engine
+from pfxab_flower.schema.run_config import AppOptions, RunConfig, parse_run_config
 from pfxab_flower.simulations.apps import strategy_of
 from tests.flower_loopback import run_loopback
 

@@ -1,6 +1,6 @@
 """An error names a value the way the user gave it, and ``--help`` says each default once.
 
-The checks are declared once (:data:`pfxab_flower.config.PARAMETERS`); only the name in the
+The checks are declared once (:data:`pfxab_flower.schema.catalogue.PARAMETERS`); only the name in the
 one-line error follows the entry point (:func:`pfxab_flower.errors.spelled_as`): the Python
 keyword (``noise_sigma``), the command-line flag (``--noise-sigma``), the run-config or TOML
 key (``noise-sigma``).
@@ -17,7 +17,7 @@ import pytest
 
 from pfxab_flower import Federation, RunConfig
 from pfxab_flower.errors import ConfigError, spelled, spelled_as
-from pfxab_flower.run_parameters import parse_run_config
+from pfxab_flower.schema.run_config import parse_run_config
 from pfxab_flower.simulations.cli import build_parser
 from pfxab_flower.simulations.experiment import load_experiment
 from tests.conftest import cli_error_line

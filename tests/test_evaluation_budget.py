@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pfxab_flower import ConfigError, Federation, RunConfig, run
-from pfxab_flower.spec import AlgorithmSpec
+from pfxab_flower.schema.spec import AlgorithmSpec
 from tests.conftest import cli_error_line
 
 

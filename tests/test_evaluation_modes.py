@@ -19,9 +19,9 @@ from flwr.app import Context
 from pfxab_flower import Federation, run
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.client_apps import from_context, objective_client_app, objective_sessions
-from pfxab_flower.engine import make_settings, run_config, simulate
 from pfxab_flower.errors import ConfigError, ObjectiveError
-from pfxab_flower.run_parameters import RunConfig, parse_run_config
+from pfxab_flower.running.engine import make_settings, run_config, simulate
+from pfxab_flower.schema.run_config import RunConfig, parse_run_config
 from pfxab_flower.strategies import STRATEGIES
 from tests.conftest import cli_error_line
 from tests.message_loopback import LoopbackGrid, run_loopback
@@ -284,7 +284,7 @@ def test_a_strategy_scoring_an_unscored_federation_reports_what_was_observed() -
 
 def test_tampered_cost_data_is_not_reported() -> None:
     """Harness data is never judged: costs that are no finite number leave the summary's costs null."""
-    from pfxab_flower.sampling import SimulatedEnvironment, site_costs
+    from pfxab_flower.problems.sampling import SimulatedEnvironment, site_costs
 
     federation = Federation.from_callables(recorders(), DOMAIN, evaluation="deterministic")
     honest = [SimulatedEnvironment(federation, m, seconds=0.5, observed=2.0).export() for m in range(3)]
@@ -310,7 +310,7 @@ def test_a_stochastic_phase_is_given_to_the_objective_batch_by_batch_never_all_r
     batches take no more memory than one."""
     import tracemalloc
 
-    from pfxab_flower.sampling import MAX_BATCH, SimulatedEnvironment
+    from pfxab_flower.problems.sampling import MAX_BATCH, SimulatedEnvironment
 
     seen: list[int] = []
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from pfxab_flower.algorithms import make_policy
-from pfxab_flower.engine import make_settings, run, run_config, simulate
+from pfxab_flower.arms.noise import NoiseModel
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.noise import NoiseModel
 from pfxab_flower.problems.federation import Federation
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.running.engine import make_settings, run, run_config, simulate
+from pfxab_flower.schema.run_config import RunConfig
 
 CENTRES = (0.2, 0.5, 0.7)
 
@@ -98,7 +98,7 @@ def test_wall_seconds_covers_building_the_federation():
 
 
 def test_the_memo_survives_a_wire_that_carries_only_int64():
-    from pfxab_flower.sampling import SimulatedEnvironment
+    from pfxab_flower.problems.sampling import SimulatedEnvironment
 
     federation, objectives = _federation("none")
     env = SimulatedEnvironment(federation, 0)

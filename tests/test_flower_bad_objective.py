@@ -16,7 +16,7 @@ from pfxab_flower.client_apps import from_context, objective_sessions
 from pfxab_flower.errors import ClientFailedError, ObjectiveError, RunStoppedError, client_failure_text
 from pfxab_flower.faults import InjectedFailureError
 from pfxab_flower.problems.federation import Federation
-from pfxab_flower.run_parameters import AppOptions, RunConfig
+from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.strategies import PFXABStrategy
 from pfxab_flower.strategies.common import failure_reason
 from tests.flower_loopback import run_loopback

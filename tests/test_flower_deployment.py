@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from pfxab_flower.engine import run_config
 from pfxab_flower.faults import FaultPlan
 from pfxab_flower.problems import build_federation
-from pfxab_flower.run_parameters import AppOptions, RunConfig
+from pfxab_flower.running.engine import run_config
+from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations import deployment as dep
 from pfxab_flower.simulations.flwr_run import run_config_argument
 from pfxab_flower.simulations.processes import processes_with_marker
@@ -50,8 +50,8 @@ def run_deployment(tmp_path: Path, tls: bool, options: AppOptions, config: RunCo
 
 
 def assert_same_as_inprocess(summary: dict, config: RunConfig, options: AppOptions) -> None:
-    from pfxab_flower import engine
-    from pfxab_flower.engine import describe_problem
+    from pfxab_flower.running import engine
+    from pfxab_flower.running.engine import describe_problem
 
     expected = engine.run(
         build_federation(config), algorithm=config.algorithm, alpha=config.alpha, horizon=config.horizon,

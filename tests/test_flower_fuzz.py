@@ -19,13 +19,13 @@ from flwr.server import SimpleClientManager
 
 from pfxab_flower.algorithms.messages import ActiveSetReport, FinishReport, LocalReport
 from pfxab_flower.algorithms.phased import FIRST_ACTIVE_SET, pooled_means
+from pfxab_flower.arms.partition import children
 from pfxab_flower.client_apps import federation_sessions
-from pfxab_flower.partition import children
 from pfxab_flower.problems import build_federation
-from pfxab_flower.run_parameters import AppOptions, RunConfig
+from pfxab_flower.running.wire import codec
+from pfxab_flower.running.wire.npy import to_npy
+from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import strategy_of
-from pfxab_flower.wire import codec
-from pfxab_flower.wire.npy import to_npy
 from tests.flower_loopback import (
     LoopbackProxy,
     legacy_fit_res,

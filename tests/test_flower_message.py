@@ -16,17 +16,17 @@ import numpy as np
 import pytest
 from flwr.app import ConfigRecord, Error, Message, MessageType, RecordDict
 
-from pfxab_flower import engine
 from pfxab_flower.algorithms.phased import ClientState
 from pfxab_flower.algorithms.registry import federated_names
 from pfxab_flower.client_apps import federation_sessions, message_client_app
 from pfxab_flower.client_apps.store import FlowerStore
-from pfxab_flower.config import ALGORITHMS, APIS, CONFIDENCES
 from pfxab_flower.errors import ConfigError, RunStoppedError
 from pfxab_flower.problems import build_federation
-from pfxab_flower.run_parameters import AppOptions, RunConfig, parse_run_config, to_run_config
+from pfxab_flower.running import engine
+from pfxab_flower.running.wire import codec
+from pfxab_flower.schema.catalogue import ALGORITHMS, APIS, CONFIDENCES
+from pfxab_flower.schema.run_config import AppOptions, RunConfig, parse_run_config, to_run_config
 from pfxab_flower.strategies import PFPNE, PFXAB, STRATEGIES, FedPNE, records
-from pfxab_flower.wire import codec
 from tests.message_loopback import LoopbackGrid, run_loopback
 from tests.patience import patient
 

@@ -3,7 +3,7 @@
 ``objective_client_app`` (Message API) and ``legacy_client_app`` over ``objective_sessions``
 (legacy API) build each node's environment from ``objective(points, partition_id)`` alone;
 the server's strategy, given the same callables as a federation, scores the run. For one
-seed the regret, final nodes and final points equal :func:`pfxab_flower.engine.run`'s, so a
+seed the regret, final nodes and final points equal :func:`pfxab_flower.running.engine.run`'s, so a
 node sees exactly the rewards (and noise) the in-process client of the same index sees.
 """
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pfxab_flower import engine
 from pfxab_flower.client_apps import objective_client_app, objective_sessions
-from pfxab_flower.config import ALGORITHMS
 from pfxab_flower.problems.federation import Federation
+from pfxab_flower.running import engine
+from pfxab_flower.schema.catalogue import ALGORITHMS
 from pfxab_flower.strategies import LEGACY_STRATEGIES, STRATEGIES
 from tests.flower_loopback import run_loopback as run_legacy
 from tests.message_loopback import LoopbackGrid, run_loopback

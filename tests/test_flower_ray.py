@@ -12,9 +12,9 @@ import os
 import numpy as np
 import pytest
 
-from pfxab_flower.config import ALGORITHMS
-from pfxab_flower.engine import run_config
-from pfxab_flower.run_parameters import AppOptions, RunConfig
+from pfxab_flower.running.engine import run_config
+from pfxab_flower.schema.catalogue import ALGORITHMS
+from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations.environment import ray_environment
 from pfxab_flower.simulations.processes import processes_with_marker
 from pfxab_flower.simulations.run_flower import run_flower_simulation

@@ -17,11 +17,11 @@ import pytest
 from flwr.app import Context, MetricRecord, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 
-from pfxab_flower import engine
 from pfxab_flower.client_apps import federation_sessions, legacy_client_app, message_client_app
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.problems import build_federation
-from pfxab_flower.run_parameters import AppOptions, RunConfig
+from pfxab_flower.running import engine
+from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import strategy_of
 from pfxab_flower.strategies.secure import run_legacy_workflow
 from tests.message_loopback import LoopbackGrid, run_loopback

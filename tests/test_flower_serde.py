@@ -21,10 +21,10 @@ from pfxab_flower.algorithms.messages import (
     LocalReport,
     PhaseInstruction,
 )
-from pfxab_flower.engine import payload_size
-from pfxab_flower.spec import AlgorithmSpec
+from pfxab_flower.running.engine import payload_size
+from pfxab_flower.running.wire import codec
+from pfxab_flower.schema.spec import AlgorithmSpec
 from pfxab_flower.strategies import records
-from pfxab_flower.wire import codec
 
 UNION = np.array([4, 5, 7, 9], dtype=np.int64)
 PARAMS = AlgorithmSpec.build("pf-pne", num_clients=5, horizon=10_000, alpha=0.3, seed=7, nu1=2.0, rho=0.4,
@@ -285,7 +285,7 @@ def test_an_npy_header_declaring_more_data_than_it_carries_is_refused_before_num
     import struct
     import tracemalloc
 
-    from pfxab_flower.wire.npy import from_npy
+    from pfxab_flower.running.wire.npy import from_npy
 
     header = "{'descr': '<f8', 'fortran_order': True, 'shape': (1000000000,), }"
     header += " " * (63 - (10 + len(header)) % 64) + "\n"

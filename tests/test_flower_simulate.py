@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.run_parameters import APP_DEFAULTS, AppOptions, RunConfig, parse_run_config
+from pfxab_flower.schema.run_config import APP_DEFAULTS, AppOptions, RunConfig, parse_run_config
 from pfxab_flower.simulations import flwr_run
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.environment import check_num_cpus

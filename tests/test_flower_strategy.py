@@ -17,18 +17,18 @@ import pytest
 from flwr.common import Parameters
 from flwr.server import SimpleClientManager
 
-from pfxab_flower import engine
 from pfxab_flower.algorithms.messages import LocalReport
 from pfxab_flower.algorithms.phased import pooled_means
 from pfxab_flower.algorithms.registry import federated_names
 from pfxab_flower.client_apps import federation_sessions
-from pfxab_flower.config import ALGORITHMS, CONFIDENCES
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import build_federation
-from pfxab_flower.run_parameters import AppOptions, RunConfig
+from pfxab_flower.running import engine
+from pfxab_flower.running.wire import codec
+from pfxab_flower.schema.catalogue import ALGORITHMS, CONFIDENCES
+from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import strategy_of
 from pfxab_flower.strategies import LEGACY_STRATEGIES, FedPNEStrategy, PFPNEStrategy, PFXABStrategy
-from pfxab_flower.wire import codec
 from tests.flower_loopback import (
     LoopbackProxy,
     legacy_fit_res,

@@ -15,13 +15,13 @@ import pytest
 
 from pfxab_flower.algorithms.messages import FinishInstruction, FinishReport, LocalReport
 from pfxab_flower.algorithms.phased import pooled_means
-from pfxab_flower.driver import ServerDriver
-from pfxab_flower.engine import make_settings
 from pfxab_flower.errors import ObjectiveError
-from pfxab_flower.exchanges import Exchange
 from pfxab_flower.problems.federation import Federation
-from pfxab_flower.sampling import SimulatedEnvironment
-from pfxab_flower.session import ClientSession, MemoryStore
+from pfxab_flower.problems.sampling import SimulatedEnvironment
+from pfxab_flower.running.client_session import ClientSession, MemoryStore
+from pfxab_flower.running.driver import ServerDriver
+from pfxab_flower.running.engine import make_settings
+from pfxab_flower.running.exchanges import Exchange
 from tests.conftest import tent_federation
 
 M = 4
@@ -150,8 +150,8 @@ def test_a_clients_text_reaches_the_log_and_the_result_as_one_printable_line(cap
     from flwr.app import Error, Message
     from flwr.common.constant import ErrorCode
 
-    from pfxab_flower.run_parameters import RunConfig
-    from pfxab_flower.wire import codec
+    from pfxab_flower.running.wire import codec
+    from pfxab_flower.schema.run_config import RunConfig
     from tests.impostors import phase_of, rewrite
     from tests.test_flower_message import loopback
 

@@ -18,21 +18,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import pfxab_flower.outputs as outputs
 import pfxab_flower.simulations.experiment as experiment_module
+import pfxab_flower.storage.outputs as outputs
 from pfxab_flower import Federation, run
 from pfxab_flower.algorithms.schedule import Schedule
-from pfxab_flower.cache import EvaluationStore
-from pfxab_flower.config import ALGORITHMS, CONFIDENCES
-from pfxab_flower.domain import Domain
+from pfxab_flower.arms.domain import Domain
 from pfxab_flower.errors import ConfigError, ObjectiveError
 from pfxab_flower.limits import NU1_RANGE, RHO_LOW
 from pfxab_flower.problems import landmine_table
-from pfxab_flower.results import RESULT_FILES
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.running.results import RESULT_FILES
+from pfxab_flower.schema.catalogue import ALGORITHMS, CONFIDENCES
+from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.flwr_run import check_app_dir, unsaved_result
 from pfxab_flower.simulations.server_app import UNSAVED_MARK, write_or_log
+from pfxab_flower.storage.cache import EvaluationStore
 from tests.conftest import PFXAB, tent_federation
 from tests.patience import patient
 
@@ -424,7 +424,7 @@ def test_a_stopped_objective_leaves_nothing_it_started_running(tmp_path):
 def test_a_timeout_in_a_comparisons_workers_gives_the_numbers_of_no_timeout():
     """Pool workers inherited the parent's objective processes and could not use them (``AssertionError: can only
     test a child process``, found by the re-attack of issue 37): each process has its own."""
-    from pfxab_flower.comparison import compare
+    from pfxab_flower.studies.comparison import compare
 
     objectives = [lambda x: 1 - np.abs(x[:, 0] - 0.3), lambda x: 1 - np.abs(x[:, 0] - 0.7)]
     plain = compare(Federation.from_callables(objectives, {"x": (0, 1)}), seeds=[0, 1], progress=False, horizon=20000)
@@ -478,7 +478,7 @@ def test_too_few_open_files_or_too_little_memory_is_one_line_before_any_work(tmp
 
 def test_memory_or_a_library_running_out_during_the_work_is_one_line(capsys, monkeypatch):
     """What the start-up check cannot foresee (a run larger than the memory left) is one line too."""
-    import pfxab_flower.engine as engine
+    import pfxab_flower.running.engine as engine
 
     def exhausted(*args, **kwargs):
         raise MemoryError

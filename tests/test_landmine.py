@@ -9,16 +9,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pfxab_flower import cache as cache_module
-from pfxab_flower.cache import EvaluationStore, cache_dir
-from pfxab_flower.engine import run, run_config
-from pfxab_flower.noise import NoiseModel
-from pfxab_flower.partition import nodes_at_depth
+from pfxab_flower.arms.noise import NoiseModel
+from pfxab_flower.arms.partition import nodes_at_depth
 from pfxab_flower.problems import landmine
 from pfxab_flower.problems.landmine import DOMAIN, SvmEvaluator, cache_namespace, landmine_federation, svm_auc
 from pfxab_flower.problems.landmine_data import ENV_VAR, URL_ENV_VAR, load_splits
 from pfxab_flower.problems.landmine_table import ENV_VAR as TABLE_ENV_VAR
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.running.engine import run, run_config
+from pfxab_flower.schema.run_config import RunConfig
+from pfxab_flower.storage import cache as cache_module
+from pfxab_flower.storage.cache import EvaluationStore, cache_dir
 from tests.landmine_files import NOWHERE, LandmineFile, accepting
 
 

@@ -11,7 +11,6 @@ import pytest
 from sklearn.model_selection import train_test_split
 
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.problem_registry import landmine_fields
 from pfxab_flower.problems import landmine_data
 from pfxab_flower.problems.landmine_data import (
     ENV_VAR,
@@ -21,7 +20,8 @@ from pfxab_flower.problems.landmine_data import (
     load_splits,
     resolve_path,
 )
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.problems.registry import landmine_fields
+from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.simulations import cli
 from tests.landmine_files import NOWHERE, LandmineFile, accepting, real_landmine_file
 

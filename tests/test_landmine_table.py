@@ -18,8 +18,7 @@ import numpy as np
 import pytest
 import sklearn
 
-from pfxab_flower.engine import run_config
-from pfxab_flower.noise import NoiseModel
+from pfxab_flower.arms.noise import NoiseModel
 from pfxab_flower.problems import landmine, landmine_data
 from pfxab_flower.problems.landmine import cache_namespace, landmine_federation, svm_auc, table_points
 from pfxab_flower.problems.landmine_data import (
@@ -32,7 +31,8 @@ from pfxab_flower.problems.landmine_data import (
 )
 from pfxab_flower.problems.landmine_table import ENV_VAR as TABLE_ENV_VAR
 from pfxab_flower.problems.landmine_table import NUM_FIELDS, PACKAGE_TABLE, RewardTable
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.running.engine import run_config
+from pfxab_flower.schema.run_config import RunConfig
 from tests.conftest import cli_error_line
 from tests.landmine_files import NOWHERE, LandmineFile, accepting, accepting_cli, real_landmine_file
 from tests.patience import patient

@@ -1,7 +1,7 @@
 """A cold landmine run killed with SIGKILL leaves no fitting worker behind.
 
 The parent cannot clean up after SIGKILL, so the workers must notice by
-themselves (:func:`pfxab_flower.lifetime.exit_with_parent`). The test
+themselves (:func:`pfxab_flower.processes.lifetime.exit_with_parent`). The test
 starts a cold run (no table, empty cache: thousands of fits in loky workers; the
 generated landmine-format file is enough, 24,573 fits of a few milliseconds each),
 waits for its workers, kills the parent and checks by pid that every one of its

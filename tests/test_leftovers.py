@@ -53,7 +53,7 @@ def python(code: str, **kwargs) -> subprocess.Popen:
 def test_pool_workers_exit_when_their_parent_dies(sig: signal.Signals) -> None:
     parent = python("""
         import time
-        from pfxab_flower.parallel import run_in_processes
+        from pfxab_flower.running.parallel import run_in_processes
         run_in_processes(time.sleep, [(60,)] * 4, 2, lambda *done: None)
     """)
     try:
@@ -67,12 +67,12 @@ def test_pool_workers_exit_when_their_parent_dies(sig: signal.Signals) -> None:
 
 
 def test_an_objective_process_exits_when_its_parent_dies_even_in_the_middle_of_a_call() -> None:
-    """With ``objective_timeout``, the objective's own process (:mod:`pfxab_flower.deadline`) checked for its parent
-    only between calls: a SIGKILLed run left it computing for the rest of the call (here 120 s)."""
+    """With ``objective_timeout``, the objective's own process (:mod:`pfxab_flower.processes.deadline`) checked for its
+    parent only between calls: a SIGKILLed run left it computing for the rest of the call (here 120 s)."""
     parent = python("""
         import time
         import numpy as np
-        from pfxab_flower.deadline import call_within
+        from pfxab_flower.processes.deadline import call_within
         call_within(300.0, lambda points: time.sleep(120), np.zeros((1, 1)), "objective of client 0")
     """)
     try:
@@ -141,7 +141,7 @@ DEPLOYMENT_HOLDER = """
 @pytest.mark.timeout(200)
 def test_a_deployments_superlink_and_supernodes_end_when_their_holder_is_sigkilled(tmp_path: Path) -> None:
     """They were started in sessions of their own and stopped only by the holder's clean-up: a SIGKILLed holder
-    left the SuperLink and its SuperNodes running for good (:func:`pfxab_flower.lifetime.with_parent` now)."""
+    left the SuperLink and its SuperNodes running for good (:func:`pfxab_flower.processes.lifetime.with_parent` now)."""
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(DEPLOYMENT_HOLDER), str(tmp_path / "deploy")],
                               stdout=subprocess.PIPE, text=True)
     try:

@@ -19,13 +19,13 @@ from collections.abc import Iterable
 import numpy as np
 from flwr.app import Error, Message
 
-from pfxab_flower import engine
 from pfxab_flower.client_apps import federation_sessions, message_client_app
 from pfxab_flower.problems import build_federation
-from pfxab_flower.run_parameters import AppOptions, RunConfig
+from pfxab_flower.running import engine
+from pfxab_flower.running.wire import codec
+from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import strategy_of
 from pfxab_flower.strategies import PFXAB
-from pfxab_flower.wire import codec
 from tests.flower_loopback import LoopbackProxy
 from tests.flower_loopback import run_loopback as run_legacy_loopback
 from tests.message_loopback import LoopbackGrid, run_loopback

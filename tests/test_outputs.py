@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-import pfxab_flower.outputs as outputs
+import pfxab_flower.storage.outputs as outputs
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.manifest import MANIFEST_NAME
-from pfxab_flower.outputs import OutputError, check_output_dir, check_output_file, write_files_atomically
-from pfxab_flower.results import RESULT_FILES
+from pfxab_flower.running.results import RESULT_FILES
 from pfxab_flower.simulations.cli import main
+from pfxab_flower.storage.manifest import MANIFEST_NAME
+from pfxab_flower.storage.outputs import OutputError, check_output_dir, check_output_file, write_files_atomically
 from tests.conftest import cli_error_line
 from tests.patience import patient
 
@@ -45,10 +45,10 @@ def no_work(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("work started before the output path was checked")
 
-    import pfxab_flower.comparison as compare_module
-    import pfxab_flower.engine as engine
+    import pfxab_flower.running.engine as engine
     import pfxab_flower.simulations.flwr_run as flwr_run
     import pfxab_flower.simulations.sweep as sweep_module
+    import pfxab_flower.studies.comparison as compare_module
 
     monkeypatch.setattr(engine, "run_config", forbidden)
     monkeypatch.setattr(compare_module, "compare", forbidden)

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from pfxab_flower.comparison import compare
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.manifest import MANIFEST_NAME, read_manifest, verify
-from pfxab_flower.outputs import write_files_atomically
 from pfxab_flower.problems.landmine_table import PACKAGE_TABLE
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.sweep import LOCK_FILE, sweep_lock
+from pfxab_flower.storage.manifest import MANIFEST_NAME, read_manifest, verify
+from pfxab_flower.storage.outputs import write_files_atomically
+from pfxab_flower.studies.comparison import compare
 from tests.conftest import cli_error_line
 from tests.test_sweep import TINY, write_config
 
@@ -76,8 +76,8 @@ def test_landmine_table_refuses_what_is_not_its_table_before_fitting(tmp_path, c
 
 
 def test_landmine_table_may_replace_its_own_table(tmp_path):
-    from pfxab_flower.outputs import check_output_file
     from pfxab_flower.problems.landmine_table import is_reward_table
+    from pfxab_flower.storage.outputs import check_output_file
 
     copy = tmp_path / "table.npz"
     copy.write_bytes(PACKAGE_TABLE.read_bytes())
@@ -270,7 +270,7 @@ def test_a_command_never_replaces_another_kinds_result(tmp_path, capsys, three_k
 
 
 def outputs_kinds() -> dict[str, str]:
-    from pfxab_flower.outputs import KINDS
+    from pfxab_flower.storage.outputs import KINDS
 
     return KINDS
 
@@ -319,7 +319,7 @@ def test_an_out_path_that_cannot_be_written_is_refused_before_the_run(tmp_path, 
 
 def test_the_result_goes_where_the_path_was_checked_even_if_a_link_moves(tmp_path, monkeypatch):
     """The link is followed once, when checked: moving it during the run does not move the result."""
-    import pfxab_flower.engine as engine
+    import pfxab_flower.running.engine as engine
 
     (tmp_path / "A").mkdir()
     (tmp_path / "B").mkdir()
@@ -359,7 +359,7 @@ def test_an_out_name_that_is_not_utf8_is_one_line_before_any_work(tmp_path, caps
 
 _KILLED_WRITE = """
 import os, signal, sys
-import pfxab_flower.outputs as outputs
+import pfxab_flower.storage.outputs as outputs
 from pfxab_flower.simulations.cli import main
 real, written = outputs.write_bytes_synced, []
 def write_then_signal(path, data):
@@ -397,7 +397,7 @@ def test_a_write_killed_midway_leaves_no_temporary_for_good(tmp_path, sig):
 def test_a_temporary_a_live_writer_holds_is_kept(tmp_path):
     import fcntl
 
-    from pfxab_flower.outputs import remove_stale_temporaries
+    from pfxab_flower.storage.outputs import remove_stale_temporaries
 
     target = tmp_path / "R"
     held, stale = tmp_path / ".R.abcdefgh.pfxab-tmp", tmp_path / ".R.zzzzzzzz.pfxab-tmp"

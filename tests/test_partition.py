@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from pfxab_flower.domain import Domain
+from pfxab_flower.arms.domain import Domain
+from pfxab_flower.arms.partition import Partition, children, depth_of, nodes_at_depth, parent
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.partition import Partition, children, depth_of, nodes_at_depth, parent
 
 
 def test_depth_of_heap_ids_including_large_ones():

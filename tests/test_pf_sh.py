@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from pfxab_flower import Federation, engine, run
+from pfxab_flower import Federation, run
 from pfxab_flower.algorithms.pf_sh import (
     COUNT_GRID,
     PFSH,
@@ -27,7 +27,8 @@ from pfxab_flower.algorithms.pfxab_adaptive import cheapest_split
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.faults import FaultPlan
 from pfxab_flower.problems import synthetic_federation
-from pfxab_flower.spec import AlgorithmSpec
+from pfxab_flower.running import engine
+from pfxab_flower.schema.spec import AlgorithmSpec
 
 
 def tents(centres: tuple[float, ...], noise_sigma: float = 0.1) -> Federation:
@@ -165,8 +166,8 @@ def test_compare_runs_pf_sh_beside_the_baselines_on_a_users_own_federation_and_f
     Python on their ``Federation`` (the count resolved from its domain) and with ``pfxab compare``."""
     import json
 
-    from pfxab_flower.comparison import compare
     from pfxab_flower.simulations.cli import main
+    from pfxab_flower.studies.comparison import compare
 
     federation = tents((0.2, 0.3, 0.35))
     result = compare(federation, algorithms=["pf-sh", "random-search", "local-only"], seeds=[0, 1], progress=False,

@@ -9,10 +9,10 @@ import pytest
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.messages import GlobalUpdate, PhaseInstruction
 from pfxab_flower.algorithms.schedule import Schedule
-from pfxab_flower.engine import make_settings, run, simulate
-from pfxab_flower.noise import NoiseModel
-from pfxab_flower.partition import depth_of
+from pfxab_flower.arms.noise import NoiseModel
+from pfxab_flower.arms.partition import depth_of
 from pfxab_flower.problems.synthetic import synthetic_federation
+from pfxab_flower.running.engine import make_settings, run, simulate
 from tests.conftest import tent_federation
 
 

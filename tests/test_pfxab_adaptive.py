@@ -14,11 +14,11 @@ import itertools
 import numpy as np
 import pytest
 
-from pfxab_flower import engine
 from pfxab_flower.algorithms import PFXAB, PFXABAdaptive
 from pfxab_flower.algorithms.pfxab_adaptive import cheapest_split, worth_a_phase
 from pfxab_flower.problems import build_federation
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.running import engine
+from pfxab_flower.schema.run_config import RunConfig
 
 GRID = list(itertools.product((0.0, 0.1, 0.5, 0.9, 1.0), (1, 2, 10, 100), (1.0, 1.5, 2.0, 4.0, 20.0)))
 

@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pfxab_flower.comparison import MANIFEST, load_comparison
 from pfxab_flower.formatting import format_mean_sd
 from pfxab_flower.simulations.cli import main
+from pfxab_flower.studies.comparison import MANIFEST, load_comparison
 from tests.conftest import cli_error_line
 
 FIGURE3_SMALL = """

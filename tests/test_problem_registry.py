@@ -17,17 +17,17 @@ import numpy as np
 import pytest
 
 from pfxab_flower import register_problem
-from pfxab_flower.comparison import compare
-from pfxab_flower.config import PARAMETERS
-from pfxab_flower.domain import Domain
-from pfxab_flower.engine import run_config
+from pfxab_flower.arms.domain import Domain
+from pfxab_flower.arms.noise import NoiseModel
+from pfxab_flower.arms.partition import Partition
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.noise import NoiseModel
-from pfxab_flower.partition import Partition
-from pfxab_flower.problem_registry import problem_names, unregister_problem
 from pfxab_flower.problems import Federation, build_federation
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.problems.registry import problem_names, unregister_problem
+from pfxab_flower.running.engine import run_config
+from pfxab_flower.schema.catalogue import PARAMETERS
+from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.simulations.cli import build_parser, main
+from pfxab_flower.studies.comparison import compare
 
 
 def bowl_centres(clients: int) -> np.ndarray:
@@ -119,7 +119,7 @@ def test_a_problem_registered_by_reference_is_imported_only_when_built() -> None
 
     (``problems.synthetic`` is not in the list: checking ``algorithm`` reads the algorithm registry, whose
     policies import the sampling code, which imports the ``problems`` package.)"""
-    code = ("import sys; import pfxab_flower.run_parameters as c; c.RunConfig(problem='landmine', clients=2); "
+    code = ("import sys; import pfxab_flower.schema.run_config as c; c.RunConfig(problem='landmine', clients=2); "
             "import pfxab_flower.simulations.cli; "
             "print(sorted(m for m in ('sklearn', 'pfxab_flower.problems.landmine') "
             "if m in sys.modules))")
@@ -130,7 +130,7 @@ def test_a_problem_registered_by_reference_is_imported_only_when_built() -> None
 def test_a_problem_s_own_parameter_is_a_run_parameter_its_flag_and_key_read_by_its_builder() -> None:
     """Declared at registration only: RunConfig, its run-config key, the CLI flag and the builder follow."""
     from pfxab_flower.parameter import Parameter, between
-    from pfxab_flower.run_parameters import parse_run_config
+    from pfxab_flower.schema.run_config import parse_run_config
     from pfxab_flower.simulations.commands.options import add_run_options
 
     depth = Parameter("bowl_depth", float, 1.0, "a number in (0, 2]", "how deep the bowls are",

@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from pfxab_flower.engine import run
+from pfxab_flower.arms.noise import NoiseModel
 from pfxab_flower.errors import ConfigError, ObjectiveError
-from pfxab_flower.noise import NoiseModel
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.synthetic import shifts, synthetic_federation
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.running.engine import run
+from pfxab_flower.schema.run_config import RunConfig
 
 
 def test_synthetic_clients_are_shifted_copies_continuous_across_the_wrap():

@@ -26,8 +26,8 @@ import numpy as np
 import psutil
 import pytest
 
-from pfxab_flower.exchanges import Exchange, Failure
-from pfxab_flower.run_parameters import AppOptions, RunConfig
+from pfxab_flower.running.exchanges import Exchange, Failure
+from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations.environment import QUIET_ENV, temporary_directory
 from pfxab_flower.simulations.flwr_run import free_port, run_config_argument, write_app_project
 from pfxab_flower.strategies import ray_diagnosis

@@ -19,14 +19,14 @@ import pandas as pd
 import pytest
 
 from benchmarks.local_cluster import Cluster, two_node_cluster
-from pfxab_flower import engine
-from pfxab_flower.cache import EvaluationStore
 from pfxab_flower.problems.landmine import SvmEvaluator, cache_namespace
 from pfxab_flower.problems.landmine_data import load_splits
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.running import engine
+from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.cluster import fits_on
 from pfxab_flower.simulations.flwr_run import free_port
+from pfxab_flower.storage.cache import EvaluationStore
 from tests.conftest import cli_error_line
 from tests.landmine_files import LandmineFile, accepting
 from tests.test_sweep import TINY, write_config

@@ -15,16 +15,16 @@ import numpy as np
 import pytest
 from flwr.common.secure_aggregation.quantization import dequantize, quantize
 
-from pfxab_flower import engine
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.messages import FinishInstruction, LocalReport
 from pfxab_flower.algorithms.phased import ClientMachine, ServerMachine, pooled_means
 from pfxab_flower.algorithms.registry import federated_names
 from pfxab_flower.errors import ObjectiveError
 from pfxab_flower.problems import build_federation
-from pfxab_flower.run_parameters import AppOptions, RunConfig, parse_run_config
-from pfxab_flower.sampling import SimulatedEnvironment
-from pfxab_flower.wire import summed
+from pfxab_flower.problems.sampling import SimulatedEnvironment
+from pfxab_flower.running import engine
+from pfxab_flower.running.wire import summed
+from pfxab_flower.schema.run_config import AppOptions, RunConfig, parse_run_config
 from tests.patience import patient
 
 MODULUS = 2**32

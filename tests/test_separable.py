@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pfxab_flower.engine import run_config
 from pfxab_flower.problems.separable import separable_federation
 from pfxab_flower.problems.synthetic import synthetic_federation
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.running.engine import run_config
+from pfxab_flower.schema.run_config import RunConfig
 
 
 @pytest.mark.parametrize(("name", "dimension", "alpha"), [("garland", 2, 0.5), ("doublesine", 3, 0.1),

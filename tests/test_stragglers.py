@@ -19,16 +19,16 @@ import pytest
 from flwr.app import RecordDict
 from flwr.server.superlink.linkstate.in_memory_linkstate import InMemoryLinkState
 
-from pfxab_flower import engine
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.phased import ServerMachine
 from pfxab_flower.client_apps.store import STATE_KEY, FlowerStore
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.faults import FaultPlan, InjectedFailureError
 from pfxab_flower.problems import build_federation
-from pfxab_flower.run_parameters import AppOptions, RunConfig, parse_run_config, to_run_config
-from pfxab_flower.sampling import SimulatedEnvironment
-from pfxab_flower.session import ClientSession, LateReplyError
+from pfxab_flower.problems.sampling import SimulatedEnvironment
+from pfxab_flower.running import engine
+from pfxab_flower.running.client_session import ClientSession, LateReplyError
+from pfxab_flower.schema.run_config import AppOptions, RunConfig, parse_run_config, to_run_config
 from pfxab_flower.simulations.run_flower import run_flower_simulation
 from tests.patience import patient
 from tests.test_flower_ray import shared_ray  # noqa: F401  (Ray started once for the module, checked stopped)

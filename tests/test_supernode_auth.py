@@ -35,12 +35,12 @@ from pfxab_flower.client_apps import federation_sessions, message_client_app
 from pfxab_flower.client_apps.site_state import STATE_DIR, state_file
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import build_federation
-from pfxab_flower.run_parameters import AppOptions, RunConfig
+from pfxab_flower.running.trust import pull_log_rewritten
+from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations import deployment as dep
 from pfxab_flower.simulations.flwr_run import run_config_argument
 from pfxab_flower.simulations.processes import processes_with_marker
 from pfxab_flower.strategies import PFXAB
-from pfxab_flower.trust import pull_log_rewritten
 from tests.deployment_tools import flwr_run_streaming, log_tail, node_status, sign_off, start_until_accepted
 from tests.message_loopback import LoopbackGrid, run_loopback
 from tests.patience import patient

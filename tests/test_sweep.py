@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 import pfxab_flower.simulations.sweep as sweep_module
-from pfxab_flower.results import time_grid
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.running.results import time_grid
+from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.experiment import load_experiment, run_id
 from pfxab_flower.simulations.sweep_runs import CONFIG_COLUMNS, REFERENCE_COLUMNS, SUMMARY_COLUMNS
@@ -153,7 +153,7 @@ def test_ctrl_c_stops_with_130_and_a_rerun_finishes_the_rest(tmp_path, monkeypat
 def test_a_run_whose_files_cannot_be_written_fails_alone_and_is_redone_next_time(tmp_path, monkeypatch, capsys):
     import errno
 
-    import pfxab_flower.outputs as outputs
+    import pfxab_flower.storage.outputs as outputs
 
     config, out = write_config(tmp_path), tmp_path / "out"
     real, broken = outputs.write_bytes_synced, run_id(load_experiment(config).configs[0])
@@ -280,7 +280,7 @@ FIRST_RUN_ID_FIELDS = {"problem", "algorithm", "clients", "alpha", "horizon", "s
 
 
 def test_a_field_added_to_run_configs_leaves_older_run_ids_unchanged() -> None:
-    from pfxab_flower.run_parameters import RunConfig
+    from pfxab_flower.schema.run_config import RunConfig
     from pfxab_flower.simulations.experiment import LATER_FIELDS
 
     assert set(RunConfig.names()) - set(LATER_FIELDS) == FIRST_RUN_ID_FIELDS  # a new parameter is declared late

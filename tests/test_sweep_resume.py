@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.manifest import verify
 from pfxab_flower.simulations.experiment import load_experiment, run_id
 from pfxab_flower.simulations.sweep import consolidate, sweep_lock
 from pfxab_flower.simulations.sweep_runs import RUN_FILES
+from pfxab_flower.storage.manifest import verify
 from tests.conftest import cli_error_line
 from tests.patience import patient
 from tests.test_sweep import TINY, last_invocation, sweep, write_config

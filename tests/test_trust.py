@@ -31,13 +31,13 @@ from flwr.app import Error, Message
 
 from pfxab_flower.algorithms.messages import FinishInstruction
 from pfxab_flower.client_apps import federation_sessions, message_client_app
-from pfxab_flower.exchanges import Exchange
 from pfxab_flower.problems import build_federation
-from pfxab_flower.run_parameters import AppOptions, RunConfig
+from pfxab_flower.running.exchanges import Exchange
+from pfxab_flower.running.trust import NodeBinding, pull_log_problem
+from pfxab_flower.running.wire import codec
+from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations.apps import strategy_of
 from pfxab_flower.strategies import PFXAB
-from pfxab_flower.trust import NodeBinding, pull_log_problem
-from pfxab_flower.wire import codec
 from tests.flower_loopback import LoopbackProxy
 from tests.flower_loopback import run_loopback as run_legacy_loopback
 from tests.impostors import claim, edit_pull_log, from_node, is_final, phase_of

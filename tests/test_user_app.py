@@ -29,7 +29,7 @@ import psutil
 import pytest
 
 from pfxab_flower import Federation, run
-from pfxab_flower.config import algorithm_names
+from pfxab_flower.schema.catalogue import algorithm_names
 from pfxab_flower.simulations.environment import QUIET_ENV, backend_config, ray_environment, temporary_directory
 from pfxab_flower.simulations.flwr_run import flwr_executable, free_port, start_local_superlink
 from pfxab_flower.simulations.processes import processes_with_marker, stop_processes

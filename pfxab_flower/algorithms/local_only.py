@@ -15,7 +15,7 @@ from pfxab_flower.algorithms.phased import ClientMachine, ServerMachine, Setting
 from pfxab_flower.algorithms.solo import SoloPolicy, solo_seed
 
 if TYPE_CHECKING:
-    from pfxab_flower.sampling import Environment
+    from pfxab_flower.problems.sampling import Environment
 
 
 class LocalOnly(SoloPolicy):

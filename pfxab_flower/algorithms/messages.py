@@ -2,8 +2,8 @@
 
 A message holds only what a deployment would send (node ids, means, counts, a few integers); a
 phase is two exchanges and the run ends with a third (docs/flower.md, "How a phase maps onto Flower
-rounds"). Every server message carries the run's :class:`~pfxab_flower.spec.AlgorithmSpec`, so a
-client needs nothing but its objective. :mod:`pfxab_flower.wire.codec` converts them to Flower types.
+rounds"). Every server message carries the run's :class:`~pfxab_flower.schema.spec.AlgorithmSpec`, so a
+client needs nothing but its objective. :mod:`pfxab_flower.running.wire.codec` converts them to Flower types.
 """
 
 from __future__ import annotations

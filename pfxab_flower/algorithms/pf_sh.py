@@ -16,7 +16,7 @@ from pfxab_flower.algorithms.phased import ClientView, Policy, Settings
 from pfxab_flower.algorithms.phased.state import ROOT, ProtocolError
 from pfxab_flower.algorithms.random_search import RANDOM_DEPTH
 from pfxab_flower.algorithms.run_spec import SpecT
-from pfxab_flower.domain import DIMENSIONS
+from pfxab_flower.arms.domain import DIMENSIONS
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.parameter import Parameter, check_against
 

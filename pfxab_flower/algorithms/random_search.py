@@ -17,7 +17,7 @@ from pfxab_flower.algorithms.solo import SoloPolicy, solo_seed
 from pfxab_flower.parameter import Parameter
 
 if TYPE_CHECKING:
-    from pfxab_flower.sampling import Environment
+    from pfxab_flower.problems.sampling import Environment
 
 #: The depth of the cells whose centres are the random points (unit-cube resolution ``2**-48`` at d = 1).
 RANDOM_DEPTH = 48

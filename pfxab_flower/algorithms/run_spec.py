@@ -1,6 +1,6 @@
 """What the algorithms read of a run's spec: :class:`RunSpec`, a typing protocol.
 
-The spec itself (:class:`pfxab_flower.spec.AlgorithmSpec`) is checked against the algorithms' registry,
+The spec itself (:class:`pfxab_flower.schema.spec.AlgorithmSpec`) is checked against the algorithms' registry,
 so it sits above them; they name this protocol instead and import nothing above them.
 """
 
@@ -11,7 +11,7 @@ from typing import Any, Protocol, Self, TypeVar
 
 
 class RunSpec(Protocol):
-    """What an algorithm reads of one run's checked spec (:class:`pfxab_flower.spec.AlgorithmSpec`)."""
+    """What an algorithm reads of one run's checked spec (:class:`pfxab_flower.schema.spec.AlgorithmSpec`)."""
 
     @property
     def algorithm(self) -> str: ...

@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pfxab_flower.partition import MAX_DEPTH
+from pfxab_flower.arms.partition import MAX_DEPTH
 
 C = math.sqrt(2.0)
 

@@ -15,7 +15,7 @@ from pfxab_flower.algorithms.phased import Policy, Settings
 
 if TYPE_CHECKING:
     from pfxab_flower.algorithms.phased import ClientView
-    from pfxab_flower.sampling import Environment
+    from pfxab_flower.problems.sampling import Environment
 
 
 def solo_seed(seed: int, client: int) -> int:

@@ -1,15 +1,15 @@
 """Federations: the ground truth of a simulation (objectives, noise, optima), and the problems that make them.
 
 A run names its problem (``RunConfig.problem``); :func:`build_federation` looks it up in
-:mod:`pfxab_flower.problem_registry`, where :func:`register_problem` adds one.
+:mod:`pfxab_flower.problems.registry`, where :func:`register_problem` adds one.
 """
 
 from __future__ import annotations
 
+from pfxab_flower.arms.noise import NoiseModel
 from pfxab_flower.errors import ConfigError, spelled
-from pfxab_flower.noise import NoiseModel
-from pfxab_flower.problem_registry import ProblemRun, problem, problem_names, register_problem, unregister_problem
 from pfxab_flower.problems.federation import Federation
+from pfxab_flower.problems.registry import ProblemRun, problem, problem_names, register_problem, unregister_problem
 from pfxab_flower.problems.synthetic import synthetic_federation
 
 

@@ -1,7 +1,7 @@
 """A federation: ``M`` local objectives on one domain, with a noise model and an evaluation mode.
 
 The ground truth of a simulation: clients only draw rewards through their environment, and the
-regret oracle (:mod:`pfxab_flower.accounting`) scores against it. ``evaluation`` says what a pull
+regret oracle (:mod:`pfxab_flower.running.accounting`) scores against it. ``evaluation`` says what a pull
 is (docs/flower.md#evaluation-modes).
 """
 
@@ -13,14 +13,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from pfxab_flower.deadline import call_within
-from pfxab_flower.domain import Bounds, Domain
+from pfxab_flower.arms.domain import Bounds, Domain
+from pfxab_flower.arms.noise import NoiseModel
+from pfxab_flower.arms.partition import Partition
 from pfxab_flower.errors import ConfigError, ObjectiveError
 from pfxab_flower.limits import MAX_CLIENTS, REWARD_LIMIT
-from pfxab_flower.noise import NoiseModel
 from pfxab_flower.parameter import Parameter, between, check_against, choice
-from pfxab_flower.partition import Partition
 from pfxab_flower.problems.optimum import Optimum, maximise_personalised
+from pfxab_flower.processes.deadline import call_within
 
 #: How many clients a federation (a run) has: ``M``.
 CLIENTS = Parameter("clients", int, 10, f"an integer in [1, {MAX_CLIENTS}]",
@@ -107,7 +107,8 @@ class Federation:
     #: Where the objectives' values lie (checked on every evaluation); the server rejects means outside
     #: :attr:`reward_range`. The default is the widest allowed: ``[-VALUE_LIMIT, VALUE_LIMIT]``.
     value_range: tuple[float, float] = (-VALUE_LIMIT, VALUE_LIMIT)
-    #: Longest one call of an objective may take, in seconds (``None``: no limit); see :mod:`pfxab_flower.deadline`.
+    #: Longest one call of an objective may take, in seconds (``None``: no limit);
+    #: see :mod:`pfxab_flower.processes.deadline`.
     objective_timeout: float | None = None
     #: What the objectives are (:data:`EVALUATIONS`); the real modes add no noise.
     evaluation: str = "simulated"
@@ -162,7 +163,7 @@ class Federation:
         evaluation; a server rejects local means outside it, widened by the noise).
         ``objective_timeout`` (seconds) stops the run with one line when one call of an objective
         takes longer (an objective that never returns would otherwise hang the run); with it, each
-        objective runs in a process of its own that the limit ends (:mod:`pfxab_flower.deadline`).
+        objective runs in a process of its own that the limit ends (:mod:`pfxab_flower.processes.deadline`).
 
         ``evaluation`` says what an objective is: ``"simulated"`` (its mean reward, ``noise`` added),
         ``"deterministic"`` (exact: each point evaluated once) or ``"stochastic"`` (one real trial per

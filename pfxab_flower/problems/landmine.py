@@ -18,17 +18,17 @@ from functools import partial
 
 import numpy as np
 
-from pfxab_flower.cache import EvaluationStore
-from pfxab_flower.domain import Domain
-from pfxab_flower.lifetime import exit_with_parent
-from pfxab_flower.noise import NoiseModel
-from pfxab_flower.partition import Partition, nodes_at_depth
-from pfxab_flower.problem_registry import ProblemRun, landmine_fields
+from pfxab_flower.arms.domain import Domain
+from pfxab_flower.arms.noise import NoiseModel
+from pfxab_flower.arms.partition import Partition, nodes_at_depth
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.landmine_data import SPLIT_ID, FieldSplit, load_splits
 from pfxab_flower.problems.landmine_table import NUM_FIELDS, RewardTable, load_table
 from pfxab_flower.problems.optimum import Optimum
-from pfxab_flower.remote import fit_mapper, in_ray_task
+from pfxab_flower.problems.registry import ProblemRun, landmine_fields
+from pfxab_flower.processes.lifetime import exit_with_parent
+from pfxab_flower.processes.remote import fit_mapper, in_ray_task
+from pfxab_flower.storage.cache import EvaluationStore
 
 DOMAIN = Domain.from_mapping({"C": (1e-4, 1e4, "log"), "gamma": (1e-2, 10, "log")})
 #: Bump when the meaning of a cached value changes (objective, model, scoring).

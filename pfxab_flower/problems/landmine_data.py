@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pfxab_flower.cache import cache_dir
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.storage.cache import cache_dir
 
 #: sha256 of the one file the rewards are defined on.
 LANDMINE_SHA256 = "2163ab20a80e33a8b65593c48cf283c540599dcb291105e63fa4af2ce24c2bea"

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.problem_registry import LANDMINE_FIELD_COUNT
 from pfxab_flower.problems.landmine import DOMAIN, svm_auc
 from pfxab_flower.problems.landmine_data import FieldSplit, load_splits
+from pfxab_flower.problems.registry import LANDMINE_FIELD_COUNT
 
 #: What a site file holds: the field's two halves.
 SITE_ARRAYS = ("X_train", "X_test", "y_train", "y_test")

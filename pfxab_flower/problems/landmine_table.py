@@ -47,7 +47,7 @@ class RewardTable:
 
     def write(self, path: Path) -> None:
         """Write atomically (fsynced temporary file, then rename): a reader never sees half a table."""
-        from pfxab_flower.outputs import atomic_file
+        from pfxab_flower.storage.outputs import atomic_file
 
         path.parent.mkdir(parents=True, exist_ok=True)
         values = np.asarray(self.values, dtype=np.float64)

@@ -14,8 +14,8 @@ from typing import Protocol
 
 import numpy as np
 
-from pfxab_flower.domain import Domain
-from pfxab_flower.partition import Partition, nodes_at_depth
+from pfxab_flower.arms.domain import Domain
+from pfxab_flower.arms.partition import Partition, nodes_at_depth
 from pfxab_flower.problems.optimum_store import RefinementKey, load_refined, save_refined
 
 #: Grid points in all (``2**GRID_BITS``), cell centres of the partition at that depth.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pfxab_flower.cache import EvaluationStore
+from pfxab_flower.storage.cache import EvaluationStore
 
 #: Bump when the refinement (or what is stored) changes meaning.
 METHOD_VERSION = 1

@@ -11,11 +11,11 @@ from functools import partial
 
 import numpy as np
 
-from pfxab_flower.domain import Dimension, Domain
-from pfxab_flower.noise import NoiseModel
-from pfxab_flower.problem_registry import ProblemRun
+from pfxab_flower.arms.domain import Dimension, Domain
+from pfxab_flower.arms.noise import NoiseModel
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.optimum import Optimum
+from pfxab_flower.problems.registry import ProblemRun
 from pfxab_flower.problems.synthetic import BASE_FUNCTIONS, all_shifted, shifted, shifts, synthetic_federation
 
 
@@ -49,7 +49,7 @@ def _builder(name: str, dimension: int, config: ProblemRun, noise: NoiseModel) -
     return separable_federation(name, dimension, config.clients, config.spread, noise)
 
 
-# The registered problems (pfxab_flower/problem_registry.py names them by reference).
+# The registered problems (pfxab_flower/problems/registry.py names them by reference).
 garland_2d = partial(_builder, "garland", 2)
 garland_3d = partial(_builder, "garland", 3)
 garland_5d = partial(_builder, "garland", 5)

@@ -13,12 +13,12 @@ from functools import partial
 
 import numpy as np
 
-from pfxab_flower.domain import Domain
+from pfxab_flower.arms.domain import Domain
+from pfxab_flower.arms.noise import NoiseModel
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.noise import NoiseModel
 from pfxab_flower.parameter import check_against
-from pfxab_flower.problem_registry import SPREAD, ProblemRun
 from pfxab_flower.problems.federation import CLIENTS, Federation
+from pfxab_flower.problems.registry import SPREAD, ProblemRun
 
 # DoubleSine constants (rho1 = 0.3, rho2 = 0.8, tmax = 0.5).
 _E1 = -np.log2(0.3)
@@ -50,7 +50,7 @@ def _doublesine_kinks() -> np.ndarray:
 
 
 #: The base functions :func:`synthetic_federation` shifts, with their cusps. The problems of these names are
-#: registered in :mod:`pfxab_flower.problem_registry` (their builders are the two functions at the end).
+#: registered in :mod:`pfxab_flower.problems.registry` (their builders are the two functions at the end).
 BASE_FUNCTIONS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], Callable[[], np.ndarray]]] = {
     "garland": (garland, _garland_kinks),
     "doublesine": (doublesine, _doublesine_kinks),

@@ -1,7 +1,7 @@
 """``pfxab calibrate``: sample each site's objective with a small budget and propose ``nu1`` and ``rho``.
 
 Prints the proposal, the evidence (one row per depth) and what the proposal and the defaults
-can do within the horizon (:mod:`pfxab_flower.calibration`); ``--plot`` draws the evidence,
+can do within the horizon (:mod:`pfxab_flower.studies.calibration`); ``--plot`` draws the evidence,
 ``--json`` prints it as one JSON object instead.
 """
 
@@ -17,7 +17,7 @@ from pfxab_flower.simulations.commands.options import add_run_options, config_fr
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The sub-command's arguments (``pfxab_flower.simulations.cli`` names it and gives its one-line help)."""
-    from pfxab_flower.calibration import DEFAULT_SAMPLES
+    from pfxab_flower.studies.calibration import DEFAULT_SAMPLES
 
     add_run_options(parser, skip=("nu1", "rho"))
     parser.add_argument("--samples", default=str(DEFAULT_SAMPLES), metavar="N",
@@ -35,8 +35,8 @@ def _samples(text: str) -> int:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from pfxab_flower.calibration import calibrate
     from pfxab_flower.problems import build_federation
+    from pfxab_flower.studies.calibration import calibrate
 
     config = config_from_args(args)
     samples = _samples(args.samples)

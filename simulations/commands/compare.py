@@ -8,8 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pfxab_flower.config import algorithm_names, parse_algorithms, parse_seeds, parse_workers
-from pfxab_flower.outputs import check_output_dir, replaced_kind, save_or_keep
+from pfxab_flower.schema.catalogue import algorithm_names, parse_algorithms, parse_seeds, parse_workers
 from pfxab_flower.simulations.cluster import executor_address, fits_on, ray_runner
 from pfxab_flower.simulations.commands.options import (
     add_parameter_flag,
@@ -17,6 +16,7 @@ from pfxab_flower.simulations.commands.options import (
     add_run_options,
     config_from_args,
 )
+from pfxab_flower.storage.outputs import check_output_dir, replaced_kind, save_or_keep
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from pfxab_flower.comparison import COMPARE_FILES, DEFAULT_SEEDS, compare
+    from pfxab_flower.studies.comparison import COMPARE_FILES, DEFAULT_SEEDS, compare
 
     seeds = parse_seeds(args.seeds) if args.seeds is not None else list(DEFAULT_SEEDS)
     algorithms = parse_algorithms(args.algorithms)

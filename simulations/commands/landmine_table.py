@@ -39,10 +39,10 @@ def _int_in(name: str, value: str, low: int, high: int) -> int:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from pfxab_flower.config import parse_workers
-    from pfxab_flower.outputs import check_output_file
     from pfxab_flower.problems.landmine import generate_table
     from pfxab_flower.problems.landmine_table import is_reward_table
+    from pfxab_flower.schema.catalogue import parse_workers
+    from pfxab_flower.storage.outputs import check_output_file
 
     depth = _int_in("depth", args.depth, 0, _MAX_DEPTH)
     workers = parse_workers(args.workers)

@@ -1,4 +1,4 @@
-"""Command-line flags, derived from each parameter's one declaration (:func:`pfxab_flower.config.declared`).
+"""Command-line flags, derived from each parameter's one declaration (:func:`pfxab_flower.schema.catalogue.declared`).
 
 Flags keep the user's text for the declared check, so a bad value gets the same one line from every
 entry point; help, defaults and a choice's ``{a,b}`` list are the declaration's.
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from pfxab_flower.config import declared, run_config_value
 from pfxab_flower.parameter import Parameter
-from pfxab_flower.run_parameters import RunConfig
+from pfxab_flower.schema.catalogue import declared, run_config_value
+from pfxab_flower.schema.run_config import RunConfig
 
 
 def add_run_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
@@ -24,7 +24,7 @@ def add_parameter_flag(parser: argparse.ArgumentParser, name: str, *, flag: str 
                        dest: str | None = None, typed: bool = False, default: object = None) -> None:
     """The ``--flag`` of the declared parameter ``name`` (kebab-case and ``args.name`` unless ``flag``/``dest``).
 
-    By default the flag keeps the user's text (``None`` if not given) for :func:`~pfxab_flower.config.parse`
+    By default the flag keeps the user's text (``None`` if not given) for :func:`~pfxab_flower.schema.catalogue.parse`
     to check; with ``typed`` it holds the declared default and argparse converts it to the declared type.
     ``default``: this command's own default (as text, checked like a given value), e.g. ``sweep --workers``.
     """

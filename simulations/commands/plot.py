@@ -26,8 +26,8 @@ def default_figure(result_dir: str) -> Path:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from pfxab_flower.outputs import check_output_file
     from pfxab_flower.simulations.plots import FORMATS, is_our_figure, plot_result
+    from pfxab_flower.storage.outputs import check_output_file
 
     out = args.out if args.out is not None else str(default_figure(args.dir))
     out = check_output_file(out, FORMATS, ours=is_our_figure)  # before reading the results or drawing

@@ -6,14 +6,14 @@ import argparse
 import sys
 from typing import Any
 
-from pfxab_flower.config import parse
-from pfxab_flower.outputs import check_output_dir, replaced_kind, save_or_keep
+from pfxab_flower.schema.catalogue import parse
 from pfxab_flower.simulations.commands.options import (
     add_parameter_flag,
     add_replace_flag,
     add_run_options,
     config_from_args,
 )
+from pfxab_flower.storage.outputs import check_output_dir, replaced_kind, save_or_keep
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from pfxab_flower.results import RESULT_FILES  # here, not at the top: `pfxab --help` need not import pandas
+    from pfxab_flower.running.results import RESULT_FILES  # here, not at the top: `pfxab --help` need not import pandas
 
     config = config_from_args(args)
     args.engine = parse("engine", args.engine)
@@ -44,13 +44,13 @@ def handle(args: argparse.Namespace) -> int:
 
         args.ray_address = check_ray_address(args.ray_address)  # before any work
     if args.engine == "flower":
-        from pfxab_flower.run_parameters import AppOptions
+        from pfxab_flower.schema.run_config import AppOptions
         from pfxab_flower.simulations.run_flower import run_flower_simulation
 
         options = AppOptions() if args.api is None else AppOptions(api=args.api)
         result = run_flower_simulation(config, options=options, ray_address=args.ray_address)
     else:  # the in-process engine runs here; with an address, landmine's SVM fits go to the cluster
-        from pfxab_flower.engine import run_config
+        from pfxab_flower.running.engine import run_config
         from pfxab_flower.simulations.cluster import fits_on
 
         with fits_on(args.ray_address):

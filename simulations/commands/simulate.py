@@ -31,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     config = config_from_args(args)  # one-line error before anything starts
-    from pfxab_flower.outputs import OutputError, check_output_dir
-    from pfxab_flower.results import RESULT_FILES
+    from pfxab_flower.running.results import RESULT_FILES
+    from pfxab_flower.storage.outputs import OutputError, check_output_dir
 
     # the ServerApp writes there, after the whole run: to the path checked here
     args.out = str(check_output_dir(args.out, result_files=RESULT_FILES, kind="run"))
@@ -40,7 +40,7 @@ def handle(args: argparse.Namespace) -> int:
         from pfxab_flower.simulations.cluster import check_ray_address
 
         args.ray_address = check_ray_address(args.ray_address)  # before the SuperLink starts
-    from pfxab_flower.run_parameters import parse_run_config, to_run_config
+    from pfxab_flower.schema.run_config import parse_run_config, to_run_config
     from pfxab_flower.simulations.flwr_run import simulate
 
     given = {"api": args.api, "fail-rate": args.fail_rate, "fail-clients": args.fail_clients,

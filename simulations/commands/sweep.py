@@ -7,11 +7,11 @@ import importlib.util
 import os
 import sys
 
-from pfxab_flower.config import parse, parse_workers
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.outputs import check_output_dir
+from pfxab_flower.schema.catalogue import parse, parse_workers
 from pfxab_flower.simulations.cluster import executor_address
 from pfxab_flower.simulations.commands.options import add_parameter_flag, add_replace_flag
+from pfxab_flower.storage.outputs import check_output_dir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 from pfxab_flower.algorithms.schedule import Schedule
 
 if TYPE_CHECKING:
-    from pfxab_flower.sampling import Environment
+    from pfxab_flower.problems.sampling import Environment
 
 #: A width per node, or one width for every node (a bound whose width does not depend on the node).
 Widths = np.ndarray | float
@@ -129,7 +129,7 @@ class ConfidenceBound(ABC):
     #: Whether the widths use the rewards' range: then the server sends it to the clients with the parameters.
     uses_reward_range: ClassVar[bool] = False
     #: Whether a phase's widths follow from the settings alone (``nu1 rho^h``), so that what a run can
-    #: eliminate is known before it starts (:mod:`pfxab_flower.resolution`); not when they come from the data.
+    #: eliminate is known before it starts (:mod:`pfxab_flower.running.resolution`); not when they come from the data.
     widths_known_in_advance: ClassVar[bool] = True
 
     # -- phase-length design (server) ----------------------------------------------------

@@ -18,7 +18,7 @@ import numpy as np
 from pfxab_flower.algorithms.bounds.base import ClientView, ConfidenceBound, Design, RunView, Samples
 
 if TYPE_CHECKING:
-    from pfxab_flower.sampling import Environment
+    from pfxab_flower.problems.sampling import Environment
 
 #: The statistic a client reports per node: its sample variance.
 VARIANCE = "variance"

@@ -14,7 +14,7 @@ import numpy as np
 from pfxab_flower.algorithms.phased.policy import Policy
 from pfxab_flower.algorithms.phased.settings import Settings
 from pfxab_flower.algorithms.phased.state import ProtocolError
-from pfxab_flower.partition import depth_of
+from pfxab_flower.arms.partition import depth_of
 
 
 def max_phases(settings: Settings, policy: Policy) -> int:

@@ -14,7 +14,7 @@ from pfxab_flower.algorithms.messages import ActiveSetReport, FinishReport, Loca
 from pfxab_flower.algorithms.phased.policy import Policy
 from pfxab_flower.algorithms.phased.settings import Settings
 from pfxab_flower.algorithms.phased.state import PhasePlan
-from pfxab_flower.partition import MAX_DEPTH
+from pfxab_flower.arms.partition import MAX_DEPTH
 
 
 class ReplyChecks:

@@ -24,7 +24,7 @@ from pfxab_flower.algorithms.phased.bounded import (
 from pfxab_flower.algorithms.phased.policy import Policy
 from pfxab_flower.algorithms.phased.settings import Settings
 from pfxab_flower.algorithms.phased.state import ClientState, ProtocolError
-from pfxab_flower.sampling import Environment
+from pfxab_flower.problems.sampling import Environment
 
 
 def _rng(settings: Settings, client: int, phase: int) -> np.random.Generator:

@@ -10,11 +10,11 @@ from pfxab_flower.algorithms.bounds import ClientView, Widths
 from pfxab_flower.algorithms.phased.settings import Settings
 from pfxab_flower.algorithms.phased.state import FIRST_ACTIVE_SET
 from pfxab_flower.algorithms.run_spec import SpecT
+from pfxab_flower.arms.partition import children, depth_of, parent
 from pfxab_flower.parameter import Parameter
-from pfxab_flower.partition import children, depth_of, parent
 
 if TYPE_CHECKING:
-    from pfxab_flower.sampling import Environment
+    from pfxab_flower.problems.sampling import Environment
 
 
 class Policy:

@@ -1,0 +1,1 @@
+"""Processes we start: one objective call under a time limit, children that end with their parent, remote hooks."""

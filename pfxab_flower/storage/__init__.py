@@ -1,0 +1,1 @@
+"""Storing results: output paths checked before work, atomic writes, ownership manifests, the evaluation cache."""
