@@ -162,3 +162,54 @@ def test_no_flat_api_name_is_a_submodule_of_the_package() -> None:
     for name, module in pfxab_flower._EXPORTS.items():
         __import__(module)
         assert not isinstance(getattr(pfxab_flower, name), type(pytest)), name
+
+
+# -- the core's folders, in layers ----------------------------------------------------------------------------------
+
+#: The core's sub-packages from the bottom up: a module imports only from its own folder and the folders below it
+#: (the top-level modules, ``errors``, ``limits``, ``parameter``..., are the ground). Type-only imports count too.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("arms", "processes"), ("storage",), ("problems",), ("algorithms",), ("schema",), ("running",), ("studies",))
+LAYER_OF = {folder: level for level, folders in enumerate(LAYERS, start=1) for folder in folders}
+
+
+def folder_of(module: str) -> str | None:
+    """The core folder of a dotted module under ``pfxab_flower`` (``None`` for a top-level module)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in LAYER_OF) else None
+
+
+def imports_running_back_up(path: Path, module: str | None = None) -> list[str]:
+    """The imports of ``path`` (module ``module``, by default its name in the package; any import: top level, in a
+    function, for type checkers) that name a folder above or beside its own."""
+    own = folder_of(module or module_name(path))
+    level = LAYER_OF.get(own, 0) if own is not None else 0
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                 [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+        for name in names:
+            target = folder_of(name) if name.startswith("pfxab_flower.") else None
+            if target is not None and target != own and LAYER_OF.get(target, 0) >= level and target in LAYER_OF:
+                bad.append(name)
+    return sorted(set(bad))
+
+
+def test_every_core_folder_is_in_a_layer() -> None:
+    folders = {path.parent.name for path in (ROOT / "pfxab_flower").glob("*/__init__.py")}
+    assert folders == set(LAYER_OF)
+
+
+@pytest.mark.parametrize("path", [p for p in CORE if p.name != "__init__.py" or p.parent.name != "pfxab_flower"],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_import_runs_back_up_a_layer(path: Path) -> None:
+    assert imports_running_back_up(path) == [], f"{path.relative_to(ROOT)} imports from a folder above (or beside) it"
+
+
+def test_the_layer_check_sees_an_import_running_back_up(tmp_path: Path) -> None:
+    sample = tmp_path / "x.py"
+    sample.write_text("from typing import TYPE_CHECKING\n"
+                      "if TYPE_CHECKING:\n    from pfxab_flower.running.driver import D\n"
+                      "from pfxab_flower.errors import ConfigError\nfrom pfxab_flower.arms.domain import Domain\n")
+    assert imports_running_back_up(sample, "pfxab_flower.arms.x") == ["pfxab_flower.running.driver"]
+    assert imports_running_back_up(sample, "pfxab_flower.studies.x") == []
