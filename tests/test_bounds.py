@@ -119,13 +119,16 @@ def bound_name_lines(source: str) -> list[int]:
     return lines
 
 
+SCHEMA = ROOT / "pfxab_flower" / "schema"
+
+
 def test_no_code_outside_the_bounds_asks_which_bound_runs() -> None:
-    """``config.py`` validates the name and ``run_parameters.py``'s reward-range check still names one (until the
-    run parameters are declared by the algorithms themselves); everything else uses the bound's interface."""
+    """``schema/catalogue.py`` validates the name and ``schema/run_config.py``'s reward-range check still names one;
+    everything else uses the bound's interface."""
     sources = [p for folder in ("pfxab_flower", "strategies", "client_apps", "simulations")
                for p in (ROOT / folder).rglob("*.py")
                if "bounds" not in p.parts
-               and p not in (ROOT / "pfxab_flower" / "config.py", ROOT / "pfxab_flower" / "run_parameters.py")]
+               and p not in (SCHEMA / "catalogue.py", SCHEMA / "run_config.py")]
     assert len(sources) > 30
     hits = [f"{p.relative_to(ROOT)}:{line}" for p in sources for line in bound_name_lines(p.read_text("utf-8"))]
     assert hits == []
