@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Callable
@@ -232,16 +234,20 @@ def watcher_of(pid: int) -> int:
 @pytest.mark.timeout(300)
 def test_simulate_and_its_watcher_both_sigkilled_leave_no_process_and_the_next_run_removes_the_directories(
         tmp_path: Path) -> None:
-    """Nothing left to clean up the chain: the SuperLink dies with simulate (PR_SET_PDEATHSIG), the rest with it."""
-    before = set(Path("/tmp").glob("pfxab-flwr-*"))
+    """Nothing left to clean up the chain: the SuperLink dies with simulate (its parent watch), the rest with it.
+
+    The run's temporary directories go under a private ``TMPDIR``: another test's run, cleaning up ``/tmp`` as every
+    run does first, would otherwise remove them before this test looks (that removal is what is tested here)."""
+    private = Path(tempfile.mkdtemp(prefix="pfxab-t", dir="/tmp"))  # short: Ray's socket paths live below it
     log = (tmp_path / "log.txt").open("w")
     parent = subprocess.Popen(
         [sys.executable, "-m", "pfxab_flower.simulations.cli", "simulate", "--clients", "2", "--horizon", "2000",
-         "--out", str(tmp_path / "out")], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+         "--out", str(tmp_path / "out")], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
+        env=dict(os.environ, TMPDIR=str(private)))
     try:
         def started() -> tuple[Path, int] | None:
             assert parent.poll() is None, (tmp_path / "log.txt").read_text()[-2000:]
-            for home in set(Path("/tmp").glob("pfxab-flwr-*")) - before:
+            for home in private.glob("pfxab-flwr-*"):
                 pid = flwr_simulation_of(home)
                 if pid is not None:
                     return home, pid
@@ -249,6 +255,7 @@ def test_simulate_and_its_watcher_both_sigkilled_leave_no_process_and_the_next_r
 
         home, simulation = wait_for(started, 180, "flwr-simulation started")
         ray_dir = Path(environ_of(simulation)["RAY_TMPDIR"])
+        assert ray_dir.parent == private
         marked = processes_with_marker(str(home))
         assert len(marked) >= 4, marked  # SuperLink, superexec, flwr-simulation, flwr run, Ray's
         watcher = watcher_of(parent.pid)
@@ -258,13 +265,14 @@ def test_simulate_and_its_watcher_both_sigkilled_leave_no_process_and_the_next_r
         wait_for(lambda: not any(alive(pid) for pid in marked) and not processes_with_marker(str(home))
                  and not processes_with_marker(str(ray_dir)), 60, f"every process of the run ({marked}) gone")
         assert home.exists() and ray_dir.exists()  # nobody was left to remove them ...
-        removed = remove_abandoned(Path("/tmp"), "pfxab-flwr-") + remove_abandoned(Path("/tmp"), "pfxab-ray-")
+        removed = remove_abandoned(private, "pfxab-flwr-") + remove_abandoned(private, "pfxab-ray-")
         assert home in removed and ray_dir in removed  # ... the next run does (it calls this first)
         assert not home.exists() and not ray_dir.exists()
     finally:
         parent.kill()
         parent.wait()
         log.close()
+        shutil.rmtree(private, ignore_errors=True)
 
 
 # -- issue 37, class 5: an interrupt ends any command within seconds, with one line, nothing left ---------------
