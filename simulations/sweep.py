@@ -12,7 +12,6 @@ import fcntl
 import json
 import os
 import platform
-import re
 import shutil
 import sys
 import time
@@ -43,11 +42,11 @@ from pfxab_flower.simulations.sweep_runs import (
 from pfxab_flower.storage.manifest import MANIFEST_NAME, entry_kind, read_bounded
 from pfxab_flower.storage.outputs import (
     LOCK_FILE,
-    TEMP_SUFFIX,
     OutputError,
     atomic_file,
     claim,
     clear_result,
+    leftover_owner,
     replaced_kind,
     write_file_atomically,
     written_pid,
@@ -116,16 +115,10 @@ def sweep_lock(out: Path, replace: bool = False) -> Iterator[str | None]:
         os.close(fd)  # releases the lock (forked workers that inherited it have exited by now)
 
 
-#: A temporary sibling :mod:`pfxab_flower.storage.atomic_files` makes for NAME:
-#: ``.NAME.<8 random>.pfxab-tmp[.suffix]``, or the
-#: ``.NAME.<8 random>.old`` a two-rename swap moves an old result into.
-_TEMPORARY = re.compile(rf"\.(?P<name>.+)\.[a-z0-9_]{{8}}(?:{re.escape(TEMP_SUFFIX)}(?:\.[a-z]+)?|\.old)")
-
-
 def _remove_leftovers(out: Path) -> None:
     """The temporary siblings of our own names that a crash left (we hold the lock); nothing else.
 
-    Only an entry shaped like one of :data:`_TEMPORARY` around a name the sweep owns (one of
+    Only a temporary or swapped-out sibling (:func:`leftover_owner`) of a name the sweep owns (one of
     :data:`SWEEP_NAMES`, its manifest, a run id in ``runs/``) is removed: a user's hidden
     ``.bashrc.old`` or ``.draft.tmp`` is never touched.
     """
@@ -134,8 +127,8 @@ def _remove_leftovers(out: Path) -> None:
         if entry_kind(folder) != "dir":
             continue
         for entry in folder.iterdir():
-            found = _TEMPORARY.fullmatch(entry.name)
-            if found is None or not owned(found["name"]):
+            name = leftover_owner(entry.name)
+            if name is None or not owned(name):
                 continue
             kind = entry_kind(entry)
             if kind == "dir":

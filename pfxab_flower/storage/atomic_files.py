@@ -24,6 +24,10 @@ from pfxab_flower.storage.manifest import entry_kind
 TEMP_SUFFIX = ".pfxab-tmp"
 #: A temporary sibling made for NAME: ``.NAME.<8 random>.pfxab-tmp[.suffix]`` (a probe too).
 TEMPORARY = re.compile(rf"\.(?P<name>.+)\.[a-z0-9_]{{8}}{re.escape(TEMP_SUFFIX)}(?:\.[a-z]+)?")
+#: Suffix of the hidden sibling a two-rename swap moves NAME's old result into.
+SWAPPED_OUT_SUFFIX = ".old"
+#: The old result of NAME moved aside by a swap: ``.NAME.<8 random>.old``.
+SWAPPED_OUT = re.compile(rf"\.(?P<name>.+)\.[a-z0-9_]{{8}}{re.escape(SWAPPED_OUT_SUFFIX)}")
 #: A temporary younger than this is never stale (between its creation and its writer's lock, microseconds pass).
 _STALE_AFTER_SECONDS = 2.0
 
@@ -53,6 +57,13 @@ def write_bytes_synced(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
+def leftover_owner(entry_name: str) -> str | None:
+    """The NAME whose temporary (:data:`TEMPORARY`) or swapped-out old result (:data:`SWAPPED_OUT`)
+    ``entry_name`` is, or ``None`` when it is neither (then it is not ours to remove)."""
+    found = TEMPORARY.fullmatch(entry_name) or SWAPPED_OUT.fullmatch(entry_name)
+    return None if found is None else found["name"]
+
+
 @contextlib.contextmanager
 def held(path: Path) -> Iterator[None]:
     """Hold ``flock`` on ``path`` (a temporary being written) for the block; the kernel drops it if we die."""
@@ -73,13 +84,14 @@ def remove_stale_temporaries(target: Path) -> list[Path]:
     its ``flock``: a live writer does, for as long as it writes.
     """
     removed: list[Path] = []
-    old = re.compile(rf"\.{re.escape(target.name)}\.[a-z0-9_]{{8}}\.old")
     try:
         entries = list(os.scandir(target.parent))
     except OSError:
         return removed
     for item in entries:
-        if not (TEMPORARY.fullmatch(item.name) or old.fullmatch(item.name)):
+        swapped = SWAPPED_OUT.fullmatch(item.name)
+        is_old = swapped is not None and swapped["name"] == target.name
+        if not (TEMPORARY.fullmatch(item.name) or is_old):
             continue
         path = Path(item.path)
         try:
@@ -93,7 +105,7 @@ def remove_stale_temporaries(target: Path) -> list[Path]:
         except OSError:
             continue  # a live writer holds it
         else:
-            if old.fullmatch(item.name) and entry_kind(target) is None and entry_kind(path / "old") == "dir":
+            if is_old and entry_kind(target) is None and entry_kind(path / "old") == "dir":
                 os.rename(path / "old", target)  # the old result, whole, back where it was
             kind = entry_kind(path)
             if kind == "dir":

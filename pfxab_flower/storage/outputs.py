@@ -17,12 +17,14 @@ from pathlib import Path
 
 from pfxab_flower.errors import spelled
 from pfxab_flower.storage.atomic_files import (
+    SWAPPED_OUT_SUFFIX,
     TEMP_SUFFIX,
     OutputError,
     atomic_file,
     current_umask,
     fsync_dir,
     held,
+    leftover_owner,
     remove_stale_temporaries,
     write_bytes_synced,
     write_file_atomically,
@@ -47,8 +49,8 @@ from pfxab_flower.storage.result_ownership import (
 
 __all__ = [
     "KINDS", "LOCK_FILE", "MAX_PATH", "NAME_MAX", "TEMP_OVERHEAD", "TEMP_SUFFIX", "OutputError", "atomic_file",
-    "check_output_dir", "check_output_file", "claim", "clear_result", "describe", "kind_of", "live_writer",
-    "lock_holder", "remove_stale_temporaries", "replaced_kind", "save_or_keep", "write_bytes_synced",
+    "check_output_dir", "check_output_file", "claim", "clear_result", "describe", "kind_of", "leftover_owner",
+    "live_writer", "lock_holder", "remove_stale_temporaries", "replaced_kind", "save_or_keep", "write_bytes_synced",
     "write_file_atomically", "write_files_atomically", "written_pid",
 ]
 
@@ -86,7 +88,7 @@ def _swap_into_place(tmp: Path, target: Path) -> Path | None:
                 return tmp  # the old result now lives at the temporary name
         except FileNotFoundError:
             continue
-        aside = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".old"))
+        aside = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=SWAPPED_OUT_SUFFIX))
         with held(aside):  # the old result is in it: not stale while we move it
             os.rename(target, aside / "old")
             try:
