@@ -131,5 +131,5 @@ def test_a_missing_name_is_found() -> None:
     """The check itself: the name ``driver.py`` cited before this test existed does not resolve."""
     driver = importlib.import_module("pfxab_flower.running.driver")
     assert not resolves("pfxab_flower.running.engine.scored_result", driver)
-    assert resolves("pfxab_flower.running.outcome.RunOutcome.result", driver)
+    assert resolves("pfxab_flower.running.driver_outcome.RunOutcome.result", driver)
     assert resolves("ServerDriver.deliver", driver)

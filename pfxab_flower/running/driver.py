@@ -3,7 +3,7 @@
 Every engine (in-process, legacy Flower ``Strategy``, Message-API strategy) drives one
 :class:`ServerDriver`: a transport only encodes what :meth:`ServerDriver.next_exchange` asks for and
 hands the decoded replies to :meth:`ServerDriver.deliver`. The driver judges, averages, enforces the
-quorum and builds the result (:mod:`pfxab_flower.running.outcome`), so every engine gives the same numbers.
+quorum and builds the result (:mod:`pfxab_flower.running.driver_outcome`), so every engine gives the same numbers.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from pfxab_flower.algorithms.phased.state import ProtocolError
 from pfxab_flower.errors import ObjectiveError, RunStoppedError
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.running.accounting import CommunicationLog
+from pfxab_flower.running.driver_outcome import RunOutcome
 from pfxab_flower.running.exchanges import Exchange, Failure, Outgoing
-from pfxab_flower.running.outcome import RunOutcome
 from pfxab_flower.running.resolution import uniform_exploration_warning
 from pfxab_flower.running.trust import NodeBinding, pull_log_problem, pull_log_rewritten
 
