@@ -23,7 +23,7 @@ from pfxab_flower.algorithms.pf_sh import (
     modelled_regret,
     round_split,
 )
-from pfxab_flower.algorithms.pfxab_adaptive import cheapest_split
+from pfxab_flower.algorithms.splits import cheapest_split
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.faults import FaultPlan
 from pfxab_flower.problems import synthetic_federation

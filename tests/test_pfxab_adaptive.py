@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from pfxab_flower.algorithms import PFXAB, PFXABAdaptive
-from pfxab_flower.algorithms.pfxab_adaptive import cheapest_split, worth_a_phase
+from pfxab_flower.algorithms.pfxab_adaptive import worth_a_phase
+from pfxab_flower.algorithms.splits import cheapest_split
 from pfxab_flower.problems import build_federation
 from pfxab_flower.running import engine
 from pfxab_flower.schema.run_config import RunConfig

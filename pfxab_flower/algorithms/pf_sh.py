@@ -11,17 +11,17 @@ import math
 
 import numpy as np
 
-from pfxab_flower.algorithms.pfxab_adaptive import cheapest_split
 from pfxab_flower.algorithms.phased import ClientView, Policy, Settings
 from pfxab_flower.algorithms.phased.state import ROOT, ProtocolError
-from pfxab_flower.algorithms.random_search import RANDOM_DEPTH
 from pfxab_flower.algorithms.run_spec import SpecT
+from pfxab_flower.algorithms.splits import cheapest_split
 from pfxab_flower.arms.domain import DIMENSIONS
+from pfxab_flower.arms.partition import POINT_DEPTH
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.parameter import Parameter, check_against
 
 #: The depth of the cells whose centres are the candidates (random search's resolution).
-CANDIDATE_DEPTH = RANDOM_DEPTH
+CANDIDATE_DEPTH = POINT_DEPTH
 #: Most candidates of a run: every client holds them all in the first round (8 bytes each on the wire).
 MAX_CANDIDATES = 1_000_000
 #: Most candidates times clients (every client pulls and reports every candidate in the first round). Measured

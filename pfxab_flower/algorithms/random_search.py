@@ -14,13 +14,14 @@ import numpy as np
 
 from pfxab_flower.algorithms.phased import Settings
 from pfxab_flower.algorithms.solo import SoloPolicy, solo_seed
+from pfxab_flower.arms.partition import POINT_DEPTH
 from pfxab_flower.parameter import Parameter
 
 if TYPE_CHECKING:
     from pfxab_flower.problems.sampling import Environment
 
 #: The depth of the cells whose centres are the random points (unit-cube resolution ``2**-48`` at d = 1).
-RANDOM_DEPTH = 48
+RANDOM_DEPTH = POINT_DEPTH
 
 
 def random_points(fraction: float, horizon: int, depth: int) -> int:

@@ -15,6 +15,9 @@ from pfxab_flower.arms.domain import Domain
 
 #: The deepest level an ``int64`` heap id can hold.
 MAX_DEPTH = 62
+#: The depth of the cells whose centres stand for points of the domain (random search's points, successive
+#: halving's candidates): a unit-cube resolution of ``2**-48`` in one dimension.
+POINT_DEPTH = 48
 
 
 def depth_of(node_ids: np.ndarray) -> np.ndarray:
