@@ -48,6 +48,11 @@ MAX_SEED = 2**32 - 1
 #: so a larger ``nu1`` is never needed; a cell shrinking by less than 1e-12 per halving is no partition.
 NU1_RANGE = (1e-12, 1e12)
 RHO_LOW = 1e-12
+#: Evaluations per site of one calibration (``pfxab calibrate --samples``). Measured (`calibrate`, 3 sites, 2-D, on
+#: the 2-core machine): a 0/1 objective, whose best point is found among each point's sqrt(n) nearest neighbours,
+#: took 2.3 s and 152 MB at 1e4, 18.6 s and 335 MB at 1e5, 129 s and 1.4 GB at 3e5 (an exact one 0.8, 1.2, 1.7 s);
+#: 1e8 was still running at 90 s and 1e12 ran out of memory.
+MAX_CALIBRATION_SAMPLES = 100_000
 #: Runs of one sweep file: a run takes a second or more, so 10,000 runs are already hours (a 2000 x 2000 grid
 #: took 120 s just to build its 4 million rows, 36 us each, and never started); counted before any row is built.
 MAX_SWEEP_RUNS = 10_000

@@ -21,6 +21,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from pfxab_flower.errors import spelled
 from pfxab_flower.schema.catalogue import algorithm_names
 from pfxab_flower.simulations.experiment import ALGORITHM_LABELS, Experiment, series_keys, series_label
 from pfxab_flower.simulations.result_dirs import result_kind
@@ -173,14 +174,15 @@ def is_our_figure(path: Path) -> bool:
         return False
 
 
-def _save(fig: Figure, out: Path) -> Path:
+def _save(fig: Figure, out: Path, name: str = "out") -> Path:
+    """Write ``fig`` to ``out`` whole or not at all; a failure is one line naming the parameter ``name`` (its flag)."""
     suffix = out.suffix.lower()
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_file(out) as tmp:  # an older figure stays whole if drawing or writing fails
+        with atomic_file(out, name) as tmp:  # an older figure stays whole if drawing or writing fails
             fig.savefig(tmp, dpi=150, format=suffix[1:], metadata={_MARK_KEY[suffix]: FIGURE_MARK})
     except OSError as exc:
-        raise OutputError(f"out={str(out)!r} could not be written ({exc.strerror or exc}); "
+        raise OutputError(f"{spelled(name)}={str(out)!r} could not be written ({exc.strerror or exc}); "
                           "allowed: a file in a writable directory") from None
     finally:
         plt.close(fig)
@@ -235,7 +237,7 @@ def calibration_figure(calibration: Calibration) -> Figure:
 def plot_calibration(calibration: Calibration, out: str | Path) -> Path:
     """Draw :func:`calibration_figure` into ``out`` (.png or .pdf); returns the path."""
     out = check_figure_path(out, "plot")
-    return _save(calibration_figure(calibration), out)
+    return _save(calibration_figure(calibration), out, "plot")
 
 
 def plot_sweep(sweep_dir: str | Path, out: str | Path, log_x: bool = False) -> Path:

@@ -136,7 +136,7 @@ def test_on_the_three_knob_example_the_report_says_what_each_setting_can_do():
 
 
 @pytest.mark.parametrize("keywords, message", [
-    ({"samples": 10}, "samples=10 is invalid; allowed: an integer >= "),
+    ({"samples": 10}, "samples=10 is invalid; allowed: an integer in [96, 100000] "),
     ({"depths": 1}, "depths=1 is invalid; allowed: an integer in [2, 62]"),
     ({"horizon": 0}, "horizon=0 is invalid"),
     ({"seed": -1}, "seed=-1 is invalid"),
@@ -321,3 +321,125 @@ def test_the_figure_has_a_title_and_a_legend_entry_for_each_line_drawn_and_no_ot
         spans_drawn = any("span" in label for label in legend)
         assert spans_drawn == bool((calibration.evidence["span"] > 0).any())
         plt.close(figure)
+
+
+# -- limits, constant objectives, budgets and the algorithm the advice is for (issues 46, 47, 48) -------------
+
+
+def main_error(capsys, *args: str) -> str:
+    """``pfxab ARGS`` in this process: exit status 2, nothing on stdout, its one line on stderr."""
+    assert main(list(args)) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    return err.strip()
+
+
+def test_an_exactly_constant_stochastic_objective_is_one_line_not_a_nu1_of_float_rounding():
+    """0.3 every trial: the means' rounding (1.1e-16) was taken for variation and gave nu1 = 1.6e-16."""
+    constant = federation_of([lambda p: np.full(len(p), 0.3)] * 3, evaluation="stochastic", value_range=(0.0, 1.0))
+    with pytest.raises(ConfigError, match=r"samples=384 found no trial further from another than float rounding"):
+        calibrate(constant, horizon=10_000)
+
+
+def test_values_within_a_range_of_1e_300_are_one_line_not_a_division_by_zero():
+    rng = np.random.default_rng(0)
+    tiny = federation_of([lambda p: rng.uniform(0.0, 1e-300, len(p))] * 3, evaluation="stochastic",
+                         value_range=(0.0, 1e-300))
+    with pytest.raises(ConfigError, match="float rounding"):
+        calibrate(tiny, horizon=10_000)
+    with pytest.raises(ConfigError, match="found no variation"):
+        calibrate(federation_of([lambda p: 1e-300 * p[:, 0]] * 2, value_range=(0.0, 1e-300)), horizon=10_000)
+
+
+def test_the_proposal_is_always_a_nu1_a_run_accepts():
+    from pfxab_flower.limits import NU1_RANGE
+    from pfxab_flower.studies.calibration_fit import Envelope, within_nu1_range
+
+    steep = Envelope(np.array([15]), np.array([2e9]))  # rho 0.3 would need nu1 = 1.4e17
+    rho = within_nu1_range(steep, 0.3, 0.3)
+    assert NU1_RANGE[0] <= steep.nu1(rho) <= NU1_RANGE[1]
+    with pytest.raises(ConfigError, match=r"needs nu1 outside \[1e-12, 1e\+12\]"):
+        within_nu1_range(Envelope(np.array([1]), np.array([1e-14])), 0.5, 0.5)
+
+
+def test_samples_have_an_upper_limit_where_they_enter(capsys):
+    counted = Counted(vee)
+    with pytest.raises(ConfigError, match=r"samples=100000000 is invalid; allowed: an integer in \[96, 100000\]"):
+        calibrate(federation_of([counted]), samples=10**8)
+    assert counted.rows == 0
+    line = main_error(capsys, "calibrate", "--samples", "1000000000000")
+    assert line.startswith("pfxab calibrate: error: --samples=1000000000000 is invalid; allowed: an integer in [")
+
+
+def test_a_plot_that_cannot_be_written_names_plot(tmp_path, capsys, monkeypatch):
+    """A full disk at --plot: the line names --plot (it named --out, a flag calibrate does not have)."""
+    import errno
+
+    from matplotlib.figure import Figure
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", full_disk)
+    assert main(["calibrate", "--problem", "doublesine", "--clients", "2", "--horizon", "100000",
+                 "--plot", str(tmp_path / "c.png")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pfxab calibrate: error: --plot=") and "No space left on device" in err
+    assert not (tmp_path / "c.png").exists()
+
+
+def test_calibrate_takes_every_parameter_of_the_algorithm_and_advises_for_it(capsys):
+    """pf-sh's candidates reach it (the keyword was refused, the flag ignored); pf-sh is told nu1, rho do not matter."""
+    sites = federation_of([functools.partial(vee, centre=c) for c in (0.3, 0.6)])
+    calibration = calibrate(sites, horizon=100_000, algorithm="pf-sh", candidates=64)
+    advice = calibration.advice()
+    assert advice.startswith("pf-sh does not use nu1 or rho") and "candidates=64" in advice
+    assert calibration.summary()["uses_nu1_rho"] is False
+    assert calibrate(sites, horizon=100_000, algorithm="pf-sh").own_options["candidates"] > 0  # the rule's count
+    with pytest.raises(ConfigError, match="unknown keyword 'candidates' for algorithm 'pf-xab'"):
+        calibrate(sites, horizon=100_000, candidates=64)
+    with pytest.raises(ConfigError, match="nu1=2 is invalid here"):
+        calibrate(sites, horizon=100_000, nu1=2)
+    assert main(["calibrate", "--problem", "garland", "--clients", "2", "--horizon", "100000", "--algorithm",
+                 "pf-sh", "--candidates", "32", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["algorithm"] == "pf-sh" and "candidates=32" in summary["advice"]
+    line = main_error(capsys, "calibrate", "--clients", "2", "--horizon", "100000", "--candidates", "32")
+    assert line == "pfxab calibrate: error: --candidates='32' is invalid with --algorithm pf-xab; allowed: only " \
+                   "with an algorithm that takes it"
+
+
+def test_an_algorithm_that_uses_nu1_and_rho_is_pointed_to_those_that_do_not():
+    calibration = calibrate(success_rate.federation(), horizon=200_000)
+    assert calibration.verdict != "eliminates" and "pf-sh needs no nu1 or rho" in calibration.advice()
+
+
+def test_a_site_budget_caps_the_trials_at_its_stated_share():
+    """384 trials whatever the budget: a site with 1,000 evaluations gave 38% of them to calibration."""
+    counted = [Counted(functools.partial(vee, centre=c)) for c in (0.3, 0.6)]
+    sites = federation_of(counted)
+    calibration = calibrate(sites, horizon=1000)
+    assert [c.rows for c in counted] == [100, 100] and calibration.evaluations == [100, 100]
+    with pytest.raises(ConfigError, match=r"samples=200 is invalid; .* at most 10% of horizon=1000"):
+        calibrate(sites, horizon=1000, samples=200)
+    with pytest.raises(ConfigError, match=r"horizon=300 is too small to calibrate: 10% of each site's budget is 30"):
+        calibrate(sites, horizon=300)
+
+
+def test_a_0_1_objective_fits_only_the_first_unbroken_run_of_depths_that_stand_out():
+    """The issue's case: after depths that stood out and one that did not, depth 8 (cells 0.0625 wide) showed
+    0.34 +- 0.11 where the success probability's own variation is 0.011, and was fitted."""
+    centres = np.array([[0.2, 0.3], [0.4, 0.7], [0.6, 0.4], [0.8, 0.6]])
+
+    def probability(points, m):
+        return 0.2 + 0.6 * np.exp(-((points - centres[m]) ** 2).sum(axis=1) / (2 * 0.3**2))
+
+    sites = Federation.from_callables(
+        [trials_of(functools.partial(probability, m=m), 220 + m) for m in range(4)], {"a": (0, 1), "b": (0, 1)},
+        evaluation="stochastic", value_range=(0.0, 1.0))
+    evidence = calibrate(sites, horizon=300_000, seed=22).evidence
+    exact = calibrate(Federation.from_callables([functools.partial(probability, m=m) for m in range(4)],
+                                                {"a": (0, 1), "b": (0, 1)})).evidence
+    assert evidence.loc[7, "variation"] > 0.3 and exact.loc[7, "variation"] < 0.02  # depth 8: noise, not the bump
+    used = evidence.loc[evidence["used_in_fit"], "depth"].tolist()
+    assert used == [1, 2, 3]  # the first run; 5 and 8 stood out too, after 4 did not

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from pfxab_flower.algorithms.messages import PhaseInstruction
 from pfxab_flower.algorithms.pfxab import PFXAB
 from pfxab_flower.algorithms.phased import ClientMachine, ServerMachine, Settings
+from pfxab_flower.algorithms.run_spec import SpecT
 from pfxab_flower.algorithms.solo import SoloPolicy, solo_seed
 
 if TYPE_CHECKING:
@@ -24,11 +25,14 @@ class LocalOnly(SoloPolicy):
     description = ("baseline: each client runs PF-XAB's phased elimination alone on its local objective "
                    "(alpha=1, no communication)")
 
+    def smoothness_spec(self, spec: SpecT) -> SpecT:
+        """Each client's own run: a one-client PF-XAB with ``alpha = 1`` (what ``nu1`` and ``rho`` shape)."""
+        return spec.replace(algorithm=PFXAB.name, num_clients=1, alpha=1.0, options={})
+
     def alone(self, settings: Settings, client: int, env: Environment) -> tuple[int, int]:
         """The one-client PF-XAB run of this client, to the horizon: ``(node it exploited, T)``."""
         policy = PFXAB()
-        own = Settings(settings.spec.replace(algorithm=policy.name, num_clients=1, alpha=1.0, options={},
-                                             seed=solo_seed(settings.seed, client)))
+        own = Settings(self.smoothness_spec(settings.spec).replace(seed=solo_seed(settings.seed, client)))
         server, machine = ServerMachine(policy, own), ClientMachine(policy, own, 0)
         while isinstance(instruction := server.next_instruction(), PhaseInstruction):
             update = server.aggregate([machine.explore(instruction, env)])

@@ -8,6 +8,8 @@ candidate count and the guarantee is in docs/algorithms/pf-sh.md.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -122,6 +124,13 @@ class PFSH(Policy):
     )
     refines_partition = False
     successor_kind = "survivors"
+    smoothness_model = False
+
+    def phase_line(self, row: Mapping[str, Any]) -> str:
+        """A round in the words of successive halving: candidates, not the partition's nodes and depth."""
+        return (f"phase {row['phase']}: {row['active_nodes']} candidates, {row['eliminated']} dropped, "
+                f"{row['next_active_nodes']} kept, {row['phase_length']} pulls per client, "
+                f"{row['communication_rounds']} exchanges so far")
 
     def resolve(self, spec: SpecT, dimensions: int | None) -> SpecT:
         """``candidates = 0`` becomes the rule's count for the run's horizon and dimensions (at most the

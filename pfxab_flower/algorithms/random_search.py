@@ -42,6 +42,7 @@ class RandomSearch(SoloPolicy):
                   "random-search: share of the horizon spent on uniformly random points, in (0, 1]",
                   lambda value: 0.0 < value <= 1.0, after="max_evaluations", late=True),
     )
+    smoothness_model = False
 
     def alone(self, settings: Settings, client: int, env: Environment) -> tuple[int, int]:
         """Pull ``n`` distinct random cells once each: ``(the best observed, n)``."""

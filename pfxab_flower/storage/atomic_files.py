@@ -119,12 +119,13 @@ def remove_stale_temporaries(target: Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def atomic_file(path: str | os.PathLike[str]) -> Iterator[Path]:
+def atomic_file(path: str | os.PathLike[str], flag: str = "out") -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success fsync it and rename it to ``path``.
 
     For writers that want a file name (matplotlib, Parquet). On any failure the
     temporary file is removed and ``path`` keeps its old content; an ``OSError``
-    becomes one :class:`OutputError` line. Temporaries a killed writer left beside
+    becomes one :class:`OutputError` line naming the parameter ``flag`` that gave ``path``
+    (``--plot`` for ``pfxab calibrate``). Temporaries a killed writer left beside
     ``path`` are removed first (:func:`remove_stale_temporaries`).
     """
     target = Path(path)
@@ -144,7 +145,7 @@ def atomic_file(path: str | os.PathLike[str]) -> Iterator[Path]:
         fsync_dir(target.parent)
     except OSError as exc:
         state = "is unchanged" if tmp is not None else "was replaced but not confirmed on disk"
-        raise OutputError(f"{spelled('out')}={str(path)!r} could not be written ({exc.strerror or exc}); "
+        raise OutputError(f"{spelled(flag)}={str(path)!r} could not be written ({exc.strerror or exc}); "
                           f"allowed: a location with room for the file; the previous file {state}") from None
     finally:
         if tmp is not None:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from pfxab_flower.arms.partition import Partition
+from pfxab_flower.errors import ConfigError
+from pfxab_flower.limits import NU1_RANGE
 from pfxab_flower.running.resolution import first_eliminating_depth, uniform_plan
 from pfxab_flower.schema.spec import AlgorithmSpec
 from pfxab_flower.studies.noisy_cells import SPAN_ERRORS, cells_of
@@ -128,6 +130,21 @@ def earliest_elimination(spec: AlgorithmSpec, envelope: Envelope, spans: list[fl
             if best is None or key > (best[0], -abs(best[1] - fitted)):
                 best = (margin, rho)
     return fitted if best is None else best[1]
+
+
+def within_nu1_range(envelope: Envelope, rho: float, fitted: float) -> float:
+    """``rho`` if its ``nu1`` is one a run accepts (:data:`~pfxab_flower.limits.NU1_RANGE`), else the grid's ``rho``
+    nearest the fit whose ``nu1`` is; a one-line :class:`ConfigError` if no ``rho`` gives one."""
+    low, high = NU1_RANGE
+    if low <= envelope.nu1(rho) <= high:
+        return rho
+    fits = [r for r in RHO_GRID.tolist() if low <= envelope.nu1(r) <= high]
+    if not fits:
+        raise ConfigError(f"the measured variation ({', '.join(f'{v:.3g}' for v in envelope.variations)} at depths "
+                          f"{', '.join(map(str, envelope.depths))}) needs nu1 outside [{low:g}, {high:g}] for every "
+                          f"rho in [{RHO_RANGE[0]}, {RHO_RANGE[1]}]; allowed: an objective whose values vary within "
+                          "what a run accepts (rescale it)")
+    return float(min(fits, key=lambda r: abs(r - fitted)))
 
 
 def horizon_needed(spec: AlgorithmSpec, envelope: Envelope, spans: list[float], fitted: float) -> int | None:

@@ -25,6 +25,31 @@ from pfxab_flower.studies.noisy_cells import (
 POINTS_PER_CELL = 8
 #: Standard errors beyond the threshold that give a real variation 9 chances in 10 to stand out (``z_0.9``).
 POWER_Z = 1.2816
+#: A variation is real only above this share of the values' magnitude (at least 1): below, it is float rounding
+#: (a constant objective's means, 0.3 summed and divided, differed by 1.1e-16 and gave ``nu1 = 1.6e-16``).
+ROUNDING = 1e-12
+
+
+def rounding_floor(values: np.ndarray) -> float:
+    """The largest difference float rounding can make between means of ``values``: :data:`ROUNDING` of their size."""
+    return ROUNDING * max(float(np.max(np.abs(values))) if np.size(values) else 0.0, 1.0)
+
+
+def first_run(standing: np.ndarray) -> np.ndarray:
+    """``standing`` (one flag per depth) kept only on its first unbroken run of ``True``.
+
+    Every depth gets the same number of trials and a smooth objective's variation shrinks with
+    depth, so a depth that stands out after one that did not is the noise's extreme, not the
+    objective: with 384 trials per site, a 0/1 bump's depth 8 (cells 0.0625 wide) showed 0.37 +- 0.11
+    after six depths that showed nothing, and alone set ``nu1 = 5.975``.
+    """
+    standing = np.asarray(standing, dtype=bool)
+    kept = np.zeros_like(standing)
+    if standing.any():
+        start = int(np.argmax(standing))
+        stop = start + (int(np.argmin(standing[start:])) if not standing[start:].all() else len(standing) - start)
+        kept[start:stop] = True
+    return kept
 
 
 @dataclass(frozen=True)
@@ -62,8 +87,7 @@ def sample_exact(federation: Federation, rng: np.random.Generator, samples: int,
         variation[site] = top - values.min(axis=1)
         evaluations.append(len(points) + values.size)
     worst = np.maximum(variation.max(axis=0), 0.0)
-    floor = 1e-12 * max(abs(float(survey.min())), abs(float(survey.max())), 1.0)
-    return Sampled(survey, units, 0.0, evaluations, worst, np.zeros(depths), worst > floor, exact=True)
+    return Sampled(survey, units, 0.0, evaluations, worst, np.zeros(depths), worst > rounding_floor(survey), exact=True)
 
 
 def sample_noisy(federation: Federation, rng: np.random.Generator, samples: int, depths: int) -> Sampled:
@@ -72,8 +96,9 @@ def sample_noisy(federation: Federation, rng: np.random.Generator, samples: int,
     Half the samples go to the cells (``samples / (2 depths)`` per depth, at least ``POINTS_PER_CELL``),
     the rest to the survey; a site whose survey is not two-valued repeats its first ``samples / 8``
     survey points to measure its noise. A depth counts (``used``) when some site's variation stands
-    :func:`~pfxab_flower.studies.noisy_cells.significance` standard errors above zero; the variation reported
-    is that of the site where it stands furthest above.
+    :func:`~pfxab_flower.studies.noisy_cells.significance` standard errors above zero and above float rounding
+    (:func:`rounding_floor`), and only on the first unbroken run of such depths (:func:`first_run`); the
+    variation reported is that of the site where it stands furthest above.
     """
     ndim, partition, sites = federation.domain.ndim, federation.partition, federation.num_clients
     per_cell = max(POINTS_PER_CELL, samples // (2 * depths))
@@ -103,17 +128,24 @@ def sample_noisy(federation: Federation, rng: np.random.Generator, samples: int,
     pick = np.argmax(above, axis=0)
     columns = np.arange(depths)
     worst = np.maximum(np.nan_to_num(variation[pick, columns], nan=0.0), 0.0)
-    return Sampled(survey, units, noise, evaluations, worst, error[pick, columns], above[pick, columns] > 0,
+    standing = (above[pick, columns] > 0) & (worst > rounding_floor(survey))
+    return Sampled(survey, units, noise, evaluations, worst, error[pick, columns], first_run(standing),
                     exact=False, significance=needed)
 
 
 def nothing_measured(samples: int, sampled: Sampled, observed: tuple[float, float]) -> str:
     """The one line when no depth shows variation: what was measured, and what this sample count can resolve."""
+    if not sampled.exact and sampled.noise <= rounding_floor(sampled.survey):  # the trials never varied
+        return (f"samples={samples!r} found no trial further from another than float rounding "
+                f"({rounding_floor(sampled.survey):.3g}; values {observed[0]:.6g} to {observed[1]:.6g}): a constant "
+                "objective has no variation to measure; allowed: an objective that varies near its best point (with "
+                "no variation, nu1 and rho do not matter)")
     if sampled.exact:
         return (f"samples={samples!r} found no variation of the objective in the cells around its best point "
                 f"(every value there equals the best, {observed[1]:.6g}, to 1e-12); allowed: an objective that "
                 "varies near its best point (a flat top has no scale to measure)")
-    errors = np.where(np.isfinite(sampled.standard_error), sampled.standard_error, np.inf)
+    errors = np.where(np.isfinite(sampled.standard_error) & (sampled.standard_error > 0), sampled.standard_error,
+                      np.inf)
     ratio = np.where(np.isfinite(errors), sampled.variation / errors, -np.inf)
     largest, sharpest = int(np.argmax(ratio)), int(np.argmin(errors))
     # what stands out with 9 chances in 10 at this sample count: (z + z_0.9) standard errors

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -41,6 +42,17 @@ class Policy:
     refines_partition: ClassVar[bool] = True
     #: What :meth:`successors` are, for the server's one-line reason when a reply's active set is not among them.
     successor_kind: ClassVar[str] = "children"
+    #: Whether ``nu1`` and ``rho`` shape its phases (``pfxab calibrate`` measures them only for such an algorithm).
+    smoothness_model: ClassVar[bool] = True
+
+    def phase_line(self, row: Mapping[str, Any]) -> str:
+        """The log's line for a completed phase (a row of the server's history), in the algorithm's own words."""
+        return (f"phase {row['phase']} (depth {row['depth']}): {row['active_nodes']} active nodes, {row['eliminated']} "
+                f"eliminated, {row['phase_length']} pulls per client, {row['communication_rounds']} exchanges so far")
+
+    def smoothness_spec(self, spec: SpecT) -> SpecT:
+        """The spec of the phased elimination ``nu1`` and ``rho`` shape (a solo baseline's own run, if it has one)."""
+        return spec
 
     # -- the candidates: where every client starts, what survives a phase, what the server may hear ----------
     def depth(self, settings: Settings, phase: int) -> int:

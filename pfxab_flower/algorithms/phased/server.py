@@ -236,12 +236,7 @@ class ServerMachine(ReplyChecks):
                 "mean_observed_reward": plan.mean_reward,
             }
         )
-        row = self.history[-1]
-        LOGGER.info(
-            "phase %d (depth %d): %d active nodes, %d eliminated, %d pulls per client, %d exchanges so far",
-            row["phase"], row["depth"], row["active_nodes"], row["eliminated"], row["phase_length"],
-            row["communication_rounds"],
-        )
+        LOGGER.info("%s", self.policy.phase_line(self.history[-1]))
         self.plan = None
 
     # -- final exchange ----------------------------------------------------------------
