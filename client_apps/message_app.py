@@ -8,10 +8,14 @@ the algorithm registry to Ray's workers (:class:`~pfxab_flower.algorithms.regist
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
+from flwr.clientapp.typing import Mod
 
 from pfxab_flower.algorithms.registry import CarriedAlgorithms
+from pfxab_flower.client_apps.failure_replies import reply_with_failure
 from pfxab_flower.client_apps.foreign import answer_foreign_messages, read_message
 from pfxab_flower.client_apps.sessions import SessionFn, failures_named, remember_assignment, site_label
 from pfxab_flower.client_apps.site_state import keep_state_on_disk
@@ -40,9 +44,15 @@ def handle_message(session_fn: SessionFn, algorithms: CarriedAlgorithms, message
     return Message(records.to_record(*payload), reply_to=message)
 
 
-def message_client_app(session_fn: SessionFn, algorithms: CarriedAlgorithms | None = None) -> ClientApp:
-    """A Message-API ``ClientApp`` running the sessions ``session_fn`` builds (carrying ``algorithms``, or its own)."""
-    app = ClientApp(mods=[keep_state_on_disk, answer_foreign_messages])
+def message_client_app(
+    session_fn: SessionFn, algorithms: CarriedAlgorithms | None = None, mods: Sequence[Mod] = ()
+) -> ClientApp:
+    """A Message-API ``ClientApp`` running the sessions ``session_fn`` builds (carrying ``algorithms``, or its own).
+
+    ``mods`` run first (e.g. :func:`~pfxab_flower.client_apps.site_names.named_sites`); a failure of the node's
+    objective is an error reply, without Flower's traceback (:mod:`.failure_replies`).
+    """
+    app = ClientApp(mods=[*mods, keep_state_on_disk, answer_foreign_messages, reply_with_failure])
     algorithms = algorithms if algorithms is not None else CarriedAlgorithms()
 
     @app.train()

@@ -17,6 +17,7 @@ from flwr.clientapp.typing import Mod
 
 from pfxab_flower.algorithms.messages import FinishInstruction, LocalReport
 from pfxab_flower.algorithms.registry import CarriedAlgorithms
+from pfxab_flower.client_apps.failure_replies import reply_with_failure
 from pfxab_flower.client_apps.foreign import answer_foreign_messages, read_instruction, require_legacy_records
 from pfxab_flower.client_apps.sessions import SessionFn, failures_named, remember_assignment, site_label
 from pfxab_flower.client_apps.site_state import keep_state_on_disk
@@ -86,5 +87,5 @@ def legacy_client_app(
         return PhasedNumPyClient(session_fn, context, secure_aggregation).to_client()
 
     secure = [secaggplus_mod] if secure_aggregation else []
-    mods: list[Mod] = [keep_state_on_disk, answer_foreign_messages, *secure, require_legacy_records]
+    mods: list[Mod] = [keep_state_on_disk, answer_foreign_messages, reply_with_failure, *secure, require_legacy_records]
     return ClientApp(client_fn=client_fn, mods=mods)

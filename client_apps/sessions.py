@@ -7,11 +7,13 @@ function for every node or built per node by :func:`from_context`.
 
 from __future__ import annotations
 
+import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import lru_cache, update_wrapper
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from flwr.app import ConfigRecord, Context
@@ -22,7 +24,7 @@ from pfxab_flower.client_apps.store import FlowerStore
 from pfxab_flower.errors import ClientFailedError, ConfigError, client_failure_text, spelled_as
 from pfxab_flower.faults import NO_FAULTS, FaultPlan
 from pfxab_flower.problems import build_federation
-from pfxab_flower.problems.federation import VALUE_LIMIT, Federation, Objective
+from pfxab_flower.problems.federation import VALUE_LIMIT, Federation, Objective, takes_rng
 from pfxab_flower.problems.sampling import SimulatedEnvironment
 from pfxab_flower.running.client_session import ClientSession
 from pfxab_flower.running.wire import codec
@@ -33,8 +35,12 @@ from pfxab_flower.schema.run_config import AppOptions, RunConfig
 SessionFn = Callable[[Context], ClientSession]
 #: ``objective(points, partition_id)``: values of an ``(n, d)`` array of points in the user's units.
 UserObjective = Callable[[np.ndarray, int], np.ndarray]
-#: Objectives built from a context kept per process, by (run, node): a node builds its objective once, not per message.
-_BUILT_LIMIT = 64
+#: The most objectives a process keeps built (one per node of a run it serves: a simulation of up to 1000 nodes).
+_BUILT_LIMIT = 1000
+#: Objectives built from a context, in this process, by (builder, run, node): held here, in the product's module,
+#: because Flower's Ray simulation unpickles the ClientApp (the builder and anything it held) for every message.
+_BUILT: OrderedDict[tuple[str, int, int], Objective] = OrderedDict()
+_BUILDING = threading.RLock()
 
 
 class FromContext:
@@ -43,7 +49,8 @@ class FromContext:
     What tells the two forms of :func:`~pfxab_flower.client_apps.objective_client_app`'s objective
     apart: a :class:`FromContext` is called with the node's ``Context`` (once per node and run,
     in each process), any other callable with ``(points, partition_id)`` on every evaluation.
-    Calling it calls ``make_objective``.
+    Calling it calls ``make_objective``. Its ``key`` travels with it when Flower pickles the app, so
+    every copy finds what an earlier message's copy built in this process.
     """
 
     def __init__(self, make_objective: Callable[[Context], Objective]) -> None:
@@ -52,23 +59,27 @@ class FromContext:
                               "make_objective(context) returning objective(points)")
         self.make_objective = make_objective
         update_wrapper(self, make_objective)
-        self._built: OrderedDict[tuple[int, int], Objective] = OrderedDict()
+        self.key = uuid.uuid4().hex
 
     def __call__(self, context: Context) -> Objective:
         return self.make_objective(context)
 
     def objective_of(self, context: Context) -> Objective:
-        """The node's objective, built by ``make_objective(context)`` on its first message of a run."""
-        key = (int(context.run_id), int(context.node_id))
-        if key not in self._built:
+        """The node's objective, built by ``make_objective(context)`` on the node's first message of a run in
+        this process, and kept in this process (:data:`_BUILT`) for the run's later messages."""
+        key = (self.key, int(context.run_id), int(context.node_id))
+        with _BUILDING:  # one build per node, even if messages of one process overlap
+            if key in _BUILT:
+                _BUILT.move_to_end(key)
+                return _BUILT[key]
             made = self.make_objective(context)
             if not callable(made):
                 raise ConfigError(f"make_objective(context) returned {type(made).__name__}; allowed: a callable "
                                   "objective(points) giving one value per row of an (n, d) array")
-            self._built[key] = made
-            if len(self._built) > _BUILT_LIMIT:
-                self._built.popitem(last=False)
-        return self._built[key]
+            _BUILT[key] = made
+            if len(_BUILT) > _BUILT_LIMIT:
+                _BUILT.popitem(last=False)
+            return made
 
 
 def from_context(make_objective: Callable[[Context], Objective]) -> FromContext:
@@ -186,10 +197,7 @@ def objective_sessions(
 
     def session_fn(context: Context) -> ClientSession:
         client = client_index(context)
-        if isinstance(objective, FromContext):
-            own = objective.objective_of(context)
-        else:
-            own = lambda points: objective(points, client)  # noqa: E731
+        own = objective.objective_of(context) if isinstance(objective, FromContext) else of_client(objective, client)
         mode = evaluation if evaluation is not None else run_config_evaluation(context.run_config)
         # sitting at index ``client`` keeps the noise stream and an ObjectiveError's client number the node's
         fed = Federation.from_callables([own] * (client + 1), domain, noise_sigma=noise_sigma, noise=noise,
@@ -198,6 +206,17 @@ def objective_sessions(
         return ClientSession(client, FlowerStore(context.state), make_env, NO_FAULTS)
 
     return session_fn
+
+
+def of_client(objective: UserObjective, client: int) -> Objective:
+    """``objective(points, partition_id)`` as client ``client``'s ``objective(points)``; one that takes ``rng`` gets
+    the run's per-evaluation stream passed on (:meth:`Federation.evaluate` sees the ``rng`` parameter)."""
+    if takes_rng(objective):
+        def with_rng(points: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+            return objective(points, client, rng=rng)  # type: ignore[call-arg]
+
+        return cast(Objective, with_rng)
+    return lambda points: objective(points, client)
 
 
 def run_config_evaluation(run_config: Mapping[str, Any]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -108,3 +109,18 @@ def client_failure_text(exc: BaseException, client: int | None, site: str | None
     if client is not None and what.startswith(f"client {client}: "):  # e.g. an injected failure names its client
         what = what[len(f"client {client}: "):]
     return f"{where}: {what}"
+
+
+#: :func:`client_failure_text`'s line read back: ``client N`` and/or ``(site 'label')``, then what failed.
+_FAILURE_LINE = re.compile(r"^(?:client (?P<client>\d{1,9})(?: \(site (?P<site>'[^']*'|\"[^\"]*\")\))?"
+                           r"|site (?P<only_site>'[^']*'|\"[^\"]*\")): (?P<what>.+)$", re.DOTALL)
+
+
+def read_client_failure(text: str) -> tuple[int | None, str | None, str] | None:
+    """The client index, site label and what failed in a :func:`client_failure_text` line, or ``None`` if ``text``
+    is not one (a peer's other text). Only for naming a failure: what a failing node claims is never trusted more."""
+    found = _FAILURE_LINE.match(text)
+    if found is None:
+        return None
+    quoted = found["site"] or found["only_site"]
+    return (int(found["client"]) if found["client"] else None, quoted[1:-1] if quoted else None, found["what"])

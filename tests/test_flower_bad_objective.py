@@ -152,8 +152,9 @@ def test_a_site_whose_objective_raises_is_named_by_its_label_in_the_servers_line
     with caplog.at_level(logging.WARNING, logger="pfxab_flower"), pytest.raises(RunStoppedError) as stopped:
         run_message_loopback(strategy, grid)
     lines = [r.getMessage() for r in caplog.records if "no usable local-means reply" in r.getMessage()]
-    assert len(lines) == 1 and lines[0].endswith("client 1 (site 'lab-b'): KeyError: 'data-dir'"), lines
-    assert str(stopped.value).endswith("client 1 (site 'lab-b'): KeyError: 'data-dir'")
+    assert lines == ["phase 1: client 1 (site 'lab-b', Flower node 101) sent no usable local-means reply: "
+                     "KeyError: 'data-dir'"]  # the client named once, with its site and node
+    assert str(stopped.value).endswith("from client 1 (site 'lab-b', Flower node 101): KeyError: 'data-dir'")
 
 
 @pytest.mark.ray
@@ -170,8 +171,9 @@ def test_a_site_whose_objective_raises_keeps_the_exceptions_type_and_message_on_
 
     federation = Federation.from_callables([good] * 3, DOMAIN, noise_sigma=0.1)
     config = RunConfig(clients=3, horizon=5_000, seed=0)
-    with pytest.raises(RunStoppedError, match=re.escape("client 1: KeyError: 'data-dir'") + "$"):
+    with pytest.raises(RunStoppedError, match=r"from client 1 \(Flower node \d+\): KeyError: 'data-dir'$"):
         run_flower(federation, config, session_fn=objective_sessions(build, DOMAIN),
                    options=AppOptions(round_timeout=patient(60.0), min_fraction=1.0, api=api))
     err = capfd.readouterr().err
-    assert "sent no usable local-means reply: client 1: KeyError: 'data-dir'\n" in err
+    assert re.search(r"client 1 \(Flower node \d+\) sent no usable local-means reply: KeyError: 'data-dir'\n", err)
+    assert "Traceback" not in err  # an expected failure is an error reply, not an exception Flower logs

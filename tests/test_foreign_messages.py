@@ -24,6 +24,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, Message
 from flwr.clientapp import ClientApp
 from flwr.common import Code as StatusCode
 from flwr.common import FitIns, FitRes, Parameters, Status, ndarrays_to_parameters
+from flwr.common.constant import ErrorCode
 from flwr.compat.common.recorddict_compat import fitins_to_recorddict
 from flwr.supercore.task_identity import TaskIdentity
 
@@ -238,19 +239,15 @@ def test_a_hostile_servers_values_are_bounded_by_the_run_before_any_work(case: s
     """``phase=30`` took 5 GB, ``10**9`` a MemoryError, global-pulls of 10**12 hours of CPU (stochastic: a 2e8-row
     batch to the objective): each is one line now, the objective is never called, and the node goes on."""
 
-    from pfxab_flower.algorithms.phased import ProtocolError
-    from pfxab_flower.errors import ClientFailedError
-
     app = message_client_app(objective_sessions(_counted, {"x": (0.0, 1.0)}, evaluation=evaluation))
     context = node()
     make, fragment = HOSTILE[case]
     CALLS.clear()
-    with pytest.raises(ClientFailedError) as info:  # the ClientApp's one line around the check's ProtocolError
-        ask(app, Message(records.to_record(*codec.broadcast_payload(make())), dst_node_id=100,
-                         message_type=MessageType.TRAIN), context)
-    assert isinstance(info.value.__cause__, ProtocolError)
-    assert CALLS == [] and fragment in str(info.value)
-    assert "\n" not in str(info.value)
+    refused = ask(app, Message(records.to_record(*codec.broadcast_payload(make())), dst_node_id=100,
+                               message_type=MessageType.TRAIN), context)  # an error reply with the check's one line
+    assert refused.has_error() and refused.error.code == ErrorCode.CLIENT_APP_RAISED_EXCEPTION
+    assert CALLS == [] and fragment in refused.error.reason
+    assert "\n" not in refused.error.reason
     reply = ask(app, Message(records.to_record(*codec.broadcast_payload(OURS)), dst_node_id=100,
                              message_type=MessageType.TRAIN), context)  # nothing was kept: the honest phase 1 runs
     assert not reply.has_error() and CALLS

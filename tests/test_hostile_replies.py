@@ -103,7 +103,7 @@ def test_a_hostile_final_node_is_rejected_and_the_run_still_scores(node) -> None
     result = driver.result("inprocess")  # no crash: the others are scored, client 2 up to its last report
     assert result.summary["final_points"][2] is None
     final_exchange = driver.machine.completed + 1
-    assert result.summary["lost_clients"] == [{"client": 2, "flower_node": None, "phase": final_exchange,
+    assert result.summary["lost_clients"] == [{"client": 2, "site": None, "flower_node": None, "phase": final_exchange,
                                                "reason": driver.machine.rejected[-1]["reason"]}]
 
 

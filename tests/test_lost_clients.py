@@ -54,8 +54,8 @@ def test_message_api_names_lost_clients_in_the_result_the_summary_and_the_log(ca
     with caplog.at_level(logging.INFO, logger="pfxab_flower"):
         result = run_loopback(strategy, grid)
     final = strategy.driver.machine.completed + 1  # the final exchange's phase number
-    expected = [{"client": 2, "flower_node": 102, "phase": 2, "reason": GONE},
-                {"client": 3, "flower_node": 103, "phase": final, "reason": "disk full"}]
+    expected = [{"client": 2, "site": None, "flower_node": 102, "phase": 2, "reason": GONE},
+                {"client": 3, "site": None, "flower_node": 103, "phase": final, "reason": "disk full"}]
     assert strategy.lost_clients == expected
     np.testing.assert_array_equal(result.arrays["lost-clients"].numpy(), [[2, 102, 2], [3, 103, final]])
     points = result.arrays["final-points"].numpy()
@@ -97,7 +97,7 @@ def test_legacy_api_names_lost_clients_in_the_summary_and_the_history(caplog) ->
     strategy = strategy_of(CONFIG, AppOptions(api="legacy"), federation)
     with caplog.at_level(logging.INFO, logger="pfxab_flower"):
         history = run_legacy_loopback(strategy, federation_sessions(federation), 4, proxy=DyingProxy)
-    expected = [{"client": 2, "flower_node": 102, "phase": 2, "reason": "node 102 stopped answering"}]
+    expected = [{"client": 2, "site": None, "flower_node": 102, "phase": 2, "reason": "node 102 stopped answering"}]
     assert strategy.lost_clients == expected
     assert strategy.run_result().summary["lost_clients"] == expected
     assert np.all(np.isnan(strategy.final_points()[2])) and np.all(np.isfinite(strategy.final_points()[[0, 1, 3]]))

@@ -224,4 +224,4 @@ def test_only_registered_sites_join_and_a_restarted_site_takes_its_client_back(t
     assert (lost["client"], lost["flower_node"]) == (2, registered[2]), summary["lost_clients"]
     assert summary["final_nodes"][1] is not None and summary["pulls_scored"][:2] == [T, T]
     assert 0 < summary["pulls_scored"][2] < T
-    assert f"client 2 (Flower node {registered[2]}) was lost in phase {lost['phase']}" in log
+    assert f"client 2 (site 'site-2', Flower node {registered[2]}) was lost in phase {lost['phase']}" in log

@@ -7,9 +7,12 @@ is (docs/flower.md#evaluation-modes).
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -74,6 +77,32 @@ def _check_reference(reference: object, num_clients: int) -> list[Objective]:
     return reference if isinstance(reference, list) else list(reference)
 
 
+def check_sites(sites: object, num_clients: int | None = None) -> list[str]:
+    """``sites`` as a list of site names (``num_clients`` of them, if given); else one :class:`ConfigError` line."""
+    count = "" if num_clients is None else f"{num_clients} "
+    if isinstance(sites, str | bytes) or not isinstance(sites, Sequence) or len(sites) != (
+            len(sites) if num_clients is None else num_clients) or not sites or not all(
+            isinstance(name, str) and name.strip() and name.isprintable() and len(name) <= SITE_CHARS
+            for name in sites):
+        raise ConfigError(f"sites={sites!r} is invalid; allowed: None or {count}site names (printable text, "
+                          f"1 to {SITE_CHARS} characters), client m's at position m")
+    return list(sites)
+
+
+#: Longest site name (a label for tables and log lines, not a document).
+SITE_CHARS = 100
+
+
+def takes_rng(objective: Callable[..., object]) -> bool:
+    """Whether ``objective`` has a parameter named ``rng`` (it is then given the run's per-evaluation stream)."""
+    try:
+        parameters = inspect.signature(objective).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return "rng" in parameters and parameters["rng"].kind in kinds
+
+
 def _real_values(raw: object, client: int) -> np.ndarray:
     """An objective's values as float64, if they are real numbers (complex ones and text are refused, not cast)."""
     values = np.asarray(raw)
@@ -118,6 +147,9 @@ class Federation:
     #: ``exact_optimum(alpha)``: a problem's known personalised optimum (e.g. a separable one's, from its
     #: 1-D factor), used instead of the grid search of :mod:`.optimum`.
     exact_optimum: Callable[[float], Optimum] | None = None
+    #: Each client's site name (``sites[m]`` is client ``m``'s), or ``None``: the names its results carry
+    #: (``clients.csv``, ``summary.json``'s ``sites``, the log), as a Flower node's ``site`` label does.
+    sites: Sequence[str] | None = None
     _optima: dict[float, Optimum] = field(default_factory=dict, init=False, repr=False)
     _truth: Federation | None = field(default=None, init=False, repr=False)
 
@@ -135,6 +167,8 @@ class Federation:
         self.evaluation = check_against(EVALUATION, self.evaluation)
         if self.reference is not None:
             self.reference = _check_reference(self.reference, len(self.objectives))
+        if self.sites is not None:
+            self.sites = check_sites(self.sites, len(self.objectives))
         if self.evaluation != "simulated":
             self.noise = NoiseModel("none", 0.0)  # a real value is the reward: nothing synthetic is added
 
@@ -150,6 +184,7 @@ class Federation:
         objective_timeout: float | None = None,
         evaluation: str = "simulated",
         reference: Sequence[Objective] | None = None,
+        sites: Sequence[str] | None = None,
     ) -> Federation:
         """A user-defined federation; its optimum is estimated (see :mod:`.optimum`).
 
@@ -169,13 +204,18 @@ class Federation:
         ``"deterministic"`` (exact: each point evaluated once) or ``"stochastic"`` (one real trial per
         call: every pull is one row of a batch). The real modes ignore ``noise`` and ``noise_sigma``,
         and score regret only against ``reference`` (one mean function per client) if given.
+        ``sites`` names the clients (``sites[m]`` is client ``m``'s site) in the results and the log.
+
+        An objective that has a parameter named ``rng`` is given a ``numpy.random.Generator`` on every call
+        made for the run's pulls, drawn from ``(seed, client, phase)`` as the built-in noise is: its own
+        randomness then gives the same numbers on every engine (:meth:`evaluate`).
         """
         if isinstance(objectives, str | bytes) or not isinstance(objectives, Sequence):
             raise ConfigError(f"objectives={objectives!r} is invalid; allowed: a sequence of callables")
         if not isinstance(domain, Domain):
             domain = Domain.from_mapping(domain)
         return cls(list(objectives), domain, NoiseModel(noise, noise_sigma), name=name, value_range=value_range,
-                   objective_timeout=objective_timeout, evaluation=evaluation, reference=reference)
+                   objective_timeout=objective_timeout, evaluation=evaluation, reference=reference, sites=sites)
 
     def with_evaluation(self, evaluation: str) -> Federation:
         """This federation with another evaluation mode; a real mode is scored against its own objectives.
@@ -219,16 +259,22 @@ class Federation:
     def partition(self) -> Partition:
         return Partition(self.domain)
 
-    def evaluate(self, client: int, points: np.ndarray) -> np.ndarray:
-        """Noise-free ``mu_client`` at ``points`` (user units), checked: finite, one value per point."""
+    def evaluate(self, client: int, points: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Noise-free ``mu_client`` at ``points`` (user units), checked: finite, one value per point.
+
+        An objective with an ``rng`` parameter gets ``rng`` (a run's pulls pass the stream of their client and
+        phase; without one, a stream of the client alone: the same on every call).
+        """
         points = _read_only(points)
-        fn = self.objectives[client]
+        fn: Callable[..., Any] = self.objectives[client]
+        if takes_rng(fn):
+            fn = partial(fn, rng=rng if rng is not None else np.random.default_rng([client]))
         try:
             raw = call_within(self.objective_timeout, fn, points, f"objective of client {client}")
         except ObjectiveError:
             raise
         except Exception as exc:  # a user's objective may raise anything: name where it failed
-            raise ObjectiveError(self._locate_failure(client, points, exc)) from exc
+            raise ObjectiveError(self._locate_failure(client, points, exc, fn)) from exc
         values = _real_values(raw, client)
         if values.shape not in ((len(points),), (len(points), 1)):
             raise ObjectiveError(
@@ -246,11 +292,10 @@ class Federation:
             )
         return values
 
-    def _locate_failure(self, client: int, points: np.ndarray, exc: Exception) -> str:
+    def _locate_failure(self, client: int, points: np.ndarray, exc: Exception, fn: Callable[..., Any]) -> str:
         for point in points:
             try:  # within the limit too: an objective that raised on the batch may hang on one point
-                call_within(self.objective_timeout, self.objectives[client], point[None, :],
-                            f"objective of client {client}")
+                call_within(self.objective_timeout, fn, point[None, :], f"objective of client {client}")
             except ObjectiveError:
                 raise
             except Exception as inner:

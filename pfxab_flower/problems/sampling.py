@@ -32,8 +32,8 @@ class Environment(Protocol):
     ) -> tuple[np.ndarray, np.ndarray]:
         """``pull``, and each node's sum of squared deviations of its rewards (``confidence = "bernstein"``)."""
 
-    def play(self, node_id: int, count: int) -> None:
-        """Pull one node ``count`` times; the rewards are not needed."""
+    def play(self, node_id: int, count: int, rng: np.random.Generator | None = None) -> None:
+        """Pull one node ``count`` times; the rewards are not needed (``rng``: the stream of this exploitation)."""
 
     def point(self, node_id: int) -> np.ndarray:
         """The centre of node ``node_id``'s cell, in the domain's units (a client's recommendation)."""
@@ -89,11 +89,11 @@ class SimulatedEnvironment:
         #: Sum of every reward observed, exploitation included (real modes; exploration only when simulated).
         self.observed = observed
 
-    def _evaluate(self, points: np.ndarray) -> np.ndarray:
-        """The objective at ``points``, counted and timed."""
+    def _evaluate(self, points: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
+        """The objective at ``points``, counted and timed (an objective that asks for ``rng`` gets it)."""
         started = time.perf_counter()
         try:
-            return self.federation.evaluate(self.client, points)
+            return self.federation.evaluate(self.client, points, rng)
         finally:
             self.seconds += time.perf_counter() - started
             self.evaluations += len(points)
@@ -108,15 +108,19 @@ class SimulatedEnvironment:
             self.memo.update(zip(new.tolist(), values.tolist(), strict=True))
         return np.array([self.memo[k] for k in node_ids.tolist()], dtype=np.float64)
 
-    def trials(self, node_ids: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def trials(
+        self, node_ids: np.ndarray, counts: np.ndarray, rng: np.random.Generator | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Stochastic: one real call per pull, rows grouped by node; each node's reward sum and sum of squares.
 
         The rows are made one batch at a time (a phase of 2e8 pulls made all 2e8 row indices first: 1.6 GB).
+        Each call gets its own child of ``rng`` (``rng.spawn``: the stream of the client and phase, left
+        undrawn), so an objective's own randomness is the same on every engine.
         """
         centres = self.partition.midpoints(node_ids)
         sums, squares = np.zeros(len(node_ids)), np.zeros(len(node_ids))
         for block in _batches(np.asarray(counts, dtype=np.int64), MAX_BATCH):
-            values = self._evaluate(centres[block])
+            values = self._evaluate(centres[block], rng.spawn(1)[0] if rng is not None else None)
             sums += np.bincount(block, weights=values, minlength=len(node_ids))
             squares += np.bincount(block, weights=values * values, minlength=len(node_ids))
         return sums, squares
@@ -129,7 +133,7 @@ class SimulatedEnvironment:
         counts = np.asarray(counts, dtype=np.int64)
         spread = None
         if self.federation.evaluation == "stochastic":
-            sums, squares = self.trials(node_ids, counts)
+            sums, squares = self.trials(node_ids, counts, rng)
             if deviations:
                 with np.errstate(divide="ignore", invalid="ignore"):
                     spread = np.maximum(np.where(counts > 0, squares - sums * sums / np.maximum(counts, 1), 0.0), 0.0)
@@ -150,11 +154,11 @@ class SimulatedEnvironment:
         sums, spread = self.rewards(node_ids, counts, rng, deviations=True)
         return sums, spread  # type: ignore[return-value]
 
-    def play(self, node_id: int, count: int) -> None:
+    def play(self, node_id: int, count: int, rng: np.random.Generator | None = None) -> None:
         """Exploit: simulated draws nothing; a real mode's rewards are observed (stochastic: ``count`` calls)."""
         nodes, counts = np.array([node_id], dtype=np.int64), np.array([count], dtype=np.int64)
         if self.federation.evaluation == "stochastic":
-            self.observed += float(self.trials(nodes, counts)[0].sum())
+            self.observed += float(self.trials(nodes, counts, rng)[0].sum())
         elif self.federation.evaluation == "deterministic":
             self.observed += count * float(self.means(nodes)[0])
         self.log.extend(nodes, counts)

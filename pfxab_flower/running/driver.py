@@ -24,7 +24,7 @@ from pfxab_flower.algorithms.messages import (
 )
 from pfxab_flower.algorithms.phased import ServerMachine, Settings
 from pfxab_flower.algorithms.phased.state import ProtocolError
-from pfxab_flower.errors import ObjectiveError, RunStoppedError
+from pfxab_flower.errors import ObjectiveError, RunStoppedError, read_client_failure
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.running.accounting import CommunicationLog
 from pfxab_flower.running.driver_outcome import RunOutcome
@@ -52,6 +52,8 @@ class ServerDriver(RunOutcome):
         self.binding = NodeBinding(settings.num_clients)  # which Flower node speaks for which client
         self.sites: dict[int, str] = {}  # client -> the site label its node declares (node config ``site``)
         self.problems: dict[int, tuple[int, str]] = {}  # client -> (phase, why) of its latest failed exchange
+        self.failed_at: dict[int, tuple[int | None, str | None]] = {}  # client -> (node, site) its failures named
+        self._told: set[tuple[object, int]] = set()  # (client or node, phase) whose failure the log has said
         self.outgoing: Outgoing | None = None  # the exchange whose replies are awaited
         self.global_update: GlobalUpdate | None = None  # a phase's update, between its two exchanges
         self.started = time.perf_counter()
@@ -260,7 +262,8 @@ class ServerDriver(RunOutcome):
             return
         if exchange is not None and exchange.failures:
             first = exchange.failures[0]
-            reason += f"; first client failure{self._sender(self._client_of(first), first.node)}: {first.reason}"
+            client, what = self._failed(first)
+            reason += f"; first client failure{self._sender(client, first.node)}: {what}"
         elif exchange is not None and exchange.unreadable:
             bad = exchange.unreadable[0]
             reason += (f"; first unreadable reply{self._sender(bad.client, bad.node)}: {bad.reason} (is every "
@@ -288,11 +291,14 @@ class ServerDriver(RunOutcome):
             del self.problems[client]
 
     def who(self, client: object, node: int | None = None) -> str:
-        """A client as the log names it: its index and, where known, its Flower node."""
-        if node is None and isinstance(client, int) and not isinstance(client, bool):
-            node = self.nodes.get(client)
+        """A client as the log names it: its index and, where known, its site label and Flower node."""
+        site = None
+        if isinstance(client, int) and not isinstance(client, bool):
+            node = node if node is not None else self.nodes.get(client, self.failed_at.get(client, (None, None))[0])
+            site = self.client_site(client)
         name = f"client {client}" if client is not None else "a client"
-        return name + (f" (Flower node {node})" if node is not None else "")
+        known = ([f"site {site!r}"] if site is not None else []) + ([f"Flower node {node}"] if node is not None else [])
+        return name + (f" ({', '.join(known)})" if known else "")
 
     def _sender(self, client: object, node: int | None) -> str:
         """``", from client 2 (Flower node N)"``, or as much of it as is known."""
@@ -305,6 +311,28 @@ class ServerDriver(RunOutcome):
             return failure.client
         return next((m for m, node in self.nodes.items() if node == failure.node), None)
 
+    def _failed(self, failure: Failure) -> tuple[int | None, str]:
+        """Whose failure it is and what failed, in the failure's own words without its ``client N (site S):``.
+
+        A node not yet bound to a client (it never sent a usable reply) is taken at the client and
+        site its failure line names (:func:`~pfxab_flower.errors.read_client_failure`), for the log
+        and the lost-client record only, unless the node or the client is already another's.
+        """
+        client, what = self._client_of(failure), failure.reason
+        claimed = read_client_failure(failure.reason)
+        if claimed is None:
+            return client, what
+        named, site, said = claimed
+        free = failure.node is None or failure.node not in self.binding.held
+        if client is None and free and named is not None and 0 <= named < self.num_clients and named not in self.nodes:
+            client = named
+        if client is not None and named in (client, None):
+            what = said
+            if client not in self.failed_at or failure.node is not None or site is not None:
+                known_node, known_site = self.failed_at.get(client, (None, None))
+                self.failed_at[client] = (failure.node or known_node, site or known_site)
+        return client, what
+
     def _take(self, phase: int, stage: str, exchange: Exchange) -> list[tuple[Any, Mapping[str, np.ndarray]]]:
         """Log the failures and unreadable replies of an exchange; keep only the reports the server can trust.
 
@@ -313,12 +341,14 @@ class ServerDriver(RunOutcome):
         history of that client (:func:`~pfxab_flower.running.trust.pull_log_problem`). The harness
         data of the others waits for the machine's verdict (:meth:`_keep_harness`).
         """
-        for failure in exchange.failures:
-            client = self._client_of(failure)
-            LOGGER.warning("phase %d: %s sent no usable %s reply: %s", phase, self.who(client, failure.node), stage,
-                           failure.reason)
+        for failure in exchange.failures:  # one line per failing client and phase, however many exchanges it fails
+            client, what = self._failed(failure)
+            if (client if client is not None else failure.node, phase) not in self._told:
+                self._told.add((client if client is not None else failure.node, phase))
+                LOGGER.warning("phase %d: %s sent no usable %s reply: %s", phase, self.who(client, failure.node), stage,
+                               what)
             if client is not None:
-                self.problems[client] = (phase, failure.reason)
+                self.problems[client] = (phase, what)
         for bad in exchange.unreadable:
             reason = bad.reason if bad.client is not None or bad.node is None else \
                 f"{bad.reason} (from Flower node {bad.node})"

@@ -33,6 +33,7 @@ class RunOutcome:
     final_reports: dict[int, FinishReport]
     harness: dict[int, Mapping[str, np.ndarray]]
     problems: dict[int, tuple[int, str]]
+    failed_at: dict[int, tuple[int | None, str | None]]
     stop_reason: str | None
     finished: bool
     ended: float | None
@@ -73,8 +74,9 @@ class RunOutcome:
         return [m for m in range(self.num_clients) if m not in self.final_reports]
 
     def lost_client_records(self) -> list[dict[str, Any]]:
-        """Each lost client: ``client`` index, ``flower_node`` (``None`` if it never sent a readable reply),
-        ``phase`` where it was lost and ``reason``.
+        """Each lost client: ``client`` index, ``site`` (its label, ``None`` if unknown), ``flower_node`` (``None``
+        if no reply or failure named it), ``phase`` where it was lost and ``reason`` (a failure's exception type
+        and message, as the client's line gave them).
 
         It was lost in the first phase whose active set it did not send (after the last one
         it did); ``phases + 1`` is the final exchange. The reason is the latest failure,
@@ -93,7 +95,9 @@ class RunOutcome:
                 reason = "no usable final reply"
             else:
                 reason = f"no usable reply from phase {phase} on"
-            records.append({"client": m, "flower_node": self.nodes.get(m), "phase": phase, "reason": reason})
+            records.append({"client": m, "site": self.client_site(m),
+                            "flower_node": self.nodes.get(m, self.failed_at.get(m, (None, None))[0]),
+                            "phase": phase, "reason": reason})
         return records
 
     def client_nodes(self) -> list[int | None]:
@@ -102,7 +106,14 @@ class RunOutcome:
 
     def client_sites(self) -> list[str | None]:
         """The ``site`` label each client's node declared (``None`` where it declared none)."""
-        return [self.sites.get(m) for m in range(self.num_clients)]
+        return [self.client_site(m) for m in range(self.num_clients)]
+
+    def client_site(self, client: int) -> str | None:
+        """Client ``client``'s site: its node's label (from its replies, else from its failures), else the
+        federation's name for it (:attr:`Federation.sites`, in process), else ``None``."""
+        named = self.federation.sites if self.federation is not None else None
+        return self.sites.get(client) or self.failed_at.get(client, (None, None))[1] or (
+            named[client] if named is not None and 0 <= client < len(named) else None)
 
     def _phase_name(self, phase: int) -> str:
         return "the final exchange" if self.machine.done and phase > self.machine.completed else f"phase {phase}"

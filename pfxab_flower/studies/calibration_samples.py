@@ -94,11 +94,11 @@ def sample_noisy(federation: Federation, rng: np.random.Generator, samples: int,
     """A stochastic objective (one trial per call): means over many trials (:mod:`pfxab_flower.studies.noisy_cells`).
 
     Half the samples go to the cells (``samples / (2 depths)`` per depth, at least ``POINTS_PER_CELL``),
-    the rest to the survey; a site whose survey is not two-valued repeats its first ``samples / 8``
-    survey points to measure its noise. A depth counts (``used``) when some site's variation stands
-    :func:`~pfxab_flower.studies.noisy_cells.significance` standard errors above zero and above float rounding
-    (:func:`rounding_floor`), and only on the first unbroken run of such depths (:func:`first_run`); the
-    variation reported is that of the site where it stands furthest above.
+    the rest to the survey (an objective that asks for ``rng`` gets a child of ``rng`` on each call); a site
+    whose survey is not two-valued repeats its first ``samples / 8`` survey points to measure its noise. A
+    depth counts (``used``) when some site's variation stands :func:`~pfxab_flower.studies.noisy_cells.significance`
+    standard errors above zero and above float rounding (:func:`rounding_floor`), and only on the first unbroken
+    run of such depths (:func:`first_run`); the variation reported is that of the site where it stands furthest.
     """
     ndim, partition, sites = federation.domain.ndim, federation.partition, federation.num_clients
     per_cell = max(POINTS_PER_CELL, samples // (2 * depths))
@@ -110,16 +110,16 @@ def sample_noisy(federation: Federation, rng: np.random.Generator, samples: int,
     variation, error = np.zeros((sites, depths)), np.full((sites, depths), np.inf)
     noise, evaluations = 0.0, []
     for site in range(sites):
-        survey[site] = federation.evaluate(site, points)
+        survey[site] = federation.evaluate(site, points, rng.spawn(1)[0])
         repeated = None
         if two_values(survey[site]) is None:
-            repeated = (survey[site, :repeats], federation.evaluate(site, points[:repeats]))
+            repeated = (survey[site, :repeats], federation.evaluate(site, points[:repeats], rng.spawn(1)[0]))
         noise = max(noise, trial_noise(survey[site], repeated, federation.value_range))
         best = units[smoothed_best(units, survey[site], neighbours)]
         cells = [int(cells_of(best, depth)[0]) for depth in range(1, depths + 1)]
         lower, width = partition.unit_cells(np.array(cells, dtype=np.int64))
         inside = (lower[:, None, :] + width[:, None, :] * rng.random((depths, per_cell, ndim))).reshape(-1, ndim)
-        values = federation.evaluate(site, federation.domain.to_user(inside))
+        values = federation.evaluate(site, federation.domain.to_user(inside), rng.spawn(1)[0])
         measured = mean_variation(inside, values, best, depths, two_values(values))
         variation[site], error[site] = measured.variation, measured.standard_error
         evaluations.append(len(points) + (0 if repeated is None else repeats) + len(values))

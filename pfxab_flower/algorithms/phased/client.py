@@ -32,6 +32,16 @@ def _rng(settings: Settings, client: int, phase: int) -> np.random.Generator:
     return np.random.default_rng([settings.seed, client, phase])
 
 
+#: Tells the exploitation streams apart from the exploration's (:func:`_rng`), whose draws they must not change.
+EXPLOIT_STREAM = 1
+
+
+def _exploit_rng(settings: Settings, client: int, phase: int) -> np.random.Generator:
+    """The stream of one client's exploitation in one phase (the final exchange's is ``phases + 1``): what a
+    stochastic objective that asks for ``rng`` is given while the client exploits."""
+    return np.random.default_rng([settings.seed, client, phase, EXPLOIT_STREAM])
+
+
 def min_pulls(counts: np.ndarray) -> int:
     """The fewest pulls any sampled node of ``A(p)`` had in a phase (every client's global pulls, if any)."""
     sampled = np.asarray(counts)[np.asarray(counts) > 0]
@@ -130,7 +140,7 @@ class ClientMachine:
         self.catch_up(update.phase)
         if s.explored_phase != update.phase:
             if update.phase_length > 0:
-                env.play(s.choice, update.phase_length)
+                env.play(s.choice, update.phase_length, _exploit_rng(self.settings, self.client, update.phase))
             s.active = self.policy.successors(s.active)
             s.pulls += update.phase_length
             s.completed = update.phase
@@ -140,7 +150,8 @@ class ClientMachine:
         view = self._view(update, self._own_index(s.union))
         waiting = update.phase_length - s.explored
         if waiting > 0:
-            env.play(int(s.active[np.argmax(view.local_means)]), waiting)
+            env.play(int(s.active[np.argmax(view.local_means)]), waiting,
+                     _exploit_rng(self.settings, self.client, update.phase))
         keep = self.policy.keep(self.settings, view)
         survivors = s.active[keep]
         s.choice = int(survivors[np.argmax(self.policy.score(self.settings, view)[keep])])
@@ -189,7 +200,7 @@ class ClientMachine:
             s.pulls += pulls
         remaining = self.settings.horizon - s.pulls
         if remaining > 0:
-            env.play(s.choice, remaining)
+            env.play(s.choice, remaining, _exploit_rng(self.settings, self.client, instruction.phases + 1))
         s.pulls = self.settings.horizon
         s.finished = True
         return FinishReport(self.client, s.choice, np.asarray(env.point(s.choice), dtype=float))

@@ -1,0 +1,27 @@
+"""A site's expected failure as Flower's error reply, not a raised exception: one line at the server, no traceback.
+
+A ClientApp that raises makes Flower log the exception and its traceback for every message (a failing
+site's 23 exchanges gave 23 tracebacks); :func:`reply_with_failure` answers a
+:class:`~pfxab_flower.errors.ClientFailedError` (an objective's or a builder's exception, named with
+its client and site) with the same error reply Flower would send, without them.
+"""
+
+from __future__ import annotations
+
+from flwr.app import Context, Error, Message
+from flwr.clientapp.typing import ClientAppCallable
+
+from pfxab_flower.errors import ClientFailedError
+from pfxab_flower.strategies.flower_internals import CLIENT_APP_RAISED
+
+
+def reply_with_failure(message: Message, context: Context, call_next: ClientAppCallable) -> Message:
+    """A mod: a failure of the node's objective becomes Flower's error reply with its one line as the reason.
+
+    As when a ClientApp raises, the session kept nothing of the failed message; the server counts
+    the reply as the client's failure and logs it (at most once per client and phase).
+    """
+    try:
+        return call_next(message, context)
+    except ClientFailedError as failure:
+        return Message(Error(code=CLIENT_APP_RAISED, reason=str(failure)), reply_to=message)
