@@ -39,7 +39,8 @@ def objective_client_app(
     take ``rng`` (a parameter of that name: the run's stream of the client and phase, docs/flower.md).
     ``evaluation`` (``None``: the run config's ``evaluation`` key, else ``"simulated"``) and
     ``value_range`` are :meth:`Federation.from_callables`'. ``sites`` names the nodes of a simulation
-    (``sites[partition-id]``) whose node config declares no ``site``. Its arguments are checked here,
+    (``sites[partition-id]``) whose node config declares no ``site`` (without it: the run config's ``sites``
+    key, ``"lab-a,lab-b,..."``, if it has one). Its arguments are checked here,
     once, with one :class:`ConfigError` line, rather than on every SuperNode.
     """
     if not callable(objective):
@@ -51,6 +52,4 @@ def objective_client_app(
     check_value_range(value_range)
     sessions = objective_sessions(objective, domain, noise_sigma=noise_sigma, noise=noise, evaluation=evaluation,
                                   value_range=value_range)
-    if sites is None:
-        return message_client_app(sessions)
-    return message_client_app(sessions, mods=[named_sites(check_sites(sites))])
+    return message_client_app(sessions, mods=[named_sites(None if sites is None else check_sites(sites))])

@@ -55,9 +55,12 @@ class SimulateOutcome:
 
 def run_config_argument(config: RunConfig, options: AppOptions) -> str:
     """``--run-config``'s argument: ``key=value`` pairs, each value in TOML syntax (as tomli-w writes it)."""
-    pairs = (tomli_w.dumps({key: value}).rstrip("\n").replace(" = ", "=", 1)
-             for key, value in to_run_config(config, options).items())
-    return " ".join(pairs)
+    return run_config_text(to_run_config(config, options))
+
+
+def run_config_text(values: dict[str, Any]) -> str:
+    """``key=value`` pairs of ``values`` for ``--run-config``, each value in TOML syntax."""
+    return " ".join(tomli_w.dumps({key: value}).rstrip("\n").replace(" = ", "=", 1) for key, value in values.items())
 
 
 def free_port() -> int:
@@ -91,6 +94,50 @@ def check_app_dir(app_dir: Path) -> Path:
         raise ConfigError(f"{spelled('app_dir')}={str(app_dir)!r} is invalid; allowed: a directory whose "
                           f"pyproject.toml has [tool.flwr.app] (a Flower app), or no {spelled('app_dir')}")
     return pyproject
+
+
+def declared_config(pyproject: Path) -> dict[str, Any]:
+    """The run-config keys an app declares (``[tool.flwr.app.config]``, nested tables as ``a.b``), with defaults."""
+    import tomllib
+
+    try:
+        table = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["flwr"]["app"].get("config", {})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        table = {}
+
+    def flat(values: Any, prefix: str = "") -> dict[str, Any]:
+        if not isinstance(values, dict):
+            return {}
+        out: dict[str, Any] = {}
+        for key, value in values.items():
+            out.update(flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+        return out
+
+    return flat(table)
+
+
+def app_run_config(pyproject: Path, values: dict[str, Any], given: frozenset[str]) -> dict[str, Any]:
+    """What ``pfxab simulate`` passes a user's app: the keys the user gave that the app declares (Flower refuses a
+    run whose ``--run-config`` has a key the app does not declare, with only ``[code: 15] Invalid run
+    configuration.``), and ``out-dir`` (``--out``) if it declares one; a given key it does not declare is one line
+    naming it and what the app declares."""
+    declared = declared_config(pyproject)
+    given = given | ({"out-dir"} if "out-dir" in declared else set())  # where it writes, if it says
+    for key in sorted(given):
+        if key not in declared:
+            raise ConfigError(f"--{key}={values.get(key)!r} is invalid with app-dir={str(pyproject.parent)!r}: the "
+                              f"app declares no run-config key {key!r} (its [tool.flwr.app.config] declares: "
+                              f"{', '.join(declared) or 'none'}); allowed: the flags of the keys it declares, or "
+                              f"{key} = ... added to its pyproject.toml")
+    return {key: value for key, value in values.items() if key in given}
+
+
+def supernodes_of(pyproject: Path | None, config: RunConfig, given: frozenset[str]) -> int:
+    """The federation's size: ``--clients`` if given, else a user's app's own ``clients`` default, else the config's."""
+    if pyproject is None or "clients" in given:
+        return config.clients
+    declared = declared_config(pyproject).get("clients")
+    return declared if isinstance(declared, int) and not isinstance(declared, bool) and declared > 0 else config.clients
 
 
 #: The generated app's components: the installed package's ServerApp and ClientApp.
@@ -137,10 +184,14 @@ def simulate(
     num_cpus: float = 1.0,
     ray_address: str | None = None,
     log: IO[str] = sys.stderr,
+    given: frozenset[str] = frozenset(),
 ) -> SimulateOutcome:
     """Run ``config`` through ``flwr run <app> --stream`` and stop everything it started.
 
-    ``app_dir`` is a user's own Flower app; without it a generated one is used. With
+    ``app_dir`` is a user's own Flower app; without it a generated one is used. A user's app is
+    given only the run-config keys the user set (``given``, kebab-case) and it declares (one
+    line before anything starts for one it does not: :func:`app_run_config`), and its own
+    ``clients`` as the federation's size unless ``--clients`` was given. With
     ``ray_address`` the simulation joins that Ray cluster: Flower 1.41's federation
     config has no address key, so ``RAY_ADDRESS`` goes into the environment of the
     SuperLink (which starts the simulation, whose ``ray.init()`` reads it), and no
@@ -151,6 +202,8 @@ def simulate(
     check_num_cpus(num_cpus, ray_address)
     out_dir = Path(options.out_dir).expanduser().resolve()
     options = replace(options, out_dir=str(out_dir))  # every other option (api, faults) kept
+    run_config = to_run_config(config, options) if user_pyproject is None else \
+        app_run_config(user_pyproject, to_run_config(config, options), given)
     summary = out_dir / "summary.json"
     previous = summary.stat().st_mtime_ns if summary.exists() else None
     with (
@@ -179,12 +232,11 @@ def simulate(
         }
         if ray_address is not None:
             env["RAY_ADDRESS"] = ray_address
-        local_cpus = "" if ray_address is not None else f" init-args-num-cpus={os.cpu_count() or 1}"
+        supernodes = supernodes_of(user_pyproject, config, given)
         command = [
             flwr_executable(), "run", str(app_dir), "--stream",
-            "--federation-config",
-            f"num-supernodes={config.clients} client-resources-num-cpus={_number(num_cpus)}{local_cpus}",
-            "--run-config", run_config_argument(config, options),
+            "--federation-config", federation_config(supernodes, num_cpus, ray_address),
+            *(["--run-config", run_config_text(run_config)] if run_config else []),
         ]
         returncode = 1
         stop_reason: str | None = None
@@ -326,6 +378,22 @@ def run_status(run_id: str, env: dict[str, str], cwd: Path) -> str | None:
     return f"{run.get('status', 'unknown')}" + (f" ({details})" if details else "")
 
 
-def _number(value: float) -> str:
-    """An integral float as an integer (``flwr`` rejects ``1.0`` where it expects a whole number)."""
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
+def federation_config(supernodes: int, num_cpus: float, ray_address: str | None) -> str:
+    """``--federation-config``: the nodes, and CPUs per client as whole logical CPUs.
+
+    Flower's federation config carries CPUs as whole numbers (a ``uint32``: ``client-resources-num-cpus=0.25``
+    failed with ``'float' object cannot be interpreted as an integer``), so a fraction ``f`` of a core per client
+    becomes one logical CPU per client out of ``cores / f`` (at most one per node): Ray then runs that many
+    clients at once, whose evaluations overlap (a site that waits does not hold the others). On a cluster
+    (``ray_address``) its resources are its own: a whole number only.
+    """
+    cores = os.cpu_count() or 1
+    if ray_address is not None:
+        if not float(num_cpus).is_integer():
+            raise ConfigError(f"{spelled('num_cpus')}={num_cpus!r} is invalid with {spelled('ray_address')}; "
+                              "allowed: a whole number of CPUs (a Ray cluster's CPUs are its own)")
+        return f"num-supernodes={supernodes} client-resources-num-cpus={int(num_cpus)}"
+    if float(num_cpus).is_integer():
+        return f"num-supernodes={supernodes} client-resources-num-cpus={int(num_cpus)} init-args-num-cpus={cores}"
+    logical = max(1, min(round(cores / num_cpus), supernodes))
+    return f"num-supernodes={supernodes} client-resources-num-cpus=1 init-args-num-cpus={logical}"

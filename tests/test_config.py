@@ -116,7 +116,7 @@ def test_the_second_checks_are_the_declared_ones() -> None:
         (lambda: NoiseModel("uniform", -1.0), "noise_sigma=-1.0 is invalid; allowed: a number >= 0"),
         (lambda: synthetic_federation("garland", 0), "clients=0 is invalid; allowed: an integer in [1, "),
         (lambda: synthetic_federation("garland", 3, spread=1.0), "spread=1.0 is invalid; allowed: a number in [0, 1)"),
-        (lambda: check_num_cpus(10_000), "num_cpus=10000 is invalid; allowed: a number in (0, "),
+        (lambda: check_num_cpus(10_000), "num_cpus=10000 is invalid; allowed: a number in [0.125, "),
     ]:
         with pytest.raises(ConfigError) as exc:
             call()

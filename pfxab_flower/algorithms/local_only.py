@@ -13,7 +13,7 @@ from pfxab_flower.algorithms.messages import PhaseInstruction
 from pfxab_flower.algorithms.pfxab import PFXAB
 from pfxab_flower.algorithms.phased import ClientMachine, ServerMachine, Settings
 from pfxab_flower.algorithms.run_spec import SpecT
-from pfxab_flower.algorithms.solo import SoloPolicy, solo_seed
+from pfxab_flower.algorithms.solo import SoloPolicy, SoloRun, solo_seed
 
 if TYPE_CHECKING:
     from pfxab_flower.problems.sampling import Environment
@@ -29,12 +29,12 @@ class LocalOnly(SoloPolicy):
         """Each client's own run: a one-client PF-XAB with ``alpha = 1`` (what ``nu1`` and ``rho`` shape)."""
         return spec.replace(algorithm=PFXAB.name, num_clients=1, alpha=1.0, options={})
 
-    def alone(self, settings: Settings, client: int, env: Environment) -> tuple[int, int]:
-        """The one-client PF-XAB run of this client, to the horizon: ``(node it exploited, T)``."""
+    def alone(self, settings: Settings, client: int, env: Environment) -> SoloRun:
+        """The one-client PF-XAB run of this client, to the horizon: ``(node it exploited, T, its phases)``."""
         policy = PFXAB()
         own = Settings(self.smoothness_spec(settings.spec).replace(seed=solo_seed(settings.seed, client)))
         server, machine = ServerMachine(policy, own), ClientMachine(policy, own, 0)
         while isinstance(instruction := server.next_instruction(), PhaseInstruction):
             update = server.aggregate([machine.explore(instruction, env)])
             server.collect([machine.eliminate(update, env)])
-        return machine.finish(instruction, env).node_id, settings.horizon
+        return SoloRun(machine.finish(instruction, env).node_id, settings.horizon, server.completed)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pfxab_flower.algorithms.phased import Settings
-from pfxab_flower.algorithms.solo import SoloPolicy, solo_seed
+from pfxab_flower.algorithms.solo import SoloPolicy, SoloRun, solo_seed
 from pfxab_flower.arms.partition import POINT_DEPTH
 from pfxab_flower.parameter import Parameter
 
@@ -44,8 +44,8 @@ class RandomSearch(SoloPolicy):
     )
     smoothness_model = False
 
-    def alone(self, settings: Settings, client: int, env: Environment) -> tuple[int, int]:
-        """Pull ``n`` distinct random cells once each: ``(the best observed, n)``."""
+    def alone(self, settings: Settings, client: int, env: Environment) -> SoloRun:
+        """Pull ``n`` distinct random cells once each: ``(the best observed, n)``, in no phase."""
         limit = settings.spec.max_depth
         depth = RANDOM_DEPTH if limit is None else min(limit, RANDOM_DEPTH)
         count = random_points(settings.options["random_fraction"], settings.horizon, depth)
@@ -54,4 +54,4 @@ class RandomSearch(SoloPolicy):
         rng = np.random.default_rng(solo_seed(settings.seed, client))
         nodes = (1 << depth) + rng.choice(1 << depth, size=count, replace=False)
         rewards = env.pull(nodes, np.ones(count, dtype=np.int64), rng)
-        return int(nodes[np.argmax(rewards)]), count
+        return SoloRun(int(nodes[np.argmax(rewards)]), count)

@@ -7,7 +7,7 @@ as every algorithm. Each client's randomness comes from the run's seed and its i
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -30,6 +30,14 @@ def solo_seed(seed: int, client: int) -> int:
     return int(state >> np.uint64(1))
 
 
+class SoloRun(NamedTuple):
+    """What a solo client's own search did: the node it exploits, the pulls it made, and the phases it ran alone."""
+
+    node: int
+    pulls: int
+    phases: int = 0
+
+
 class SoloPolicy(Policy):
     """A baseline's policy: no phases, no messages but the final one; :meth:`alone` is the client's search."""
 
@@ -45,5 +53,5 @@ class SoloPolicy(Policy):
     def keep(self, settings: Settings, view: ClientView) -> np.ndarray:
         raise NotImplementedError(f"{self.name} runs no federated phase")
 
-    def alone(self, settings: Settings, client: int, env: Environment) -> tuple[int, int]:
+    def alone(self, settings: Settings, client: int, env: Environment) -> SoloRun:
         raise NotImplementedError

@@ -33,6 +33,9 @@ EnvironmentState = dict[str, np.ndarray]
 #: Builds the client's environment from what it kept (``None`` before its first message).
 EnvironmentFactory = Callable[[Mapping[str, np.ndarray] | None], Environment]
 
+#: The harness key of the phases a solo baseline's client ran alone (local-only's own PF-XAB).
+SOLO_PHASES = "solo-phases"
+
 Instruction = PhaseInstruction | GlobalUpdate | FinishInstruction
 Report = LocalReport | ActiveSetReport | FinishReport
 
@@ -122,4 +125,8 @@ class ClientSession:
             report = machine.finish(message, environment)
         kept = environment.export()
         self.store.save(machine.state, kept)
-        return SessionReply(report, kept if parameters.report_pulls else None)
+        if not parameters.report_pulls:
+            return SessionReply(report)
+        # a solo baseline's phases happen inside its client: the harness tells the server how many it ran
+        solo = {SOLO_PHASES: np.array([machine.state.solo_phases], dtype=np.int64)} if machine.policy.solo else {}
+        return SessionReply(report, {**kept, **solo})

@@ -30,6 +30,7 @@ from pfxab_flower.running.accounting import CommunicationLog
 from pfxab_flower.running.driver_outcome import RunOutcome
 from pfxab_flower.running.exchanges import Exchange, Failure, Outgoing
 from pfxab_flower.running.resolution import uniform_exploration_warning
+from pfxab_flower.running.site_table import site_table
 from pfxab_flower.running.trust import NodeBinding, pull_log_problem, pull_log_rewritten
 
 LOGGER = logging.getLogger("pfxab_flower")
@@ -222,6 +223,9 @@ class ServerDriver(RunOutcome):
             LOGGER.warning("%s was lost in %s: %s; its final point is NaN, its regret covers the pulls it reported",
                            self.who(lost["client"], lost["flower_node"]), self._phase_name(lost["phase"]),
                            lost["reason"])
+        if LOGGER.isEnabledFor(logging.INFO):  # each site's outcome, one line per row (pandas only if shown)
+            for line in ["each site's final point:", *site_table(self.site_columns()).splitlines()]:
+                LOGGER.info("%s", line)
 
     def check_final(self, report: FinishReport) -> str | None:
         """Why a final report cannot be used, or ``None`` if it can (the machine's check, and no repeats)."""

@@ -19,6 +19,7 @@ from pfxab_flower.errors import IncompleteRunError, RunStoppedError
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.sampling import PullLog, evaluation_counts, site_costs
 from pfxab_flower.running.accounting import CommunicationLog, score
+from pfxab_flower.running.client_session import SOLO_PHASES
 from pfxab_flower.running.results import RunResult, build_result
 
 
@@ -115,6 +116,17 @@ class RunOutcome:
         return self.sites.get(client) or self.failed_at.get(client, (None, None))[1] or (
             named[client] if named is not None and 0 <= client < len(named) else None)
 
+    def site_columns(self) -> dict[str, Any]:
+        """What the server knows of each client at the end, without a scored result: its site, Flower node and
+        final point (one column per coordinate, named by the domain if the server knows it)."""
+        points = self.final_points()
+        names = self.federation.domain.names if self.federation is not None else \
+            [f"x{j}" for j in range(points.shape[1])]
+        columns: dict[str, Any] = {"client": list(range(self.num_clients)), "site": self.client_sites(),
+                                   "flower_node": self.client_nodes()}
+        columns.update({f"final_{name}": points[:, j] for j, name in enumerate(names) if j < points.shape[1]})
+        return columns
+
     def _phase_name(self, phase: int) -> str:
         return "the final exchange" if self.machine.done and phase > self.machine.completed else f"phase {phase}"
 
@@ -168,7 +180,14 @@ class RunOutcome:
         scoring_seconds = time.perf_counter() - scoring_started
         result.summary.update(wall_seconds=run_seconds + scoring_seconds, run_seconds=run_seconds,
                               scoring_seconds=scoring_seconds)
+        if self.machine.policy.solo:  # its phases are its clients' own (none at the server)
+            result.summary["client_phases"] = self.client_phases()
         return result
+
+    def client_phases(self) -> list[int | None]:
+        """The phases each client of a solo baseline ran alone (``None`` where its reply did not say)."""
+        counts = [np.asarray(self.harness.get(m, {}).get(SOLO_PHASES, ())).reshape(-1) for m in range(self.num_clients)]
+        return [int(count[0]) if count.size == 1 else None for count in counts]
 
 
 def run_parameters(

@@ -9,7 +9,7 @@ gives the same numbers for the same seed.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from functools import partial
 from typing import Any
@@ -115,13 +115,18 @@ def _no_wait(seconds: float) -> None:
     """The in-process engine has no clock: a straggler's lateness is decided by the fault plan alone."""
 
 
+#: Told the pulls per client done so far after every exchange (a progress bar's update).
+Progress = Callable[[int], None]
+
+
 def simulate(
     federation: Federation, policy: Policy, settings: Settings, keep_messages: bool = False,
-    faults: FaultPlan = NO_FAULTS, report_pulls: bool = True,
+    faults: FaultPlan = NO_FAULTS, report_pulls: bool = True, progress: Progress | None = None,
 ) -> Simulation:
     """Drive one :class:`ServerDriver` and ``M`` :class:`ClientSession` to the horizon: the reference order of calls.
 
-    With ``keep_messages`` every broadcast and its replies are kept (for tests and debugging).
+    With ``keep_messages`` every broadcast and its replies are kept (for tests and debugging);
+    ``progress`` is told the pulls per client made so far after each exchange (the horizon at the end).
     ``faults`` drops clients from phases exactly as a Flower client applying the same plan
     does (the sessions apply it): a client that misses a phase sends neither of its replies.
     """
@@ -150,6 +155,8 @@ def simulate(
 
     while (outgoing := driver.next_exchange()) is not None:
         driver.deliver(exchange(outgoing))
+        if progress is not None:
+            progress(settings.horizon if driver.finished else driver.machine.pulls)
     if driver.stop_reason is not None:
         raise RunStoppedError(driver.stop_reason)
     return sim
@@ -199,10 +206,11 @@ def run_spec(federation: Federation, algorithm: str = "pf-xab", **parameters: An
 
 def run_checked(
     federation: Federation, spec: AlgorithmSpec, *, describe: dict[str, Any] | None = None,
-    faults: FaultPlan = NO_FAULTS, min_fraction: float = DEFAULT_MIN_FRACTION,
+    faults: FaultPlan = NO_FAULTS, min_fraction: float = DEFAULT_MIN_FRACTION, progress: Progress | None = None,
 ) -> RunResult:
     """Run a checked spec (:func:`run_spec`, :meth:`AlgorithmSpec.from_config`) as it is: no check is repeated."""
-    sim = simulate(federation, make_policy(spec.algorithm), Settings(spec, min_fraction=min_fraction), faults=faults)
+    sim = simulate(federation, make_policy(spec.algorithm), Settings(spec, min_fraction=min_fraction), faults=faults,
+                   progress=progress)
     return sim.driver.result("inprocess", describe)
 
 
@@ -213,8 +221,9 @@ def describe_problem(config: RunConfig) -> dict[str, Any]:
     return {"noise": config.noise, "noise_sigma": config.noise_sigma, **own}
 
 
-def run_config(config: RunConfig, federation: Federation | None = None) -> RunResult:
-    """Run a :class:`RunConfig` in process, on ``federation`` if given (reused, e.g. across seeds).
+def run_config(config: RunConfig, federation: Federation | None = None, progress: Progress | None = None) -> RunResult:
+    """Run a :class:`RunConfig` in process, on ``federation`` if given (reused, e.g. across seeds); ``progress`` as
+    :func:`simulate`'s.
 
     ``wall_seconds`` is the whole call, building the federation included (loading
     data, reading tables): ``setup_seconds`` is that part, ``scoring_seconds`` the scoring
@@ -225,7 +234,7 @@ def run_config(config: RunConfig, federation: Federation | None = None) -> RunRe
         federation = build_federation(config)
     setup_seconds = time.perf_counter() - started
     spec = AlgorithmSpec.from_config(config, federation.reward_range, federation.domain.ndim)
-    result = run_checked(federation, spec, describe=describe_problem(config))
+    result = run_checked(federation, spec, describe=describe_problem(config), progress=progress)
     wall_seconds = time.perf_counter() - started
     scoring_seconds = result.summary["scoring_seconds"]
     result.summary.update(wall_seconds=wall_seconds, setup_seconds=setup_seconds,

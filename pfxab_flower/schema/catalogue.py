@@ -52,6 +52,9 @@ def _algorithm_list(text: str) -> list[str] | None:
 
 
 _CORES = os.cpu_count() or 1
+#: The least share of a core per simulated client: each client Ray runs at once is a worker process of its own
+#: (about 150 MB), so ``1 / MIN_CPUS`` per core at most.
+MIN_CPUS = 0.125
 _SEEDS_ALLOWED = (f"an integer, a range like 0-9, or a comma-separated list like 0,3,5 (integers in [0, 2**32), "
                   f"no repeats, at most {MAX_SEEDS:,} seeds)")
 
@@ -103,9 +106,10 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     choice("api", "message", "Flower API: message (Message API) or legacy (Strategy/NumPyClient)", APIS,
             scope="app"),
     # Flags and limits that are not run-config keys.
-    Parameter("num_cpus", float, 1.0, f"a number in (0, {_CORES}] (this machine's cores)",
-              "CPUs per simulated client, at most this machine's cores (Ray waits forever for more)",
-              between(0, _CORES, low_open=True), scope="other"),
+    Parameter("num_cpus", float, 1.0, f"a number in [{MIN_CPUS}, {_CORES}] (this machine's cores)",
+              "CPUs per simulated client, at most this machine's cores (Ray waits forever for more); a fraction "
+              "lets that many clients' evaluations overlap (objectives that wait more than they compute)",
+              between(MIN_CPUS, _CORES), scope="other"),
     Parameter("seeds", str, "0", _SEEDS_ALLOWED, "seeds, e.g. 0-9 or 0,3,5",
               lambda text: seed_ranges(text) is not None, scope="other"),
     Parameter("curve_points", int, 200, f"an integer in [2, {MAX_CURVE_POINTS}]",

@@ -179,6 +179,9 @@ def _run_job(source: RunConfig | int, keywords: dict[str, Any], grid: np.ndarray
     s = result.summary
     row = {name: s[name] for name in RUN_COLUMNS if name in s}
     row["bytes_sent"] = int(s["bytes_up"]) + int(s["bytes_down"])
+    own = [p for p in s.get("client_phases") or [] if p is not None]
+    if own:  # a solo baseline's phases are its clients' own (local-only's PF-XAB), none at the server
+        row["phases"] = float(np.mean(own))
     # each client's pulls per phase (the phase length), averaged over the phases the run reached
     row["pulls_per_phase"] = float(result.phases["phase_length"].mean()) if len(result.phases) else 0.0
     return {name: row[name] for name in RUN_COLUMNS}, result.curve_at(grid)["regret"].to_numpy()

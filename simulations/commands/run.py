@@ -50,11 +50,15 @@ def handle(args: argparse.Namespace) -> int:
         options = AppOptions() if args.api is None else AppOptions(api=args.api)
         result = run_flower_simulation(config, options=options, ray_address=args.ray_address)
     else:  # the in-process engine runs here; with an address, landmine's SVM fits go to the cluster
+        from tqdm import tqdm
+
         from pfxab_flower.running.engine import run_config
         from pfxab_flower.simulations.cluster import fits_on
 
-        with fits_on(args.ray_address):
-            result = run_config(config)
+        # a bar on a terminal only, and only for a run longer than a second (tqdm's delay)
+        with fits_on(args.ray_address), tqdm(total=config.horizon, desc="pfxab run", unit="pull", unit_scale=True,
+                                             file=sys.stderr, disable=None, delay=1.0, leave=False) as bar:
+            result = run_config(config, progress=lambda done: bar.update(done - bar.n))
     written, unsaved = save_or_keep(lambda path: result.write(path, replace=args.replace), out, RESULT_FILES)
     if written is not None and replaced is not None:
         print(f"pfxab run: replaced {replaced} that was in {written} (--replace)", file=sys.stderr)
@@ -63,7 +67,10 @@ def handle(args: argparse.Namespace) -> int:
         if written is not None:
             print(f"pfxab run: wrote {written}", file=sys.stderr)  # stdout stays one JSON object
     else:
+        from pfxab_flower.running.site_table import site_table
+
         print(format_report(result.summary))
+        print(site_table(result.client_columns))
         if written is not None:
             print(f"  wrote {', '.join(RESULT_FILES)} to {written}")
     if unsaved is not None:
@@ -76,7 +83,7 @@ def format_report(summary: dict[str, Any]) -> str:
     lines = [
         f"{summary['algorithm']} on {summary['problem']}: M={summary['clients']} alpha={summary['alpha']} "
         f"T={summary['horizon']} seed={summary['seed']} ({summary['engine']})",
-        f"  regret {summary['regret']:.6g} after {summary['phases']} phases, "
+        f"  regret {summary['regret']:.6g} after {_phases(summary)}, "
         f"{summary['communication_rounds']} communication rounds, "
         f"{summary['bytes_up'] + summary['bytes_down']} bytes sent",
         f"  mean reward: personalised {summary['mean_reward_personalised']:.4f}, "
@@ -84,3 +91,12 @@ def format_report(summary: dict[str, Any]) -> str:
         f"  wall time {summary['wall_seconds']:.3f} s",
     ]
     return "\n".join(lines)
+
+
+def _phases(summary: dict[str, Any]) -> str:
+    """The run's phases; a solo baseline's are its clients' own (``client_phases``), none at the server."""
+    own = [p for p in summary.get("client_phases") or [] if p is not None]
+    if not own:
+        return f"{summary['phases']} phases"
+    spread = f"{min(own)}" if min(own) == max(own) else f"{min(own)} to {max(own)}"
+    return f"{spread} phases per client, each alone"

@@ -29,6 +29,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="your own Flower app (default: one generated around the installed pfxab_flower)")
 
 
+def print_site_table(clients_csv: Path) -> None:
+    """Each site's outcome, from the run's ``clients.csv`` (regret included); nothing if the app wrote none."""
+    import pandas as pd
+
+    from pfxab_flower.running.site_table import site_table
+
+    try:
+        clients = pd.read_csv(clients_csv)
+    except (OSError, ValueError):  # a user's own app writes its results where it likes
+        return
+    print(site_table(clients))
+
+
+def given_keys(args: argparse.Namespace) -> frozenset[str]:
+    """The run-config keys of the flags the user gave (``--noise-sigma`` -> ``noise-sigma``): what a user's own app
+    must declare to be passed them (``--out``, ``--round-timeout`` and the federation's flags are not keys)."""
+    from pfxab_flower.schema.run_config import RunConfig
+
+    names = [*RunConfig.names(), "fail_rate", "fail_clients", "straggle_seconds", "min_fraction", "api",
+             "secure_aggregation"]
+    return frozenset(name.replace("_", "-") for name in names if getattr(args, name, None) is not None)
+
+
 def handle(args: argparse.Namespace) -> int:
     config = config_from_args(args)  # one-line error before anything starts
     from pfxab_flower.running.results import RESULT_FILES
@@ -50,7 +73,7 @@ def handle(args: argparse.Namespace) -> int:
                                    **{k: v for k, v in given.items() if v is not None}})
     outcome = simulate(config, options, app_dir=Path(args.app_dir) if args.app_dir is not None else None,
                        num_cpus=args.num_cpus, ray_address=args.ray_address,
-                       log=sys.stderr if args.json else sys.stdout)
+                       log=sys.stderr if args.json else sys.stdout, given=given_keys(args))
     note = sys.stderr
     if outcome.pyproject_restored:
         print("pfxab simulate: warning: flwr run rewrote pyproject.toml; restored it", file=note)
@@ -64,6 +87,12 @@ def handle(args: argparse.Namespace) -> int:
               f"{summary.get('phases')!r} phases (not saved)")
         raise OutputError(f"{outcome.unsaved['error']}; not written: {', '.join(RESULT_FILES)} "
                           "(the result is printed on stdout)")
+    completed = (outcome.flower_status or "").startswith("finished:completed")
+    if outcome.summary_path is None and args.app_dir is not None and completed:
+        print(f"pfxab simulate: your app's run finished ({outcome.flower_status}, {outcome.wall_seconds:.1f} s); it "
+              f"wrote no summary.json in {args.out}: its results are where it writes them; SuperLink and Ray stopped",
+              file=note)
+        return 0
     if outcome.summary_path is None:
         ended = (f"the Flower run ended {outcome.flower_status}" if outcome.flower_status is not None
                  else f"flwr run exited with status {outcome.returncode}")
@@ -72,6 +101,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(json.loads(outcome.summary_path.read_text(encoding="utf-8"))))
     else:
+        print_site_table(outcome.summary_path.parent / "clients.csv")
         print(f"pfxab simulate: results in {outcome.summary_path.parent} ({outcome.wall_seconds:.1f} s); "
               f"SuperLink and Ray stopped")
     return 0

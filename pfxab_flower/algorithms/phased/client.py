@@ -196,7 +196,7 @@ class ClientMachine:
         check_phase(self.settings, self.policy, instruction.phases, final=True)
         self.catch_up(instruction.phases + 1, sets=False)  # the sets are not used after it
         if self.policy.solo and not s.finished:  # a baseline's client searches alone, now (no phase was run)
-            s.choice, pulls = self.policy.alone(self.settings, self.client, env)
+            s.choice, pulls, s.solo_phases = self.policy.alone(self.settings, self.client, env)
             s.pulls += pulls
         remaining = self.settings.horizon - s.pulls
         if remaining > 0:

@@ -128,8 +128,8 @@ class Policy:
         """Which nodes of ``A^m(p)`` survive the client's elimination."""
         raise NotImplementedError
 
-    def alone(self, settings: Settings, client: int, env: Environment) -> tuple[int, int]:
-        """A solo client's own search (``solo`` policies only): ``(node to exploit, pulls made)``.
+    def alone(self, settings: Settings, client: int, env: Environment) -> tuple[int, int, int]:
+        """A solo client's own search (``solo`` policies only): ``(node to exploit, pulls made, phases it ran)``.
 
         The skeleton exploits that node for the rest of the horizon.
         """

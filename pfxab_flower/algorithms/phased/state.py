@@ -37,8 +37,9 @@ class ClientState:
     explored: int = 0  # own exploration pulls in the current phase
     finished: bool = False
     explored_phase: int = 0  # the last phase this client explored (it may have missed later messages)
+    solo_phases: int = 0  # a solo baseline's client: the phases it ran alone (local-only's own PF-XAB)
 
-    _SCALARS = ("completed", "pulls", "choice", "explored", "finished", "explored_phase")
+    _SCALARS = ("completed", "pulls", "choice", "explored", "finished", "explored_phase", "solo_phases")
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         arrays = {k: np.array([int(getattr(self, k))], dtype=np.int64) for k in self._SCALARS}
