@@ -17,6 +17,7 @@ from flwr.clientapp import ClientApp
 from flwr.common.constant import ErrorCode
 from flwr.serverapp.strategy import Result
 from flwr.supercore.task_identity import TaskIdentity
+from ray import cloudpickle  # what Flower's Ray engine pickles the ClientApp with (importing it starts no Ray)
 
 from pfxab_flower.strategies import PhasedEliminationStrategy
 
@@ -25,8 +26,9 @@ class LoopbackGrid:
     """The part of ``flwr.serverapp.Grid`` a strategy uses: node ids and ``send_and_receive``."""
 
     def __init__(self, num_nodes: int, app: ClientApp, seed: int = 0,
-                 tamper: Callable[[Message, Message], Message] | None = None) -> None:
+                 tamper: Callable[[Message, Message], Message] | None = None, repickle: bool = False) -> None:
         self.app = app
+        self.repickle = repickle  # a fresh copy of the app for every message, as Flower's Ray engine unpickles one
         self.rng = random.Random(seed)
         self.tamper = tamper
         self.sent = 0
@@ -46,8 +48,9 @@ class LoopbackGrid:
             self.sent += 1
             message.metadata.__dict__["_message_id"] = f"m{self.sent}"
             TaskIdentity.node_id = message.metadata.dst_node_id  # what each SuperNode process sets
+            app = cloudpickle.loads(cloudpickle.dumps(self.app)) if self.repickle else self.app
             try:
-                reply = self.app(message, self.contexts[message.metadata.dst_node_id])
+                reply = app(message, self.contexts[message.metadata.dst_node_id])
             except Exception as exc:  # Flower replies with an error when a ClientApp raises
                 reply = Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION, reason=str(exc)), reply_to=message)
             replies.append(self.tamper(message, reply) if self.tamper else reply)

@@ -21,11 +21,9 @@ import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import partial
 from pathlib import Path
 
 import numpy as np
-import psutil
 import pytest
 
 from pfxab_flower import Federation, run
@@ -62,8 +60,8 @@ def expected_run(app_dir: Path, config: dict, algorithm: str) -> dict:
         task = importlib.import_module("my_app.task")
     finally:
         sys.path.remove(str(app_dir))
-    objectives = [partial(task.objective, partition_id=m) for m in range(config["num-clients"])]
-    federation = Federation.from_callables(objectives, task.DOMAIN, noise_sigma=0.1)
+    federation = Federation.from_callables([task.trials(centre) for centre in task.CENTRES], task.DOMAIN,
+                                           evaluation="stochastic", value_range=(0.0, 1.0), sites=task.SITES)
     return run(federation, algorithm=algorithm, alpha=config["alpha"], horizon=config["horizon"],
                seed=config["seed"]).summary
 
@@ -74,7 +72,8 @@ def check_outcome(outcome: dict, expected: dict) -> None:
     clients = outcome["clients"]
     assert [row["client"] for row in clients] == list(range(len(expected["final_points"])))
     np.testing.assert_array_equal(np.array([row["final_point"] for row in clients]), expected["final_points"])
-    assert all(isinstance(row["flower_node"], int) and "site" in row for row in clients)  # who held each client
+    assert all(isinstance(row["flower_node"], int) for row in clients)  # who held each client
+    assert [row["site"] for row in clients] == expected["sites"]  # named by the app, as in process
     assert len({row["flower_node"] for row in clients}) == len(clients) and outcome["lost_clients"] == []
     phases = outcome["phases"]
     assert sorted(map(int, phases)) == list(range(1, expected["phases"] + 1))
@@ -129,14 +128,17 @@ def flwr_run_command(app_dir: Path, supernodes: int, run_config: str, init_cpus:
 def stop_local_superlink(home: Path, wait: float | None = None) -> list[int]:
     """Stop the local SuperLink the documented way; what is left after ``wait`` s.
 
-    docs/flower.md says ``pkill -f "flower-superlink --insecure --simulation"``: SIGTERM to
-    the processes whose command line has that. Only this test's (found by the private
-    ``FLWR_HOME`` in their environment) are signalled.
+    docs/flower.md finds it by its log file, which is in its ``FLWR_HOME`` (``pgrep -u "$USER" -f -- "--log-file
+    $FLWR_HOME/local-superlink/superlink.log"``) and sends its pid SIGTERM: no other SuperLink on the machine
+    (another user's, another ``FLWR_HOME``'s) is touched, as ``pkill -f "flower-superlink ..."`` would.
     """
     marker = f"FLWR_HOME={home}"
-    for pid in processes_with_marker(marker):
-        if "flower-superlink --insecure --simulation" in " ".join(psutil.Process(pid).cmdline()):
-            os.kill(pid, signal.SIGTERM)
+    pattern = f"--log-file {home}/local-superlink/superlink.log"
+    done = subprocess.run(["pgrep", "-u", str(os.getuid()), "-f", "--", pattern], capture_output=True, text=True,
+                          timeout=patient(30))
+    pids = [int(pid) for pid in done.stdout.split()]
+    assert len(pids) == 1, done.stdout  # exactly this home's SuperLink
+    os.kill(pids[0], signal.SIGTERM)
     deadline = time.monotonic() + (patient(20.0) if wait is None else wait)
     while (left := processes_with_marker(marker)) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -164,7 +166,7 @@ def test_user_app_through_flwr_run_for_every_registered_algorithm(user_app: tupl
         start_superlink_patiently(env, home)
         for algorithm in algorithms:
             results = tmp_path / f"{algorithm}.json"
-            command = flwr_run_command(app_dir, config["num-clients"],
+            command = flwr_run_command(app_dir, config["clients"],
                                        f"algorithm='{algorithm}' horizon={HORIZON} results-file='{results}'")
             done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
                                   timeout=patient(240))
@@ -175,7 +177,7 @@ def test_user_app_through_flwr_run_for_every_registered_algorithm(user_app: tupl
             # the user's own ServerApp logs the bundled app's lines: one per phase, and the final exchange
             logged = re.findall(r"pfxab: phase (\d+)(?: \(depth \d+\))?: \d+ (?:active nodes|candidates)", done.stdout)
             assert logged == [str(p) for p in range(1, expected["phases"] + 1)], done.stdout[-3000:]
-            assert "pfxab: final exchange: 3 of 3 clients sent their final point" in done.stdout
+            assert "pfxab: final exchange: 4 of 4 clients sent their final point" in done.stdout
 
 
 @pytest.mark.ray
@@ -188,7 +190,7 @@ def test_an_algorithm_nobody_registered_fails_the_serverapp_with_one_line_and_fl
     results = tmp_path / "none.json"
     with flower_home() as (home, env):
         start_superlink_patiently(env, home)
-        command = flwr_run_command(app_dir, config["num-clients"], f"algorithm='pf-xba' results-file='{results}'")
+        command = flwr_run_command(app_dir, config["clients"], f"algorithm='pf-xba' results-file='{results}'")
         done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
                               timeout=patient(240))
         assert done.returncode == 0, done.stdout[-3000:]  # Flower's: whatever happened to the run
@@ -211,11 +213,11 @@ def test_a_stopped_run_ends_with_one_line_its_record_and_a_superlink_that_stops(
     app_dir, config = user_app
     results = tmp_path / "stopped.json"
     with flower_home() as (home, env):
-        command = flwr_run_command(app_dir, config["num-clients"] - 1, f"results-file='{results}'")
+        command = flwr_run_command(app_dir, config["clients"] - 1, f"results-file='{results}'")
         done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
                               timeout=patient(240))
         assert done.returncode == 0, done.stdout[-3000:]  # Flower's: whatever happened to the run
-        why = f"only {config['num-clients'] - 1} of the {config['num-clients']} nodes the run needs are connected"
+        why = f"only {config['clients'] - 1} of the {config['clients']} nodes the run needs are connected"
         lines = [line for line in done.stdout.splitlines() if "my-tuning-app:" in line]
         assert len(lines) == 1 and f"no result, the run stopped: {why}" in lines[0], done.stdout[-3000:]
         assert "Traceback" not in done.stdout and "Exit Code" not in done.stdout, done.stdout[-3000:]
@@ -248,7 +250,7 @@ def test_user_app_through_run_simulation(user_app: tuple[Path, dict], tmp_path: 
             settings = {**config, "algorithm": algorithm, "results-file": str(results)}
             with ray_environment() as ray_dir, warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)
-                run_simulation(server_app.make_app(settings), client_app.app, num_supernodes=config["num-clients"],
+                run_simulation(server_app.make_app(settings), client_app.app, num_supernodes=config["clients"],
                                backend_config=backend_config(1.0, ray_dir))
             check_outcome(json.loads(results.read_text()), expected_run(app_dir, config, algorithm))
     finally:
