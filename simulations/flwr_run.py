@@ -31,6 +31,7 @@ from pfxab_flower.processes.lifetime import with_parent
 from pfxab_flower.schema.run_config import AppOptions, RunConfig, to_run_config
 from pfxab_flower.simulations.environment import QUIET_ENV, check_num_cpus, temporary_directory
 from pfxab_flower.simulations.log_lines import readable_lines
+from pfxab_flower.simulations.log_progress import PhaseBar
 from pfxab_flower.simulations.processes import exit_on_signals, stop_processes, watchdog
 
 #: The server's log line when it stops a run (``ServerDriver.stop``): ``pfxab: run stopped: <why>``.
@@ -246,17 +247,18 @@ def simulate(
         left: list[int] = []
         superlink: subprocess.Popen[bytes] | None = None
         try:
-            superlink = start_local_superlink(env, home)  # our child: it dies with us, whatever kills us
+            # our child: it dies with us, whatever kills us; a user's app writes relative paths where simulate runs
+            superlink = start_local_superlink(env, home, Path.cwd() if user_pyproject is not None else None)
             # a session of its own: Ctrl-C reaches only us, and we stop everything below
             process = subprocess.Popen(with_parent(command), cwd=app_dir, env=env, stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            shown = PhaseBar(log)  # the log as it streams, and on a terminal a bar of the phases below it
             try:
                 assert process.stdout is not None
                 for line in readable_lines(process.stdout, keep_colour=log.isatty()):
                     if unsaved is None and (unsaved := unsaved_result(line)) is not None:
                         continue  # the summary is printed by the command, not buried in the log
-                    log.write(line)
-                    log.flush()
+                    shown.write(line)
                     if STOP_MARK in line and stop_reason is None:
                         stop_reason = line.split(STOP_MARK, 1)[1].strip()
                     if run_id is None and (started_run := RUN_STARTED.search(line)):
@@ -265,6 +267,7 @@ def simulate(
                 if stop_reason is None and unsaved is None and run_id is not None and not _written(summary, previous):
                     flower_status = run_status(run_id, env, app_dir)  # `flwr run` exits 0 whatever happened
             finally:
+                shown.close()
                 if process.poll() is None:
                     process.terminate()
                     try:
@@ -301,7 +304,7 @@ def unsaved_result(line: str) -> dict[str, Any] | None:
 SUPERLINK_STARTUP_TIMEOUT = 60.0
 
 
-def start_local_superlink(env: dict[str, str], home: Path) -> subprocess.Popen[bytes] | None:
+def start_local_superlink(env: dict[str, str], home: Path, cwd: Path | None = None) -> subprocess.Popen[bytes] | None:
     """Start the local SuperLink ``flwr run`` would start, but as our child that dies with us; ``None`` if it fails.
 
     ``flwr run`` starts it detached, so it outlived a SIGKILLed ``pfxab simulate`` whose
@@ -309,7 +312,8 @@ def start_local_superlink(env: dict[str, str], home: Path) -> subprocess.Popen[b
     Started here with the same command line, ports and ``FLWR_HOME``, through
     :func:`~pfxab_flower.processes.lifetime.with_parent`, it gets SIGTERM when this process dies, and ``flwr run``
     finds it
-    running and uses it. If it does not come up, it is stopped and ``flwr run`` starts its own.
+    running and uses it. If it does not come up, it is stopped and ``flwr run`` starts its own. ``cwd`` (default
+    ``home``) is where the runs' ServerApps start: a user's app resolves a relative results path there.
     """
     port = env["FLWR_LOCAL_SUPERLINK_HTTP_API_PORT"]
     runtime = home / "local-superlink"  # flwr's own layout (flwr.cli.local_superlink)
@@ -322,7 +326,7 @@ def start_local_superlink(env: dict[str, str], home: Path) -> subprocess.Popen[b
         "--database", str(runtime / "state.db"),
     ]
     try:
-        process = subprocess.Popen(with_parent(command), env={**env, "FLWR_DISABLE_UPDATE_CHECK": "1"}, cwd=home,
+        process = subprocess.Popen(with_parent(command), env={**env, "FLWR_DISABLE_UPDATE_CHECK": "1"}, cwd=cwd or home,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     except OSError:
         return None

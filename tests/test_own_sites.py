@@ -280,3 +280,27 @@ def test_pf_sh_logs_its_rounds_in_candidates_and_local_only_reports_its_clients_
 
     assert compare(sites, algorithms=["local-only"], horizon=20_000, seeds=[0]).runs["phases"].tolist() == [
         float(np.mean(summary["client_phases"]))]
+
+
+def test_pfxab_simulate_counts_the_phases_of_the_streamed_log_on_a_terminal() -> None:
+    import io
+
+    from pfxab_flower.simulations.log_progress import PhaseBar
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    lines = ["pfxab: \t├──> Horizon: 20000 pulls per client: at most 3 phases: 4 Flower rounds, 7 exchanges\n",
+             "pfxab: phase 1 (depth 1): 2 active nodes, 0 eliminated, 9 pulls per client, 2 exchanges so far\n",
+             "pfxab: phase 2: 8 candidates, 4 dropped, 4 kept, 9 pulls per client, 4 exchanges so far\n"]
+    shown = PhaseBar(Terminal())
+    for line in lines:
+        shown.write(line)
+    assert shown.bar is not None and shown.bar.n == 2 and shown.bar.total == 4
+    shown.write("pfxab: final exchange: 4 of 4 clients sent their final point; 2 phases, 5 exchanges in all\n")
+    assert shown.bar is None and all(line.strip() in shown.log.getvalue() for line in lines)
+    plain = PhaseBar(io.StringIO())
+    for line in lines:
+        plain.write(line)
+    assert plain.bar is None and plain.log.getvalue() == "".join(lines)  # a file or a pipe: the log unchanged

@@ -1,11 +1,11 @@
 """The user app of docs/flower.md, copied from the page into a temporary directory, run as a user would.
 
-It is a hand-written Flower app (its own pyproject, run-config keys of its own, a 2-D
-objective per site) that uses only the public API the page shows. Through ``flwr run .``
-(a local SuperLink, Flower's Ray simulation) every registered algorithm (the registry's,
-read when the test runs: one registered later is run too), and through ``run_simulation``
-PF-XAB, Fed-PNE and PF-PNE, must put the per-phase metrics and each client's final point
-with its site in its results file, equal to the in-process engine's for the same seed.
+It is a hand-written Flower app (its own pyproject, run-config keys of its own, four sites, a 0/1 trial each
+with its centre from the node config, drawn from the rng the product hands it) that uses only the public API
+the page shows. Through ``flwr run .`` (a local SuperLink, Flower's Ray simulation) every registered algorithm
+(the registry's, read when the test runs: one registered later is run too), and through ``run_simulation``
+PF-XAB and pf-sh, must put the per-phase metrics and each site's final point and name in its results file,
+equal to the in-process engine's for the same seed; each node's objective is built once per process (counted).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,7 +35,7 @@ from pfxab_flower.simulations.processes import processes_with_marker, stop_proce
 from tests.patience import patient
 
 ROOT = Path(__file__).resolve().parents[1]
-ALGORITHMS = ("pf-xab", "fed-pne", "pf-pne")  # through run_simulation; flwr run takes every registered one
+ALGORITHMS = ("pf-xab", "pf-sh")  # through run_simulation; flwr run takes every registered one
 HORIZON = 20_000  # pulls per client in the runs of every algorithm: small, so each takes seconds
 FILE_BLOCK = re.compile(r"<!-- file: (?P<name>[^ ]+) -->\n```[a-z]*\n(?P<body>.*?)```", re.DOTALL)
 
@@ -235,25 +236,129 @@ def test_a_stopped_run_ends_with_one_line_its_record_and_a_superlink_that_stops(
         assert stop_local_superlink(home) == []
 
 
+#: Test instrumentation of the page's ClientApp: its builder's calls written to ``$PFXAB_BUILD_LOG`` (one line
+#: ``pid node run`` each) or, for the node ``$PFXAB_FAILING_PARTITION`` names, a ``KeyError('data-root')``.
+INSTRUMENTED_CLIENT = '''"""The page's ClientApp, its builder counted (one site failing, if asked): a test's copy."""
+
+import os
+
+from my_app import client_app
+
+_built = client_app.make_objective.make_objective
+
+
+def instrumented(context):
+    with open(os.environ["PFXAB_BUILD_LOG"], "a", encoding="utf-8") as log:
+        log.write(f"{os.getpid()} {context.node_id} {context.run_id}\\n")
+    if str(context.node_config.get("partition-id")) == os.environ.get("PFXAB_FAILING_PARTITION"):
+        return {}["data-root"]  # the site's data directory is not configured
+    return _built(context)
+
+
+client_app.make_objective.make_objective = instrumented
+app = client_app.app
+'''
+
+
+@pytest.fixture(scope="module")
+def instrumented_app(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """The page's app with its ClientApp wrapped by :data:`INSTRUMENTED_CLIENT` (nothing else changed)."""
+    directory = tmp_path_factory.mktemp("instrumented-app")
+    config = write_user_app(directory)
+    (directory / "my_app" / "instrumented_client.py").write_text(INSTRUMENTED_CLIENT, encoding="utf-8")
+    pyproject = directory / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('clientapp = "my_app.client_app:app"',
+                                                       'clientapp = "my_app.instrumented_client:app"'))
+    return directory, config
+
+
+def builds_per_process(log: Path) -> Counter:
+    """How often each (process, node, run) built its objective."""
+    return Counter(tuple(line.split()) for line in log.read_text().splitlines())
+
+
 @pytest.mark.ray
 @pytest.mark.timeout(600)
-def test_user_app_through_run_simulation(user_app: tuple[Path, dict], tmp_path: Path) -> None:
+def test_user_app_through_run_simulation(instrumented_app: tuple[Path, dict], tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """PF-XAB and pf-sh: the in-process engine's final point at every site, each site named; each
+    node's objective built once in each Ray worker that handles it (it was built for every message)."""
     from flwr.simulation import run_simulation
 
-    app_dir, config = user_app
+    app_dir, config = instrumented_app
+    log = tmp_path / "builds.log"
+    monkeypatch.setenv("PFXAB_BUILD_LOG", str(log))  # Ray's workers inherit this process's environment
     sys.path.insert(0, str(app_dir))
     try:
         server_app = importlib.import_module("my_app.server_app")
-        client_app = importlib.import_module("my_app.client_app")
-        for algorithm in ALGORITHMS:
+        client_app = importlib.import_module("my_app.instrumented_client")
+        for algorithm in ALGORITHMS:  # the others: through flwr run (every registered algorithm)
             results = tmp_path / f"{algorithm}.json"
+            log.write_text("")
             settings = {**config, "algorithm": algorithm, "results-file": str(results)}
             with ray_environment() as ray_dir, warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)
                 run_simulation(server_app.make_app(settings), client_app.app, num_supernodes=config["clients"],
-                               backend_config=backend_config(1.0, ray_dir))
-            check_outcome(json.loads(results.read_text()), expected_run(app_dir, config, algorithm))
+                               backend_config=backend_config(0.5, ray_dir))  # four workers on two cores
+            outcome = json.loads(results.read_text())
+            check_outcome(outcome, expected_run(app_dir, config, algorithm))
+            builds = builds_per_process(log)
+            nodes = {row["flower_node"] for row in outcome["clients"]}
+            assert set(builds.values()) == {1}, builds  # never twice in one process
+            assert {int(node) for _, node, _ in builds} == nodes  # every node built where it ran
+            assert len(builds) <= len(nodes) * len({pid for pid, _, _ in builds})
     finally:
         sys.path.remove(str(app_dir))
         for name in [n for n in sys.modules if n == "my_app" or n.startswith("my_app.")]:
             del sys.modules[name]
+
+
+@pytest.mark.exhaustive  # flwr run's own SuperLink; the same properties over the loopback grid: test_own_sites.py
+@pytest.mark.ray
+@pytest.mark.timeout(600)
+def test_a_failing_site_in_a_four_site_flwr_run_is_one_line_per_phase_and_objectives_are_built_once(
+    instrumented_app: tuple[Path, dict], tmp_path: Path
+) -> None:
+    """Site lab-c's builder raises KeyError('data-root'): 23 lines and 23 Flower tracebacks in a 23-exchange run
+    before, and a lost-client record without the exception or the node."""
+    app_dir, config = instrumented_app
+    results, log = tmp_path / "failing.json", tmp_path / "builds.log"
+    with flower_home() as (home, env):
+        env = {**env, "PFXAB_BUILD_LOG": str(log), "PFXAB_FAILING_PARTITION": "2"}
+        start_superlink_patiently(env, home)
+        command = flwr_run_command(app_dir, config["clients"], f"algorithm='pf-xab' horizon={HORIZON} "
+                                   f"results-file='{results}'")
+        done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
+                              timeout=patient(300))
+    assert done.returncode == 0 and results.exists(), done.stdout[-3000:]
+    outcome = json.loads(results.read_text())
+    phases = len(outcome["phases"])
+    lines = [line for line in done.stdout.splitlines() if "lab-c" in line and "sent no usable" in line]
+    per_phase = Counter(int(re.search(r"phase (\d+): ", line)[1]) for line in lines)
+    assert set(per_phase.values()) == {1} and set(per_phase) == set(range(1, phases + 2)), done.stdout[-3000:]
+    assert all(line.endswith("KeyError: 'data-root'") for line in lines), lines
+    assert "Traceback" not in done.stdout and "ClientAppException" not in done.stdout, done.stdout[-3000:]
+    (lost,) = outcome["lost_clients"]
+    assert (lost["client"], lost["site"], lost["reason"]) == (2, "lab-c", "KeyError: 'data-root'")
+    assert isinstance(lost["flower_node"], int) and f"Flower node {lost['flower_node']}" in lines[0]
+    builds = builds_per_process(log)
+    assert set(builds.values()) == {1}, builds  # once per (process, node, run), failing site included
+
+
+@pytest.mark.exhaustive  # a whole flwr run; the flags' checks run in process in test_own_sites.py
+@pytest.mark.ray
+@pytest.mark.timeout(600)
+def test_pfxab_simulate_runs_the_page_app_as_it_is(user_app: tuple[Path, dict], tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """It failed with Flower's "[code: 15] Invalid run configuration." (it passed every key of the bundled app)."""
+    app_dir, config = user_app
+    monkeypatch.chdir(tmp_path)  # the app's relative results-file lands where simulate runs
+    done = subprocess.run([sys.executable, "-m", "pfxab_flower.simulations.cli", "simulate", "--app-dir",
+                           str(app_dir), "--algorithm", "fed-pne", "--horizon", str(HORIZON), "--num-cpus", "0.5"],
+                          capture_output=True, text=True, timeout=patient(400), env={**os.environ, **QUIET_ENV})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "your app's run finished (finished:completed" in done.stderr
+    assert "each site's final point:" in done.stdout
+    outcome = json.loads((tmp_path / config["results-file"]).read_text())
+    assert outcome["algorithm"] == "fed-pne" and [row["site"] for row in outcome["clients"]] == \
+        ["lab-a", "lab-b", "lab-c", "lab-d"]
