@@ -304,3 +304,16 @@ def test_pfxab_simulate_counts_the_phases_of_the_streamed_log_on_a_terminal() ->
     for line in lines:
         plain.write(line)
     assert plain.bar is None and plain.log.getvalue() == "".join(lines)  # a file or a pipe: the log unchanged
+
+
+def test_a_simulation_names_its_sites_from_the_run_configs_sites_key_when_the_app_gives_none(
+    docs_app: DocsApp,
+) -> None:
+    app = objective_client_app(docs_app.client.make_objective, docs_app.task.DOMAIN, evaluation="stochastic",
+                               value_range=(0.0, 1.0))  # no sites=
+    grid = LoopbackGrid(4, app, repickle=True)
+    for context in grid.contexts.values():
+        context.run_config = {"sites": "north, south, east, west"}
+    grid.contexts[103].node_config["site"] = "own"  # a node's own label wins
+    result = run_loopback(docs_app.strategy("pf-xab"), grid)
+    assert result.arrays["client-sites"].numpy().tolist() == ["north", "south", "east", "own"]

@@ -44,11 +44,18 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def site_table(columns: Mapping[str, Any]) -> str:
+#: The most sites a table shows (a log of 1000 sites' rows would bury the run's own lines; the files have them all).
+MAX_ROWS = 50
+
+
+def site_table(columns: Mapping[str, Any], max_rows: int = MAX_ROWS) -> str:
     """The per-site table of a run's per-client ``columns`` (name -> one value per client; a pandas DataFrame
     works too): :func:`site_columns`' columns, less those nobody has a value in (no site labels, no Flower
-    nodes in process); a lost client's final point shows ``-``."""
-    data = {name: list(columns[name]) for name in site_columns(list(columns))}
+    nodes in process); a lost client's final point shows ``-``. Beyond ``max_rows`` sites, a last line says
+    how many more there are."""
+    chosen = site_columns(list(columns))  # a DataFrame iterates its column names, as a mapping does
+    total = len(columns[chosen[0]]) if chosen else 0
+    data = {name: list(columns[name])[:max_rows + 1] for name in chosen}
     data = {name: values for name, values in data.items()
             if name.startswith("final_") or not all(_missing(v) for v in values)}
     cells = {name: [_cell(v) for v in values] for name, values in data.items()}
@@ -56,4 +63,6 @@ def site_table(columns: Mapping[str, Any]) -> str:
     rows = zip(*cells.values(), strict=True) if cells else iter(())
     lines = [" ".join(name.rjust(widths[name]) for name in cells)]
     lines += [" ".join(value.rjust(widths[name]) for name, value in zip(cells, row, strict=True)) for row in rows]
+    if total > max_rows:
+        lines = [*lines[:max_rows + 1], f"... and {total - max_rows} more sites (all of them: clients.csv)"]
     return "\n".join(lines)
