@@ -1,15 +1,8 @@
-"""Sites whose evaluations wait (a lab, a remote service): do four of them overlap under Flower's simulation?
+"""Sites whose evaluations wait (0.05 s each, 4 sites, T = 300): what the sleeps cost `flwr run` and `run_simulation`.
 
-Four sites of a success/failure app in the form of docs/flower.md, each evaluation sleeping 0.05 s (one row, one
-trial), T = 300 trials per site: a site's sleeps take 15 s, the four in series 60 s. Each configuration runs once
-with the sleep and once without; the difference is what the sleeps cost the run, printed beside the 60 s in
-series. ``flwr run`` is run by ``pfxab simulate --app-dir`` (its own SuperLink, Ray and clean-up), with
-``--num-cpus`` 2 (Flower's default federation: one site at a time on two cores), 1 and 0.5;
-``run_simulation`` with the same CPUs per client. docs/performance.md ("Sites that wait") has the figures.
-
-    python -m benchmarks.sleeping_sites [--out figures.json]
-
-Runs in a loopback-only network namespace (it enters one, as ``python -m benchmarks`` does).
+``python -m benchmarks.sleeping_sites [--out figures.json]`` (in a loopback-only namespace it enters itself) runs
+each configuration with and without the sleep and prints the difference beside the 60 s of sleep in series; the
+setting and the figures: docs/performance.md ("Sites that wait").
 """
 
 from __future__ import annotations
