@@ -317,3 +317,19 @@ def test_a_simulation_names_its_sites_from_the_run_configs_sites_key_when_the_ap
     grid.contexts[103].node_config["site"] = "own"  # a node's own label wins
     result = run_loopback(docs_app.strategy("pf-xab"), grid)
     assert result.arrays["client-sites"].numpy().tolist() == ["north", "south", "east", "own"]
+
+
+def test_the_docs_sites_give_the_same_final_points_on_the_legacy_api(docs_app: DocsApp) -> None:
+    """The same sessions under Flower's legacy Strategy/NumPyClient loop: the trials' rng is the sessions'."""
+    from pfxab_flower.client_apps import objective_sessions
+    from pfxab_flower.strategies import LEGACY_STRATEGIES
+    from tests.flower_loopback import run_loopback as run_legacy_loopback
+
+    sessions = objective_sessions(docs_app.client.make_objective, docs_app.task.DOMAIN, evaluation="stochastic",
+                                  value_range=(0.0, 1.0))
+    strategy = LEGACY_STRATEGIES["pf-sh"](num_clients=4, horizon=HORIZON, seed=docs_app.config["seed"],
+                                          alpha=docs_app.config["alpha"], dimensions=2, reward_range=(0.0, 1.0))
+    run_legacy_loopback(strategy, sessions, 4)
+    alone = run(docs_app.federation(), algorithm="pf-sh", horizon=HORIZON, alpha=docs_app.config["alpha"],
+                seed=docs_app.config["seed"])
+    np.testing.assert_array_equal(strategy.final_points(), np.array(alone.summary["final_points"]))

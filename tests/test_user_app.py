@@ -364,3 +364,43 @@ def test_pfxab_simulate_runs_the_page_app_as_it_is(user_app: tuple[Path, dict], 
     outcome = json.loads((tmp_path / config["results-file"]).read_text())
     assert outcome["algorithm"] == "fed-pne" and [row["site"] for row in outcome["clients"]] == \
         ["lab-a", "lab-b", "lab-c", "lab-d"]
+
+
+@pytest.mark.exhaustive  # a SuperLink and four SuperNodes; the builds per process: under run_simulation above
+@pytest.mark.loopback
+@pytest.mark.timeout(400)
+def test_the_page_app_in_a_deployment_reads_each_sites_centre_and_name_from_its_node_config(
+    instrumented_app: tuple[Path, dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each SuperNode declares its site and centre; the final points are the in-process engine's for those centres.
+    Flower runs each message in a flwr-clientapp process of its own: the builder runs once in each (counted)."""
+    from pfxab_flower.simulations import deployment as dep
+    from tests.deployment_tools import log_tail
+
+    app_dir, config = instrumented_app
+    centres = [(0.2, 0.3), (0.35, 0.8), (0.6, 0.4), (0.85, 0.65)]
+    log, results = tmp_path / "builds.log", tmp_path / "deployed.json"
+    monkeypatch.setenv("PFXAB_BUILD_LOG", str(log))  # the SuperNodes' environment is this process's
+    node_configs = [f'partition-id={m} num-partitions=4 site="ward-{m}" centre-dose={x} centre-rate={y}'
+                    for m, (x, y) in enumerate(centres)]
+    with dep.deployment(4, tmp_path / "deploy", node_configs=node_configs, startup_timeout=patient(60)) as running:
+        done = running.flwr_run(app_dir, f"algorithm='pf-xab' horizon={HORIZON} results-file='{results}'",
+                                timeout=patient(300))
+        assert done.returncode == 0 and results.exists(), done.stdout[-2000:] + log_tail(running)
+    outcome = json.loads(results.read_text())
+    assert [row["site"] for row in outcome["clients"]] == [f"ward-{m}" for m in range(4)]  # the node's own names
+    sys.path.insert(0, str(app_dir))
+    try:
+        task = importlib.import_module("my_app.task")
+        federation = Federation.from_callables([task.trials(c) for c in centres], task.DOMAIN,
+                                               evaluation="stochastic", value_range=(0.0, 1.0))
+        alone = run(federation, algorithm="pf-xab", alpha=config["alpha"], horizon=HORIZON, seed=config["seed"])
+    finally:
+        sys.path.remove(str(app_dir))
+        for name in [n for n in sys.modules if n == "my_app" or n.startswith("my_app.")]:
+            del sys.modules[name]
+    np.testing.assert_array_equal(np.array([row["final_point"] for row in outcome["clients"]]),
+                                  alone.summary["final_points"])
+    builds = builds_per_process(log)
+    assert set(builds.values()) == {1} and len({node for _, node, _ in builds}) == 4, builds
+    assert len({pid for pid, _, _ in builds}) == len(builds)  # a process per message: one build in each
