@@ -224,7 +224,7 @@ class ServerDriver(RunOutcome, ClientNames):
             LOGGER.warning("%s was lost in %s: %s; its final point is NaN, its regret covers the pulls it reported",
                            self.who(lost["client"], lost["flower_node"]), self._phase_name(lost["phase"]),
                            lost["reason"])
-        if LOGGER.isEnabledFor(logging.INFO):  # each site's outcome, one line per row (pandas only if shown)
+        if LOGGER.isEnabledFor(logging.INFO):  # each site's outcome, one line per row (built only if shown)
             for line in ["each site's final point:", *site_table(self.site_columns()).splitlines()]:
                 LOGGER.info("%s", line)
 
