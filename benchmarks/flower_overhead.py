@@ -76,11 +76,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from tests.loopback_namespace import enter
+    from benchmarks.namespace import run_in_loopback
 
-    reason = enter([sys.executable, *sys.orig_argv[1:]], "python -m benchmarks.flower_overhead")
-    if reason is not None:
-        print(f"python -m benchmarks.flower_overhead: error: needs a loopback-only network namespace ({reason})",
-              file=sys.stderr)
-        raise SystemExit(2)
-    raise SystemExit(main())
+    run_in_loopback(main, "python -m benchmarks.flower_overhead")

@@ -178,11 +178,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    from tests.loopback_namespace import enter
+    from benchmarks.namespace import run_in_loopback
 
-    reason = enter([sys.executable, *sys.orig_argv[1:]], "python -m benchmarks.sleeping_sites")
-    if reason is not None:
-        print(f"python -m benchmarks.sleeping_sites: error: needs a loopback-only network namespace ({reason})",
-              file=sys.stderr)
-        raise SystemExit(2)
-    raise SystemExit(main())
+    run_in_loopback(main, "python -m benchmarks.sleeping_sites")
