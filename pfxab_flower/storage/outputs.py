@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
-from pfxab_flower.errors import spelled
+from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.storage.atomic_files import (
     SWAPPED_OUT_SUFFIX,
     TEMP_SUFFIX,
@@ -29,6 +29,7 @@ from pfxab_flower.storage.atomic_files import (
     write_bytes_synced,
     write_file_atomically,
 )
+from pfxab_flower.storage.identity import HeldDirectory, PathIdentity
 from pfxab_flower.storage.manifest import MANIFEST_NAME, entry_kind, unit_manifest
 from pfxab_flower.storage.output_paths import MAX_PATH, NAME_MAX, TEMP_OVERHEAD, check_output_dir, check_output_file
 from pfxab_flower.storage.result_ownership import (
@@ -48,10 +49,10 @@ from pfxab_flower.storage.result_ownership import (
 )
 
 __all__ = [
-    "KINDS", "LOCK_FILE", "MAX_PATH", "NAME_MAX", "TEMP_OVERHEAD", "TEMP_SUFFIX", "OutputError", "atomic_file",
-    "check_output_dir", "check_output_file", "claim", "clear_result", "describe", "kind_of", "leftover_owner",
-    "live_writer", "lock_holder", "remove_stale_temporaries", "replaced_kind", "save_or_keep", "write_bytes_synced",
-    "write_file_atomically", "write_files_atomically", "written_pid",
+    "KINDS", "LOCK_FILE", "MAX_PATH", "NAME_MAX", "TEMP_OVERHEAD", "TEMP_SUFFIX", "HeldDirectory", "OutputError",
+    "PathIdentity", "atomic_file", "check_output_dir", "check_output_file", "claim", "clear_result", "describe",
+    "kind_of", "leftover_owner", "live_writer", "lock_holder", "refusal", "remove_stale_temporaries", "replaced_kind",
+    "save_or_keep", "write_bytes_synced", "write_file_atomically", "write_files_atomically", "written_pid",
 ]
 
 _RENAME_EXCHANGE = 2
@@ -103,7 +104,7 @@ def _swap_into_place(tmp: Path, target: Path) -> Path | None:
 
 def write_files_atomically(
     out_dir: str | os.PathLike[str], files: Mapping[str, str | bytes], *, kind: str | None = None,
-    replace: bool = False, replace_all: bool = False,
+    replace: bool = False, replace_all: bool = False, checked: PathIdentity | None = None,
 ) -> Path:
     """Write ``files`` (name -> text or bytes) as the whole content of ``out_dir``, a result of ``kind``, as a unit.
 
@@ -125,7 +126,8 @@ def write_files_atomically(
         raise refusal("out", out_dir, "a directory", "it exists and is not a directory")
     if not replace_all:
         allowed = "a new or empty directory, or one holding only a result pfxab wrote"
-        why = live_writer(target) or (not_ours(target) if entry == "dir" else None)
+        why = (checked.changed() if checked is not None else None) or live_writer(target) or \
+            (not_ours(target) if entry == "dir" else None)
         if why is None and entry == "dir" and kind is not None and not replace:
             why = kind_conflict(target, kind, files)
         if why:
@@ -160,12 +162,13 @@ def save_or_keep(
     """``write(out)`` (if ``out``): where it wrote, or the error to raise *after* the result is printed.
 
     A computed result is never thrown away because its files could not be written (a
-    full disk after an hour's run): the command prints it first, then fails with one
-    line naming what was not written (exit status 2).
+    full disk after an hour's run, or ``--out`` changed under the run: moved, replaced, a
+    user's file put in it): the command prints it first, then fails with one line naming
+    what was not written (exit status 2).
     """
     if out is None:
         return None, None
     try:
         return write(out), None
-    except OutputError as exc:
+    except ConfigError as exc:  # an OutputError, or a refusal of what the directory has become
         return None, OutputError(f"{exc}; not written: {', '.join(names)} (the result is printed on stdout)")
