@@ -36,7 +36,7 @@ from pfxab_flower.schema.catalogue import PARAMETERS, algorithm_names, check, pa
 from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.schema.spec import AlgorithmSpec
 from pfxab_flower.storage.manifest import read_bounded
-from pfxab_flower.storage.outputs import write_files_atomically
+from pfxab_flower.storage.outputs import PathIdentity, write_files_atomically
 
 #: The columns of one run's row, in order.
 RUN_COLUMNS = (
@@ -89,11 +89,13 @@ class Comparison:
     algorithms: tuple[str, ...]
     seeds: tuple[int, ...]
 
-    def write(self, out_dir: str | os.PathLike[str], replace: bool = False) -> Path:
+    def write(self, out_dir: str | os.PathLike[str], replace: bool = False,
+              checked: PathIdentity | None = None) -> Path:
         """Write the manifest, runs, summary and curves (CSV and Parquet) as the content of ``out_dir``, as one unit.
 
         An older comparison there is kept whole if writing fails and replaced whole otherwise;
-        another kind's result (a run's, a sweep's) only with ``replace``.
+        another kind's result (a run's, a sweep's) only with ``replace``; a directory that is no
+        longer what was ``checked`` before the runs (moved, replaced) is refused.
         """
         manifest = {"kind": "comparison", "algorithms": list(self.algorithms), "seeds": list(self.seeds),
                     "setting": self.setting}
@@ -101,7 +103,7 @@ class Comparison:
         for name, frame in (("runs", self.runs), ("summary", self.summary), ("curves", self.curves)):
             files[f"{name}.csv"] = frame.to_csv(index=False)
             files[f"{name}.parquet"] = frame.to_parquet(None, index=False)
-        return write_files_atomically(out_dir, files, kind="comparison", replace=replace)
+        return write_files_atomically(out_dir, files, kind="comparison", replace=replace, checked=checked)
 
     def header(self) -> str:
         """One line: what was compared, on which seeds."""
