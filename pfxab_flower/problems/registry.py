@@ -43,6 +43,13 @@ class ProblemRun(Protocol):
     def __getattr__(self, name: str) -> Any: ...
 
 
+def problem_fields() -> tuple[str, ...]:
+    """Every run field a problem is built from: those :class:`ProblemRun` declares, then every registered problem's
+    own parameters. What a Flower node keeps of a run config to build its problem (nothing else is needed there)."""
+    common = tuple(name for name, value in vars(ProblemRun).items() if isinstance(value, property))
+    return (*common, *declared_options())
+
+
 #: ``builder(run, noise)``: a :class:`~pfxab_flower.problems.federation.Federation` of ``run.clients`` clients with
 #: ``noise`` as their noise model (``object`` here: problems/ sits above this module; ``build_federation`` checks it).
 Builder = Callable[[ProblemRun, "NoiseModel"], object]
