@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from pfxab_flower import namespace
 from pfxab_flower.errors import ConfigError, spelled, spelled_as
 from pfxab_flower.faults import FaultPlan
 from pfxab_flower.limits import MAX_PULLS, REWARD_LIMIT
@@ -142,6 +143,11 @@ class RunConfig:
 
     def replace(self, **changes: Any) -> RunConfig:
         return RunConfig(**{**self.to_dict(), **changes})
+
+
+#: An own parameter is an attribute of a RunConfig too (``config.spread``): none may be named like its methods.
+namespace.reserve([*(name for name in dir(RunConfig) if not name.startswith("_")), *RunConfig.__dataclass_fields__],
+                  "an attribute of RunConfig")
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,8 @@
-"""An output path stays the place that was checked: its identity, or its directory held open by handle.
+"""An output path stays the place that was checked: checked by identity, or its directory held by handle.
 
-A path is checked once, before any work (:mod:`~pfxab_flower.storage.output_paths`); what is written after
-the work must land *there*, not in whatever has taken the name since (the directory moved with ``mv`` and
-another put in its place, a user's directory made at the name). A result written as a unit (a run's, a
-comparison's) is checked by identity (:class:`PathIdentity`: the ``st_dev``/``st_ino`` of the path, or of
-its nearest existing ancestor when it did not exist yet), just before it is written; a directory written into
-piece by piece (a sweep's) is held open from the check to the last write and written *through* its handle
-(:class:`HeldDirectory`): moved, the writes follow it; removed, they fail; never elsewhere.
+A unit (a run's, a comparison's result) is written only if the path still has the identity it had when
+checked (:class:`PathIdentity`); a directory written piece by piece (a sweep's) is held open and written
+through its handle (:class:`HeldDirectory`): moved, the writes follow it; removed, they fail; never elsewhere.
 """
 
 from __future__ import annotations
