@@ -8,6 +8,8 @@ candidate count and the guarantee is in docs/algorithms/pf-sh.md.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -123,15 +125,20 @@ class PFSH(Policy):
     refines_partition = False
     successor_kind = "survivors"
 
+    @classmethod
+    def check_options(cls, num_clients: int, options: Mapping[str, Any]) -> None:
+        """Candidates x clients at most :data:`MAX_CANDIDATE_PAIRS`."""
+        most, given = most_candidates(num_clients), options["candidates"]
+        if given > most:
+            raise ConfigError(f"{spelled('candidates')}={given!r} is invalid; allowed: an integer in [0, {most:,}] "
+                              f"with {spelled('clients')}={num_clients} (candidates x clients at most "
+                              f"{MAX_CANDIDATE_PAIRS:,})")
+
     def resolve(self, spec: SpecT, dimensions: int | None) -> SpecT:
         """``candidates = 0`` becomes the rule's count for the run's horizon and dimensions (at most the
         clients' share of :data:`MAX_CANDIDATE_PAIRS`); a count given is checked against that share."""
-        most = most_candidates(spec.num_clients)
-        given = spec.options["candidates"]
-        if given > most:
-            raise ConfigError(f"{spelled('candidates')}={given!r} is invalid; allowed: an integer in [0, {most:,}] "
-                              f"with {spec.num_clients} clients (candidates x clients at most "
-                              f"{MAX_CANDIDATE_PAIRS:,})")
+        self.check_options(spec.num_clients, spec.options)
+        most, given = most_candidates(spec.num_clients), spec.options["candidates"]
         if given != 0:
             return spec
         if dimensions is None:

@@ -10,7 +10,7 @@ import argparse
 
 from pfxab_flower.parameter import Parameter
 from pfxab_flower.schema.catalogue import declared, run_config_value
-from pfxab_flower.schema.run_config import RunConfig
+from pfxab_flower.schema.run_config import RunConfig, check_algorithm_options
 
 
 def add_run_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
@@ -55,7 +55,14 @@ def add_replace_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace, **overrides: object) -> RunConfig:
-    """The validated :class:`RunConfig` of the flags the user gave."""
+    """The validated :class:`RunConfig` of the flags the user gave.
+
+    A command of one algorithm (its ``--algorithm`` flag) refuses another algorithm's own flag
+    (``pfxab run --algorithm pf-xab --candidates 10``) as Python refuses the keyword.
+    """
     given = {name: getattr(args, name) for name in RunConfig.names() if getattr(args, name, None) is not None}
     given.update(overrides)
-    return RunConfig.from_mapping(given)
+    config = RunConfig.from_mapping(given)
+    if hasattr(args, "algorithm"):
+        check_algorithm_options(config, given)
+    return config

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -74,6 +75,12 @@ class Policy:
         depth, own_depth = int(depth_of(np.array([node]))[0]), depth_of(own)
         held = np.any((own_depth > depth) & (np.right_shift(own, np.maximum(own_depth - depth, 0)) == node))
         return bool(held) and depth >= reported_phase
+
+    @classmethod
+    def check_options(cls, num_clients: int, options: Mapping[str, Any]) -> None:
+        """A one-line ``ConfigError`` for own options that do not fit a run of ``num_clients`` clients (each
+        option alone is checked by its declaration). Called where a run's values enter (``RunConfig``), so a
+        sweep's grid is refused before any work. Default: nothing to check together."""
 
     def resolve(self, spec: SpecT, dimensions: int | None) -> SpecT:
         """``spec`` with the options this algorithm derives from the run once, where the run is specified
