@@ -221,6 +221,7 @@ def build_result(
         flower_nodes=flower_nodes,
         sites=sites,
         pulls_scored=[c.pulls for c in ledger.clients],
+        pulls_unscored=settings.horizon * M - sum(c.pulls for c in ledger.clients),  # lost clients' unreported pulls
         final_points=[None if m in lost else row for m, row in enumerate(final_points.tolist())],
         dimensions=names,
         mean_reward_personalised=known(float(clients["mean_reward_personalised"].mean())),

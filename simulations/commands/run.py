@@ -86,4 +86,10 @@ def format_report(summary: dict[str, Any]) -> str:
         f"global {summary['mean_reward_global']:.4f}, local {summary['mean_reward_local']:.4f}",
         f"  wall time {summary['wall_seconds']:.3f} s",
     ]
+    if summary.get("lost_clients"):  # honest about what the regret covers: a lost client's reported pulls only
+        lost = len(summary["lost_clients"])
+        total = summary["clients"] * summary["horizon"]
+        lines.insert(2, f"  {lost} client{'' if lost == 1 else 's'} lost: the regret covers "
+                        f"{total - summary['pulls_unscored']:,} of the {total:,} pulls (a lost client's are scored up "
+                        "to its last reply)")
     return "\n".join(lines)
