@@ -69,15 +69,19 @@ def test_another_algorithms_flag_is_refused_as_python_refuses_the_keyword(capsys
         args += ["--out", str(tmp_path / "r")]
     line = one_line(capsys, *args)
     assert line == (f"pfxab {command}: error: --candidates=10 is invalid; allowed: only with --algorithm pf-sh, "
-                    "whose parameter it is (pf-xab takes none of its own)")
+                    "whose parameter it is (this run is pf-xab on garland)")
     line = one_line(capsys, command, "--algorithm", "pf-sh", "--pf-pne-eps", "0.2", *args[5:])
-    assert "--pf-pne-eps=0.2 is invalid; allowed: only with --algorithm pf-pne, whose parameter it is (pf-sh takes " \
-           "--candidates)" in line
+    assert "--pf-pne-eps=0.2 is invalid; allowed: only with --algorithm pf-pne, whose parameter it is (this run is " \
+           "pf-sh on garland)" in line
+    line = one_line(capsys, command, "--problem", "garland", "--fields", "1,2", *args[5:])
+    assert "--fields='1,2' is invalid; allowed: only with --problem landmine, whose parameter it is" in line
 
 
 def test_a_run_config_for_one_algorithm_refuses_another_algorithms_option_set():
     with pytest.raises(ConfigError, match=r"^candidates=10 is invalid; allowed: only with algorithm pf-sh"):
         parse_run_config({"algorithm": "pf-xab", "candidates": 10})
+    with pytest.raises(ConfigError, match=r"^spread=0\.5 is invalid; allowed: only with problem garland or "):
+        parse_run_config({"problem": "landmine", "clients": 2, "spread": 0.5})
     config, _ = parse_run_config({"algorithm": "pf-xab", "candidates": 0})  # its default: every key is listed
     assert config.algorithm == "pf-xab"
 
@@ -88,3 +92,17 @@ def test_the_algorithms_own_flag_still_works_and_a_comparison_gives_it_to_who_de
     assert '"candidates": 10' in capsys.readouterr().out
     assert main(["compare", "--algorithms", "pf-xab,pf-sh", "--candidates", "10", "--clients", "3", "--horizon",
                  "2000", "--seeds", "0", "--no-progress"]) == 0
+
+
+def test_a_sweep_or_comparison_refuses_an_own_parameter_none_of_its_runs_reads(tmp_path, capsys):
+    """Before: ``candidates = 64`` beside ``algorithm = "pf-xab"`` ran PF-XAB, and the tables said candidates 64."""
+    (tmp_path / "s.toml").write_text('[fixed]\nalgorithm = "pf-xab"\ncandidates = 64\nhorizon = 2000\n'
+                                     '[grid]\nseed = [0, 1]\n')
+    line = one_line(capsys, "sweep", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"))
+    assert "s.toml: candidates=64 is invalid; allowed: only with algorithm pf-sh" in line
+    line = one_line(capsys, "compare", "--algorithms", "pf-xab,fed-pne", "--candidates", "64", "--seeds", "0",
+                    "--no-progress")
+    assert "--candidates=64 is invalid; allowed: only with --algorithm pf-sh" in line
+    (tmp_path / "both.toml").write_text('[fixed]\ncandidates = 64\nhorizon = 2000\nclients = 3\n'
+                                        '[grid]\nalgorithm = ["pf-xab", "pf-sh"]\n')
+    assert main(["sweep", str(tmp_path / "both.toml"), "--out", str(tmp_path / "ok"), "--no-progress"]) == 0

@@ -6,21 +6,21 @@ same way from Python, a flag, a Flower run config (``noise-sigma``) or a sweep's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
 from pfxab_flower import namespace
-from pfxab_flower.algorithms.registry import algorithm_names, options_of, policy_class
-from pfxab_flower.algorithms.registry import declared_options as algorithm_options
+from pfxab_flower.algorithms.registry import policy_class
 from pfxab_flower.errors import ConfigError, spelled, spelled_as
 from pfxab_flower.faults import FaultPlan
 from pfxab_flower.limits import MAX_PULLS, REWARD_LIMIT
 from pfxab_flower.parameter import from_text, refuse
 from pfxab_flower.problems.registry import check_run
 from pfxab_flower.schema.catalogue import PARAMETERS, check, declared, run_config_value, scoped
+from pfxab_flower.schema.own_options import away_from_default, refuse_foreign
 
 
 def check_reward_range(confidence: str, reward_range: Any, label: str = "reward_range") -> tuple[float, float]:
@@ -208,26 +208,9 @@ def _parse_run_config(values: Mapping[str, Any]) -> tuple[RunConfig, AppOptions]
     run = {k: v for k, v in values.items() if k not in APP_DEFAULTS}
     options = AppOptions.from_mapping({k: v for k, v in values.items() if k in APP_DEFAULTS})
     config = RunConfig.from_mapping(run)
-    options.check_clients(config.clients)  # a run config is one run: another algorithm's option set is refused
-    check_algorithm_options(config, [name for name in algorithm_options() if config.options[name] !=
-                                     declared(name).default])
+    options.check_clients(config.clients)  # a run config is one run: another algorithm's or problem's option set
+    refuse_foreign(config.algorithm, config.problem, config.options, away_from_default(config.options))  # is refused
     return config, options
-
-
-def check_algorithm_options(config: RunConfig, given: Iterable[str]) -> None:
-    """One line for an algorithm's own parameter ``given`` for one run of an algorithm that does not declare it.
-
-    ``pfxab run --algorithm pf-xab --candidates 10`` ran PF-XAB and dropped the flag, where
-    ``run(..., algorithm="pf-xab", candidates=10)`` is refused: a run of one algorithm takes its own
-    options only. (A comparison or a sweep of several algorithms gives each the options it declares.)
-    """
-    mine = options_of(config.algorithm)
-    for name in given:
-        if name in algorithm_options() and name not in mine:
-            owners = [a for a in algorithm_names() if name in options_of(a)]
-            refuse(name, config.options[name], f"only with {spelled('algorithm')} {' or '.join(owners)}, whose "
-                                               f"parameter it is ({config.algorithm} takes "
-                                               f"{', '.join(spelled(n) for n in mine) or 'none of its own'})")
 
 
 def to_run_config(config: RunConfig, options: AppOptions | None = None) -> dict[str, Any]:

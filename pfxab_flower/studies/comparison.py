@@ -33,6 +33,7 @@ from pfxab_flower.running.engine import describe_problem, run_checked, run_spec
 from pfxab_flower.running.parallel import local_runner, shared_federation
 from pfxab_flower.running.results import time_grid
 from pfxab_flower.schema.catalogue import PARAMETERS, algorithm_names, check, parse, parse_workers
+from pfxab_flower.schema.own_options import away_from_default, refuse_unread
 from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.schema.spec import AlgorithmSpec
 from pfxab_flower.storage.manifest import read_bounded
@@ -208,7 +209,8 @@ def _plan_config(base: RunConfig, algorithms: tuple[str, ...], seeds: tuple[int,
                  parameters: dict[str, Any]) -> tuple[RunConfig, list[RunConfig], dict[str, Any]]:
     """The runs of a RunConfig comparison: every config is built (so checked) before any runs."""
     _refuse_unknown(parameters, [name for name in RunConfig.names() if name not in _PER_RUN])
-    base = base.replace(**parameters)
+    base = base.replace(**parameters)  # an own parameter that none of the algorithms (nor the problem) reads: refused
+    refuse_unread([(a, base.problem) for a in algorithms], base.options, away_from_default(base.options))
     configs = [base.replace(algorithm=a, seed=s) for a in algorithms for s in seeds]
     setting = {k: v for k, v in base.to_dict().items() if k not in _PER_RUN}
     return base, configs, setting

@@ -10,7 +10,8 @@ import argparse
 
 from pfxab_flower.parameter import Parameter
 from pfxab_flower.schema.catalogue import declared, run_config_value
-from pfxab_flower.schema.run_config import RunConfig, check_algorithm_options
+from pfxab_flower.schema.own_options import refuse_foreign
+from pfxab_flower.schema.run_config import RunConfig
 
 
 def add_run_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
@@ -57,12 +58,13 @@ def add_replace_flag(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace, **overrides: object) -> RunConfig:
     """The validated :class:`RunConfig` of the flags the user gave.
 
-    A command of one algorithm (its ``--algorithm`` flag) refuses another algorithm's own flag
-    (``pfxab run --algorithm pf-xab --candidates 10``) as Python refuses the keyword.
+    A command of one run (its ``--algorithm`` flag) refuses another algorithm's or problem's own flag
+    (``pfxab run --algorithm pf-xab --candidates 10``, ``--problem garland --fields 1,2``) as Python
+    refuses the keyword; a command of several runs, one that none of its runs reads.
     """
     given = {name: getattr(args, name) for name in RunConfig.names() if getattr(args, name, None) is not None}
     given.update(overrides)
     config = RunConfig.from_mapping(given)
     if hasattr(args, "algorithm"):
-        check_algorithm_options(config, given)
+        refuse_foreign(config.algorithm, config.problem, config.options, given)
     return config
