@@ -167,3 +167,12 @@ def test_a_registration_made_before_the_catalogue_is_refused_before_any_run():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("parameter 'alpha' of problem 'mine' is invalid (the name of a common run "
                                   "parameter)"), proc.stdout
+
+
+def test_a_help_or_description_that_is_not_one_printable_line_is_refused():
+    """Printed by --help, tables and figures: an escape sequence there reached every terminal that asked for help."""
+    with pytest.raises(ConfigError, match=r"^help='2-D\\x1b\[2J' of problem 'ns-47' is invalid"):
+        register_problem("ns-47", builder, help="2-D\x1b[2J")
+    declared = type("Loud", (PFXAB,), {"name": "loud-47", "description": "two\nlines"})
+    with pytest.raises(ConfigError, match=r"^loud-47: description='two\\nlines' is invalid"):
+        register_algorithm(declared)

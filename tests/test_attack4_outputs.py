@@ -22,6 +22,7 @@ import pytest
 
 import pfxab_flower.simulations.sweep as sweep_module
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.printable import shown
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.sweep import sweep_lock
 from pfxab_flower.storage.manifest import read_manifest
@@ -352,3 +353,47 @@ def test_the_manifest_records_both_tables(finished_sweep):
     manifest = read_manifest(finished_sweep)
     assert manifest is not None and set(manifest.checksums) == {"runs.parquet", "curves.parquet"}
     assert manifest.kind == "sweep"
+
+
+# --- the re-attack: user text echoed by every command is one printable line -----------------------------------------
+
+ESCAPES = ["osc-title\x1b]0;owned\x07", "two\nlines", "bidi\u202eevil"]
+
+
+def _one_printable_line_each(text: str) -> bool:
+    return all(line.isprintable() for line in text.splitlines()) and "\x1b" not in text and "\x07" not in text
+
+
+@pytest.mark.parametrize("name", ESCAPES)
+def test_compare_sweep_and_plot_echo_a_hostile_out_escaped(tmp_path, capsys, name):
+    """Before: compare's and sweep's 'wrote ...' and plot's 'wrote ...' echoed the name raw."""
+    config = write_config(tmp_path, TINY.format(seeds="[0]"))
+    capsys.readouterr()
+    assert main(["compare", *COMPARE_ARGS, "--out", str(tmp_path / f"c{name}")]) == 0
+    assert sweep_into(config, tmp_path / f"s{name}") == 0
+    assert main(["plot", str(tmp_path / f"s{name}"), "--out", str(tmp_path / f"p{name}.png")]) == 0
+    captured = capsys.readouterr()
+    assert _one_printable_line_each(captured.out) and _one_printable_line_each(captured.err)
+    assert shown(name) in captured.err and shown(name) in captured.out  # named, escaped
+
+
+@pytest.mark.parametrize("where", ["a [fixed] key", "the experiment's name", "the file's name", "a [grid] key"])
+def test_a_sweep_file_with_escapes_is_echoed_escaped(tmp_path, capsys, where):
+    """Before: an unknown key ``"\\u001b[2J" = 1`` cleared the terminal through the error line; an experiment
+    named with an escape set the window title; a file name with a newline split the error line."""
+    text, name = TINY.format(seeds="[0]"), "tiny.toml"
+    if where == "a [fixed] key":
+        text = text.replace("[fixed]\n", '[fixed]\n"\\u001b[2J" = 1\n')
+    elif where == "a [grid] key":
+        text = text.replace("[grid]\n", '[grid]\n"x\\ny" = [1]\n')
+    elif where == "the experiment's name":
+        text = text.replace('name = "tiny"', 'name = "tiny\\u001b]0;owned\\u0007"')
+    else:
+        name, text = "bad\nname.toml", "not toml ["
+    config = write_config(tmp_path, text, name)
+    capsys.readouterr()
+    status = sweep_into(config, tmp_path / "S")
+    captured = capsys.readouterr()
+    assert status == (0 if where == "the experiment's name" else 2)
+    assert _one_printable_line_each(captured.out) and _one_printable_line_each(captured.err), captured
+    assert "Traceback" not in captured.err and (status == 0 or captured.err.count("\n") == 1)

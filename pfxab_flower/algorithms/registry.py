@@ -42,6 +42,10 @@ def register_algorithm(policy: type[Policy]) -> type[Policy]:
         raise ConfigError(f"algorithm {name!r} is already registered (by {_ALGORITHMS[name].__qualname__})")
     if _ALGORITHMS.get(name) is policy:
         return policy
+    for attribute in ("label", "description"):  # printed by --help, tables and figures: one printable line
+        text = getattr(policy, attribute, None)
+        if not (isinstance(text, str) and text.strip() and text.isprintable()):
+            raise ConfigError(f"{name}: {attribute}={text!r} is invalid; allowed: one printable line of text")
     own = namespace.checked("algorithm", name, getattr(policy, "parameters", None))  # one namespace for all
     _ALGORITHMS[name] = policy
     namespace.claim("algorithm", name, own)

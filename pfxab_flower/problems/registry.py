@@ -112,8 +112,9 @@ def register_problem(name: str, builder: Builder | str, *, help: str, dimension:
     if not (callable(builder) or (isinstance(builder, str) and _REFERENCE.fullmatch(builder))):
         raise ConfigError(f"builder={builder!r} of problem {name!r} is invalid; allowed: a callable "
                           "builder(config, noise), or 'module:function' naming one")
-    if not isinstance(help, str) or not help.strip():
-        raise ConfigError(f"help={help!r} of problem {name!r} is invalid; allowed: a one-line description")
+    if not isinstance(help, str) or not help.strip() or not help.strip().isprintable():  # --help prints it
+        raise ConfigError(f"help={help!r} of problem {name!r} is invalid; allowed: a one-line description "
+                          "(printable: no newline or escape sequence)")
     whole = isinstance(dimension, int) and not isinstance(dimension, bool)
     if dimension is not None and not (whole and dimension >= 1):
         raise ConfigError(f"dimension={dimension!r} of problem {name!r} is invalid; allowed: an integer >= 1")
