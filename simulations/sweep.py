@@ -32,7 +32,6 @@ from pfxab_flower.storage.manifest import MANIFEST_NAME, entry_kind, read_bounde
 from pfxab_flower.storage.outputs import (
     LOCK_FILE,
     HeldDirectory,
-    OutputError,
     PathIdentity,
     claim,
     clear_result,
@@ -260,7 +259,7 @@ def _run_locked(
                     try:
                         write_run(run_dirs[index], files)
                         outcome.executed += 1
-                    except OutputError as exc:  # what an OSError while writing becomes (disk full, ...)
+                    except ConfigError as exc:  # an OSError while writing (disk full, ...), a user's file in it
                         held.check()
                         error = exc
                 if error is not None:  # one failing run must not lose the others

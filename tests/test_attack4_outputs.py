@@ -397,3 +397,23 @@ def test_a_sweep_file_with_escapes_is_echoed_escaped(tmp_path, capsys, where):
     assert status == (0 if where == "the experiment's name" else 2)
     assert _one_printable_line_each(captured.out) and _one_printable_line_each(captured.err), captured
     assert "Traceback" not in captured.err and (status == 0 or captured.err.count("\n") == 1)
+
+
+@pytest.mark.parametrize("plant", ["a file", "a directory", "a link"])
+def test_a_resume_never_removes_what_a_user_put_in_a_run_it_redoes(sweep_copy, capsys, plant):
+    """Before: redoing a damaged run replaced its directory whole, a user's notes in it included."""
+    run = next(p for p in sorted((sweep_copy / "runs").iterdir()) if p.is_dir())
+    (run / "summary.json").write_text("{}")  # damaged: the resume redoes it
+    if plant == "a file":
+        (run / "notes.txt").write_text("my notes")
+    elif plant == "a directory":
+        (run / "mine").mkdir()
+        (run / "mine" / "a.csv").write_text("1")
+    else:
+        os.symlink("/etc/hostname", run / "link")
+    before = {name: digest for name, digest in digests(run).items() if name != "summary.json"}
+    capsys.readouterr()
+    assert sweep_into(write_config(sweep_copy.parent, TINY.format(seeds="[0]")), sweep_copy) == 1
+    err = capsys.readouterr().err
+    assert f"pfxab sweep: run {run.name} failed: " in err and "there is not one of them; pfxab never replaces" in err
+    assert {name: digest for name, digest in digests(run).items() if name != "summary.json"} == before

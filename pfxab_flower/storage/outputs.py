@@ -134,6 +134,12 @@ def write_files_atomically(
             raise refusal("out", out_dir, allowed, why)
     data = {name: value if isinstance(value, bytes) else value.encode("utf-8") for name, value in files.items()}
     data[MANIFEST_NAME] = unit_manifest(data, kind).to_bytes()  # last: present only once every file is
+    if replace_all and entry == "dir":  # ours whole, but only its own files: a user's file put inside is kept
+        foreign = [name for name in sorted(os.listdir(target)) if entry_kind(target / name) == "other"
+                   or (name not in data and leftover_owner(name) is None) or entry_kind(target / name) == "dir"]
+        if foreign:
+            raise refusal("out", out_dir, "a directory holding only the files pfxab writes there",
+                          f"{foreign[0]!r} there is not one of them; pfxab never replaces or removes it")
     tmp: Path | None = None
     swapped = False
     try:

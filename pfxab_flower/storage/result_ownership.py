@@ -103,8 +103,8 @@ def holder_named(directory: Path, info: os.stat_result) -> str:
     """The holder of the ``flock`` on the directory of ``info``, named honestly for a line.
 
     The kernel says which process took the lock (``/proc/locks``); it is "another pfxab sweep"
-    only when that is the pid the sweep wrote in :data:`LOCK_FILE`: a stale or forged pid file
-    (or none) beside another program's lock names that program by its pid and name, not a sweep.
+    when that is the pid the sweep wrote in :data:`LOCK_FILE`, or a process running pfxab: a stale
+    or forged pid file (or none) beside another program's lock names that program by its pid and name.
     """
     written = written_pid(directory)
     holders = flock_holders(info)
@@ -113,7 +113,19 @@ def holder_named(directory: Path, info: os.stat_result) -> str:
     if written in {str(pid) for pid in holders}:
         return f"{SWEEP_HOLDER}, pid {written}"
     pid = holders[0]
+    if is_pfxab(pid):  # a sweep that has not written its pid file yet (or a stale one lies beside it)
+        return f"{SWEEP_HOLDER}, pid {pid}"
     return f"another program, pid {pid} ({command_of(pid)})"
+
+
+def is_pfxab(pid: int) -> bool:
+    """Whether process ``pid`` runs pfxab: the ``pfxab`` program, or Python running its command-line module."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            words = cmdline.read(1 << 16).split(b"\0")
+    except OSError:
+        return False
+    return any(os.path.basename(word) == b"pfxab" for word in words[:2]) or b"pfxab_flower.simulations.cli" in words
 
 
 def holding(holder: str) -> str:
