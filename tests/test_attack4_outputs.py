@@ -417,3 +417,35 @@ def test_a_resume_never_removes_what_a_user_put_in_a_run_it_redoes(sweep_copy, c
     err = capsys.readouterr().err
     assert f"pfxab sweep: run {run.name} failed: " in err and "there is not one of them; pfxab never replaces" in err
     assert {name: digest for name, digest in digests(run).items() if name != "summary.json"} == before
+
+
+# --- the re-attack: a directory taken between the last check and the swap ---------------------------------------------
+
+
+@pytest.mark.parametrize("existed", [False, True])
+def test_a_result_directory_taken_while_the_result_is_written_is_never_written_over(tmp_path, monkeypatch, existed):
+    """Before: two ``pfxab run --out R`` into one new R, finishing together, both exited 0 and the first result was
+    replaced by the second (each had checked R before the other wrote). The swap itself is now conditional
+    (``renameat2`` with RENAME_NOREPLACE, or an exchange undone when what came out is not what was checked)."""
+    import pfxab_flower.storage.outputs as outputs
+
+    target = tmp_path / "R"
+    if existed:
+        outputs.write_files_atomically(target, {"summary.json": "{}"}, kind="run")
+    checked = outputs.PathIdentity.of(target)
+    real, taken = outputs.write_bytes_synced, []
+
+    def write_then_another_takes_the_name(path, data):
+        real(path, data)
+        if not taken:
+            taken.append(1)
+            if existed:
+                os.rename(target, tmp_path / "R-first")
+            target.mkdir()
+            (target / "theirs.txt").write_text("another writer's result")
+
+    monkeypatch.setattr(outputs, "write_bytes_synced", write_then_another_takes_the_name)
+    with pytest.raises(ConfigError, match="after it was checked"):
+        outputs.write_files_atomically(target, {"summary.json": '{"mine": 1}'}, kind="run", checked=checked)
+    assert sorted(os.listdir(target)) == ["theirs.txt"] and (target / "theirs.txt").read_text().startswith("another")
+    assert [p.name for p in tmp_path.iterdir() if "pfxab-tmp" in p.name] == []

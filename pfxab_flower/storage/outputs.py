@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Collection, Mapping
+from functools import partial
 from pathlib import Path
 
 from pfxab_flower.errors import ConfigError, spelled
@@ -29,7 +30,7 @@ from pfxab_flower.storage.atomic_files import (
     write_bytes_synced,
     write_file_atomically,
 )
-from pfxab_flower.storage.identity import HeldDirectory, PathIdentity
+from pfxab_flower.storage.identity import HeldDirectory, PathIdentity, inode_of
 from pfxab_flower.storage.manifest import MANIFEST_NAME, entry_kind, unit_manifest
 from pfxab_flower.storage.output_paths import MAX_PATH, NAME_MAX, TEMP_OVERHEAD, check_output_dir, check_output_file
 from pfxab_flower.storage.result_ownership import (
@@ -55,22 +56,52 @@ __all__ = [
     "save_or_keep", "write_bytes_synced", "write_file_atomically", "write_files_atomically", "written_pid",
 ]
 
-_RENAME_EXCHANGE = 2
+_RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
 _AT_FDCWD = -100
 
 
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two existing paths (Linux ``renameat2``); False where unsupported."""
+def _renameat2(a: Path, b: Path, flags: int) -> bool:
+    """Linux ``renameat2(a, b, flags)``; False where the kernel or file system does not support it."""
     try:
         renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
     except (AttributeError, OSError):
         return False
-    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), flags) == 0:
         return True
     code = ctypes.get_errno()
     if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
         return False
     raise OSError(code, os.strerror(code), os.fspath(b))
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two existing paths (Linux ``renameat2``); False where unsupported."""
+    return _renameat2(a, b, _RENAME_EXCHANGE)
+
+
+def _swap_if_unchanged(tmp: Path, target: Path, checked: PathIdentity, name: str | os.PathLike[str]) -> Path | None:
+    """:func:`_swap_into_place`, but only if ``target`` is still what was ``checked``, decided atomically.
+
+    Nothing was there: renamed into place with ``RENAME_NOREPLACE`` (two runs into one new ``--out``
+    finishing together: the second is refused, not written over the first). The directory that was
+    checked: exchanged, and swapped back if what came out is not it. One line (:class:`ConfigError`) if not.
+    """
+    allowed = "a directory that stays what was checked while the command runs"
+    if checked.inode is None:
+        try:
+            if _renameat2(tmp, target, _RENAME_NOREPLACE):
+                return None
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            raise refusal("out", name, allowed, "something was made at that name by another program after it was "
+                          "checked") from None
+    elif _exchange(tmp, target):
+        if inode_of(tmp) == checked.inode:
+            return tmp  # the checked result now lives at the temporary name
+        _exchange(tmp, target)  # what came out is another's: back where it was
+        raise refusal("out", name, allowed, "another directory took its name after it was checked")
+    return _swap_into_place(tmp, target)  # no renameat2 here: the check just before is all there is
 
 
 def _swap_into_place(tmp: Path, target: Path) -> Path | None:
@@ -150,7 +181,8 @@ def write_files_atomically(
                 write_bytes_synced(tmp / name, content)
             os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp makes 0700: give the directory the usual mode
             fsync_dir(tmp)
-            tmp, swapped = _swap_into_place(tmp, target), True  # tmp: the previous result, to delete
+            swap = _swap_into_place if checked is None else partial(_swap_if_unchanged, checked=checked, name=out_dir)
+            tmp, swapped = swap(tmp, target), True  # tmp: the previous result, to delete
             fsync_dir(target.parent)
     except OSError as exc:
         state = "were replaced but not confirmed on disk" if swapped else "are unchanged"
