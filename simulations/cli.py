@@ -109,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     parser = build_parser(commands=[command] if command in COMMANDS else [])
     args = parser.parse_args(words)
-    with one_line_warnings(), exit_on_signals():
+    with one_line_warnings(), exit_on_signals(label=f"pfxab {args.command}"):
         return _run(args)
 
 
