@@ -57,9 +57,12 @@ def test_the_pair_limit_holds_from_python_and_a_run_config(entry, expected):
     assert str(info.value).startswith(expected)
 
 
-def test_the_pair_limit_on_the_command_line_names_the_flags(capsys):
-    line = one_line(capsys, "run", "--algorithm", "pf-sh", "--clients", "1000", "--candidates", "2000")
+@pytest.mark.parametrize("command", ["run", "simulate"])
+def test_the_pair_limit_on_the_command_line_names_the_flags(capsys, command, tmp_path):
+    extra = ["--out", str(tmp_path / "r")] if command == "simulate" else []
+    line = one_line(capsys, command, "--algorithm", "pf-sh", "--clients", "1000", "--candidates", "2000", *extra)
     assert "--candidates=2000 is invalid; allowed: an integer in [0, 1,048] with --clients=1000" in line
+    assert RunConfig(algorithm="pf-sh", clients=1000, candidates=1048).candidates == 1048  # at the limit
 
 
 @pytest.mark.parametrize("command", ["run", "simulate"])
@@ -75,6 +78,10 @@ def test_another_algorithms_flag_is_refused_as_python_refuses_the_keyword(capsys
            "pf-sh on garland)" in line
     line = one_line(capsys, command, "--problem", "garland", "--fields", "1,2", *args[5:])
     assert "--fields='1,2' is invalid; allowed: only with --problem landmine, whose parameter it is" in line
+    line = one_line(capsys, command, "--problem", "garland-2d", "--landmine-data", "x.mat", *args[5:])
+    assert "--landmine-data='x.mat' is invalid; allowed: only with --problem landmine" in line
+    line = one_line(capsys, command, "--algorithm", "pf-sh", "--random-fraction", "0.5", *args[5:])
+    assert "--random-fraction=0.5 is invalid; allowed: only with --algorithm random-search" in line
 
 
 def test_a_run_config_for_one_algorithm_refuses_another_algorithms_option_set():
@@ -106,3 +113,12 @@ def test_a_sweep_or_comparison_refuses_an_own_parameter_none_of_its_runs_reads(t
     (tmp_path / "both.toml").write_text('[fixed]\ncandidates = 64\nhorizon = 2000\nclients = 3\n'
                                         '[grid]\nalgorithm = ["pf-xab", "pf-sh"]\n')
     assert main(["sweep", str(tmp_path / "both.toml"), "--out", str(tmp_path / "ok"), "--no-progress"]) == 0
+    (tmp_path / "f.toml").write_text('[fixed]\nfields = "1,2"\nhorizon = 2000\nclients = 2\n[grid]\nseed = [0, 1]\n')
+    assert "f.toml: fields='1,2' is invalid; allowed: only with problem landmine" in one_line(
+        capsys, "sweep", str(tmp_path / "f.toml"), "--out", str(tmp_path / "f"))
+    assert "--fields='1,2' is invalid" in one_line(capsys, "compare", "--fields", "1,2", "--seeds", "0",
+                                                    "--no-progress")
+    from pfxab_flower import compare
+
+    with pytest.raises(ConfigError, match=r"^candidates=64 is invalid; allowed: only with algorithm pf-sh"):
+        compare(RunConfig(clients=3, horizon=2000), algorithms=["pf-xab"], seeds=[0], candidates=64, progress=False)

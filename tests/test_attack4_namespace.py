@@ -61,6 +61,16 @@ BAD_NAMES = {
     "a trailing underscore": ("width_", "not a snake_case name"),
     "empty": ("", "not a snake_case name"),
     "not text": (5, "not a parameter.Parameter"),
+    # the re-attack's
+    "a flag (engine)": ("engine", "the name of a common run parameter"),
+    "a run field (seed)": ("seed", "the name of a common run parameter"),
+    "a run field (problem)": ("problem", "the name of a common run parameter"),
+    "an app key (min_fraction)": ("min_fraction", "the name of a common run parameter"),
+    "a sweep column (run_id)": ("run_id", "the name of a column of a sweep's tables"),
+    "a sweep column (regret)": ("regret", "the name of a column of a sweep's tables"),
+    "RunConfig.names": ("names", "the name of an attribute of RunConfig"),
+    "RunConfig.from_mapping": ("from_mapping", "the name of an attribute of RunConfig"),
+    "a message key (reward_low)": ("reward_low", "the name of a key of every message"),
 }
 
 
@@ -84,6 +94,11 @@ ALGORITHM_NAMES = {
     "fields": "already a parameter of problem 'landmine'",
     "to_dict": "the name of an attribute of RunConfig",
     "regret": "the name of a column of a sweep's tables",
+    "clients": "the name of a common run parameter",
+    "landmine_data": "already a parameter of problem 'landmine'",
+    "report_pulls": "the name of a key of every message",
+    "phases": "the name of a column of a sweep's tables",
+    "options": "the name of an attribute of RunConfig",
 }
 
 
@@ -102,6 +117,9 @@ BAD_DECLARATIONS = {
     "a check that raises": (own("w47", float, 0.5, lambda v: 1 / 0), "its check raised ZeroDivisionError"),
     "a check that is not callable": (own("w47", float, 0.5, 5), "its check is not callable"),
     "a type no flag can convert": (own("w47", list, [1]), "type 'list' is not one of"),
+    "a default of None, not optional": (own("w47", float, None), "its default None fails its own check"),
+    "a check that is text": (own("w47", float, 0.5, "yes"), "its check is not callable"),
+    "a check that raises KeyError": (own("w47", float, 0.5, lambda v: {}[v]), "its check raised KeyError"),
 }
 
 

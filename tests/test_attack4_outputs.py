@@ -218,13 +218,28 @@ def _changes(case: str, out: Path):
         os.rename(out.parent, out.parent.with_name(out.parent.name + "-moved"))
         out.parent.mkdir()
 
+    def link_to_another():
+        os.rename(out, out.with_name("R-moved"))
+        (out.parent / "elsewhere").mkdir()
+        (out.parent / "elsewhere" / "keep.txt").write_text("mine")
+        os.symlink(out.parent / "elsewhere", out)
+
+    def parent_removed():
+        shutil.rmtree(out.parent)
+
+    def replaced_by_a_file():
+        shutil.rmtree(out)
+        out.write_text("a file of mine")
+
     return {"a user's file appears in it": user_file, "moved and recreated": moved_and_recreated,
             "moved, a copy put in its place": moved_and_another_result_in_its_place,
-            "its parent moved and recreated": parent_moved}[case]
+            "its parent moved and recreated": parent_moved, "moved, a link to another directory put in its place":
+            link_to_another, "its parent removed": parent_removed, "replaced by a file": replaced_by_a_file}[case]
 
 
 CHANGES = ["a user's file appears in it", "moved and recreated", "moved, a copy put in its place",
-           "its parent moved and recreated"]
+           "its parent moved and recreated", "moved, a link to another directory put in its place",
+           "its parent removed", "replaced by a file"]
 
 
 @pytest.mark.parametrize("case", CHANGES)
@@ -245,9 +260,15 @@ def test_a_run_whose_out_changed_under_it_prints_its_result_and_one_line(tmp_pat
         assert (out / "draft.txt").read_text() == "mine"
     if case.startswith("moved"):
         assert json.loads((out.with_name("R-moved") / "summary.json").read_text())["seed"] == 1
+    if case == "moved, a link to another directory put in its place":
+        assert sorted(os.listdir(out.parent / "elsewhere")) == ["keep.txt"]
+    if case == "its parent removed":
+        assert not out.parent.exists()  # not made again
+    if case == "replaced by a file":
+        assert out.read_text() == "a file of mine"
 
 
-@pytest.mark.parametrize("case", CHANGES[:2])
+@pytest.mark.parametrize("case", [CHANGES[0], CHANGES[1], CHANGES[4], CHANGES[5], CHANGES[6]])
 def test_a_comparison_whose_out_changed_under_it_prints_its_table_and_one_line(tmp_path, monkeypatch, capsys, case):
     out = tmp_path / "work" / "C"
     out.parent.mkdir()
@@ -449,3 +470,135 @@ def test_a_result_directory_taken_while_the_result_is_written_is_never_written_o
         outputs.write_files_atomically(target, {"summary.json": '{"mine": 1}'}, kind="run", checked=checked)
     assert sorted(os.listdir(target)) == ["theirs.txt"] and (target / "theirs.txt").read_text().startswith("another")
     assert [p.name for p in tmp_path.iterdir() if "pfxab-tmp" in p.name] == []
+
+
+
+SWEEP_CHANGES = {
+    "its parent moved": lambda out: os.rename(out.parent, out.parent.with_name(out.parent.name + "-moved")),
+    "replaced by a link to a user's directory": lambda out: (
+        os.rename(out, out.with_name("S-moved")), (out.parent / "users").mkdir(),
+        (out.parent / "users" / "data.csv").write_text("1"), os.symlink(out.parent / "users", out)),
+    "its runs/ moved away": lambda out: os.rename(out / "runs", out.parent / "my-runs"),
+    "runs.parquet made a link to a user's file": lambda out: (
+        (out.parent / "mine.parquet").write_bytes(b"my table"), os.symlink(out.parent / "mine.parquet",
+                                                                          out / "runs.parquet")),
+}
+
+
+@pytest.mark.parametrize("change", list(SWEEP_CHANGES))
+def test_a_sweep_whose_directory_changes_under_it_writes_only_into_its_own(tmp_path, monkeypatch, capsys, change):
+    work = tmp_path / "work"
+    work.mkdir()
+    out = work / "S"
+    during_the_sweep(monkeypatch, 2, lambda: SWEEP_CHANGES[change](out))
+    config = write_config(tmp_path, TINY.format(seeds="[0]"))
+    capsys.readouterr()
+    status = sweep_into(config, out)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    if change == "its parent moved":
+        moved = tmp_path / "work-moved" / "S"
+        assert status == 0 and not work.exists() and len(pd.read_parquet(moved / "runs.parquet")) == 4
+        assert f"the directory was moved to {moved}" in err
+    elif change == "replaced by a link to a user's directory":
+        assert status == 0 and sorted(os.listdir(tmp_path / "work" / "users")) == ["data.csv"]
+        assert len(pd.read_parquet(work / "S-moved" / "runs.parquet")) == 4
+    elif change == "its runs/ moved away":
+        assert status == 2 and err.count("\n") == 1 and len(list((work / "my-runs").glob("garland-*"))) == 2
+        assert sweep_into(config, out) == 0  # the resume redoes what went with the user
+    else:
+        assert status == 0 and (work / "mine.parquet").read_bytes() == b"my table"
+
+
+REPLACE_PLANTS = {
+    "a link inside runs/": lambda s: os.symlink("/etc/hostname", s / "runs" / "link"),
+    "a FIFO inside runs/": lambda s: os.mkfifo(s / "runs" / "pipe"),
+    "a directory named like a run, without a manifest": lambda s: (
+        (s / "runs" / "garland-pf-xab-a0.5-s9-000000000000").mkdir(),
+        (s / "runs" / "garland-pf-xab-a0.5-s9-000000000000" / "x").write_text("mine")),
+}
+
+
+@pytest.mark.parametrize("plant", list(REPLACE_PLANTS))
+def test_replace_refuses_every_kind_of_entry_it_did_not_write_at_any_depth(sweep_copy, capsys, plant):
+    REPLACE_PLANTS[plant](sweep_copy)
+    before = digests(sweep_copy)
+    capsys.readouterr()
+    assert main(["compare", *COMPARE_ARGS, "--out", str(sweep_copy), "--replace"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1 and digests(sweep_copy) == before
+
+
+def test_a_sweep_replace_over_a_comparison_keeps_a_users_file(tmp_path, capsys):
+    comparison = tmp_path / "C"
+    assert main(["compare", *COMPARE_ARGS, "--out", str(comparison)]) == 0
+    (comparison / "notes.md").write_text("mine")
+    before = digests(comparison)
+    capsys.readouterr()
+    assert sweep_into(write_config(tmp_path, TINY.format(seeds="[0]")), comparison, "--replace") == 2
+    assert "'notes.md' there is not one pfxab wrote" in capsys.readouterr().err and digests(comparison) == before
+
+
+TABLE_DAMAGE = {
+    "runs.parquet lost its last byte": lambda s: (s / "runs.parquet").write_bytes(
+        (s / "runs.parquet").read_bytes()[:-1]),
+    "runs.parquet's wall times changed": lambda s: pd.read_parquet(s / "runs.parquet").assign(
+        wall_seconds=lambda f: f["wall_seconds"] + 1).to_parquet(s / "runs.parquet", index=False),
+    "curves.parquet lost its last rows": lambda s: pd.read_parquet(s / "curves.parquet").iloc[:-5].to_parquet(
+        s / "curves.parquet", index=False),
+    "runs.parquet a link to a copy of itself": lambda s: (
+        shutil.copy(s / "runs.parquet", s.parent / "copy.parquet"), (s / "runs.parquet").unlink(),
+        os.symlink(s.parent / "copy.parquet", s / "runs.parquet")),
+    "the manifest lost the tables' checksums": lambda s: (s / "pfxab-manifest.json").write_text(json.dumps(
+        {**json.loads((s / "pfxab-manifest.json").read_text()), "files": {}})),
+}
+
+
+@pytest.mark.parametrize("damage", list(TABLE_DAMAGE))
+def test_every_kind_of_table_damage_is_one_line_and_a_resume_heals_it(sweep_copy, capsys, damage):
+    TABLE_DAMAGE[damage](sweep_copy)
+    capsys.readouterr()
+    assert main(["report", str(sweep_copy)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ("runs.parquet" in err or "curves.parquet" in err)
+    config = write_config(sweep_copy.parent, TINY.format(seeds="[0]"))
+    if damage == "runs.parquet a link to a copy of itself":  # a link at its name is the user's: never replaced
+        copy = (sweep_copy.parent / "copy.parquet").read_bytes()
+        assert sweep_into(config, sweep_copy) == 2 and (sweep_copy.parent / "copy.parquet").read_bytes() == copy
+        return
+    assert sweep_into(config, sweep_copy) == 0
+    assert main(["report", str(sweep_copy)]) == 0
+
+
+@pytest.mark.parametrize("pid_file", [os.urandom(10240), None])
+def test_a_lock_of_another_program_is_named_whatever_its_pid_file_holds(sweep_copy, capsys, pid_file):
+    if pid_file is None:
+        (sweep_copy / ".pfxab-sweep.lock").unlink()
+    else:
+        (sweep_copy / ".pfxab-sweep.lock").write_bytes(pid_file)
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               f"fd = os.open({str(sweep_copy)!r}, os.O_RDONLY)\n"
+                               "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        capsys.readouterr()
+        assert main(["run", *RUN_ARGS, "--out", str(sweep_copy / "x")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"another program, pid {holder.pid} (" in err
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_run_whose_out_a_sweep_took_meanwhile_prints_its_result(tmp_path, monkeypatch, capsys):
+    """Before: the run's files were refused (a live sweep holds the directory) and nothing was printed."""
+    out = tmp_path / "S"
+    holding = []
+    _during_the_run(monkeypatch, lambda: (out.mkdir(), holding.append(sweep_lock(out)), holding[0].__enter__()))
+    capsys.readouterr()
+    try:
+        assert main(["run", *RUN_ARGS, "--json", "--out", str(out / "r")]) == 2
+    finally:
+        holding[0].__exit__(None, None, None)
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["clients"] == 3 and "is writing" in captured.err and not (out / "r").exists()

@@ -73,10 +73,11 @@ def test_a_run_whose_clients_all_fail_the_final_exchange_stops_with_one_line(min
         strategy.run_result()  # nothing to write, nothing to score
 
 
-def test_too_few_final_replies_for_the_quorum_stop_the_run():
-    _, run = message_run({0, 2})
-    with pytest.raises(RunStoppedError, match=r"only 1 of 3 clients sent a usable final reply, fewer than "
-                                              r"min-fraction=0\.5 requires \(2\)"):
+@pytest.mark.parametrize(("failing", "min_fraction", "usable", "needed"), [({0, 2}, 0.5, 1, 2), ({1}, 1.0, 2, 3)])
+def test_too_few_final_replies_for_the_quorum_stop_the_run(failing, min_fraction, usable, needed):
+    _, run = message_run(failing, min_fraction)
+    with pytest.raises(RunStoppedError, match=rf"only {usable} of 3 clients sent a usable final reply, fewer than "
+                                              rf"min-fraction={min_fraction:g} requires \({needed}\)"):
         run()
 
 
