@@ -420,6 +420,19 @@ def test_a_sweep_file_with_escapes_is_echoed_escaped(tmp_path, capsys, where):
     assert "Traceback" not in captured.err and (status == 0 or captured.err.count("\n") == 1)
 
 
+def test_a_resume_never_follows_a_run_directory_that_is_a_link(sweep_copy, capsys):
+    run = next(p for p in sorted((sweep_copy / "runs").iterdir()) if p.is_dir())
+    users = sweep_copy.parent / "users"
+    users.mkdir()
+    (users / "data.csv").write_text("1,2")
+    shutil.rmtree(run)
+    run.symlink_to(users)
+    capsys.readouterr()
+    assert sweep_into(write_config(sweep_copy.parent, TINY.format(seeds="[0]")), sweep_copy) == 1
+    assert "it exists and is not a directory" in capsys.readouterr().err
+    assert sorted(os.listdir(users)) == ["data.csv"] and run.is_symlink()
+
+
 @pytest.mark.parametrize("plant", ["a file", "a directory", "a link"])
 def test_a_resume_never_removes_what_a_user_put_in_a_run_it_redoes(sweep_copy, capsys, plant):
     """Before: redoing a damaged run replaced its directory whole, a user's notes in it included."""
@@ -602,3 +615,21 @@ def test_a_run_whose_out_a_sweep_took_meanwhile_prints_its_result(tmp_path, monk
         holding[0].__exit__(None, None, None)
     captured = capsys.readouterr()
     assert json.loads(captured.out)["clients"] == 3 and "is writing" in captured.err and not (out / "r").exists()
+
+
+def test_a_write_through_a_held_directory_that_was_removed_fails_and_makes_nothing(tmp_path):
+    """Through ``/proc/self/fd/N`` a removed directory cannot take a file; resolved first, its path would have been
+    ``.../S (deleted)/runs/...``, a directory to make anew beside the one removed."""
+    from pfxab_flower.storage.identity import HeldDirectory
+    from pfxab_flower.storage.outputs import OutputError, write_files_atomically
+
+    (tmp_path / "S" / "runs").mkdir(parents=True)
+    held = HeldDirectory(tmp_path / "S")
+    try:
+        shutil.rmtree(tmp_path / "S")
+        assert held.removed() and held.where() is None
+        with pytest.raises(OutputError, match="could not be written"):
+            write_files_atomically(held.via / "runs" / "r", {"summary.json": "{}"}, kind="sweep-run", replace_all=True)
+    finally:
+        held.close()
+    assert os.listdir(tmp_path) == []

@@ -145,11 +145,15 @@ def write_files_atomically(
     module docstring). Unless ``replace_all`` (a directory pfxab owns whole under the caller's
     lock, a sweep's run), an existing ``out_dir`` holding anything pfxab did not write there,
     another kind's result (unless ``replace``) or lying where a live sweep writes is refused
-    (:class:`ConfigError`) and left alone. Any failure removes the temporary directory, leaves
-    ``out_dir`` as it was and raises :class:`OutputError`. Returns the directory written
-    (symbolic links resolved).
+    (:class:`ConfigError`) and left alone; so is one that is no longer what was ``checked``
+    (:class:`~pfxab_flower.storage.identity.PathIdentity`: moved, replaced or made by another since
+    its path was checked; decided atomically at the swap). With ``replace_all`` only the unit's own
+    files may be there. Any failure removes the temporary directory, leaves ``out_dir`` as it was and
+    raises :class:`OutputError`. Returns the directory written (symbolic links resolved; not for
+    ``replace_all``, whose path may lead through a held directory's handle, ``/proc/self/fd/N``: resolved,
+    it would name where the directory is now, or ``... (deleted)``, a path to make anew).
     """
-    target = Path(os.path.realpath(Path(out_dir).expanduser()))
+    target = Path(out_dir) if replace_all else Path(os.path.realpath(Path(out_dir).expanduser()))
     if not replace_all and target.parent.is_dir():  # first: an old result a crash moved aside is put back, and
         remove_stale_temporaries(target)            # checked like any (a sweep's runs/ is cleaned by the sweep)
     entry = entry_kind(target)
