@@ -25,6 +25,7 @@ from pfxab_flower.errors import ClientFailedError, ConfigError, client_failure_t
 from pfxab_flower.faults import NO_FAULTS, FaultPlan
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.federation import VALUE_LIMIT, Federation, Objective, takes_rng
+from pfxab_flower.problems.registry import problem_fields
 from pfxab_flower.problems.sampling import SimulatedEnvironment
 from pfxab_flower.running.client_session import ClientSession
 from pfxab_flower.running.wire import codec
@@ -86,8 +87,6 @@ def from_context(make_objective: Callable[[Context], Objective]) -> FromContext:
     """Mark ``make_objective(context) -> objective(points)`` for ``objective_client_app`` (also as a decorator)."""
     return FromContext(make_objective)
 
-#: The run-config keys that define the bundled app's problem (everything else is ignored by clients).
-PROBLEM_KEYS = ("problem", "clients", "noise", "noise-sigma", "evaluation", "spread", "landmine-data", "fields")
 FAULT_KEYS = ("fail-rate", "fail-clients", "straggle-seconds", "round-timeout")
 
 
@@ -226,11 +225,18 @@ def run_config_evaluation(run_config: Mapping[str, Any]) -> str:
     return evaluation
 
 
+def problem_keys() -> frozenset[str]:
+    """The run-config keys that define a node's problem: the registry's declarations (:func:`problem_fields`: the
+    run fields a builder reads, ``seed`` among them, and every registered problem's own parameters, a user's too)."""
+    return frozenset(name.replace("_", "-") for name in problem_fields())
+
+
 def problem_of(run_config: Mapping[str, Any]) -> tuple[RunConfig, AppOptions]:
     """The problem and fault options of a run config, from their own keys only (others ignored)."""
     from pfxab_flower.schema.run_config import parse_run_config
 
-    mine = {k: v for k, v in run_config.items() if k in PROBLEM_KEYS or k in FAULT_KEYS}
+    keys = problem_keys()
+    mine = {k: v for k, v in run_config.items() if k in keys or k in FAULT_KEYS}
     return parse_run_config(mine)
 
 

@@ -93,7 +93,12 @@ def check_against(p: Parameter, value: Any, label: str | None = None) -> Any:
     if value is None and p.optional:
         return None
     converted = _typed(p, value)
-    if converted is None or not p.accepts(converted):
+    try:
+        accepted = converted is not None and p.accepts(converted)
+    except Exception as exc:  # a declared check that raises (a user's): one line, never a traceback
+        raise ConfigError(f"{label or spelled(p.name)}={value!r} is invalid (its check raised {type(exc).__name__}: "
+                          f"{exc}); allowed: {p.rule or p.name}") from exc
+    if not accepted:
         if label is not None:  # a Python keyword argument, named as the caller wrote it
             raise ConfigError(f"{label}={value!r} is invalid; allowed: {p.allowed}")
         refuse(p.name, value, p.allowed)

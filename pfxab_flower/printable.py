@@ -23,6 +23,18 @@ def _escape(char: str) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
+def shown(path: object) -> str:
+    """A path (or any text a user gave) as a line echoes it: every character a terminal would act on escaped.
+
+    ``--out $'\\e]0;x\\a'`` or a name with a newline must not move the cursor nor split a line.
+    """
+    return printable(path, limit=MAX_ECHOED)
+
+
+#: The longest user text echoed whole (a path may have 4096 bytes).
+MAX_ECHOED = 8192
+
+
 def first_line(exc: BaseException, limit: int = 120) -> str:
     """The first line of an exception's text, printable, cut to ``limit``: why a file could not be read, in a line."""
     return printable((str(exc).splitlines() or [""])[0], limit)

@@ -19,6 +19,7 @@ from typing import Any
 
 import pfxab_flower
 from pfxab_flower.errors import ConfigError, ObjectiveError, RunStoppedError, WorkerLostError, spelled_as
+from pfxab_flower.printable import shown
 from pfxab_flower.simulations.processes import Interrupted, exit_on_signals
 
 #: Each sub-command: the module that adds its arguments (``add_arguments(parser)``) and runs it
@@ -108,13 +109,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     parser = build_parser(commands=[command] if command in COMMANDS else [])
     args = parser.parse_args(words)
-    with one_line_warnings(), exit_on_signals():
+    with one_line_warnings(), exit_on_signals(label=f"pfxab {args.command}"):
         return _run(args)
 
 
 def _run(args: argparse.Namespace) -> int:
-    def fail(why: str) -> int:
-        print(f"pfxab {args.command}: error: {why}", file=sys.stderr)
+    def fail(why: str) -> int:  # one printable line, whatever a path or value in it holds (escapes, newlines)
+        print(f"pfxab {args.command}: error: {shown(why)}", file=sys.stderr)
         return 2
 
     try:

@@ -6,18 +6,26 @@ Telemetry and update checks off, Flower logs at WARNING, Ray usage stats off, an
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pfxab_flower.errors import ConfigError
 from pfxab_flower.parameter import check_against
 from pfxab_flower.schema.catalogue import PARAMETERS, check
-from pfxab_flower.simulations.processes import owner_gone, owner_token, processes_with_marker, stop_processes
+from pfxab_flower.simulations.processes import (
+    exits_at_once,
+    owner_gone,
+    owner_token,
+    processes_with_marker,
+    stop_processes,
+)
 
 #: Set for Ray's processes: without it, SIGTERM to a process running Ray's driver core (``pfxab run --engine
 #: flower``, ``--executor ray``) met Ray's C++ failure handler, which printed its stack and aborted (SIGABRT)
@@ -36,27 +44,52 @@ QUIET_ENV = {
 
 
 @contextmanager
-def our_signal_handlers() -> Iterator[None]:
-    """Within the block, ``ray.init`` in this process leaves SIGTERM to ``pfxab`` (see :data:`RAY_NO_FAILURE_HANDLER`).
+def our_signal_handlers(ray_dir: Path | None = None) -> Iterator[None]:
+    """Within the block, Ray in this process leaves interrupts to ``pfxab`` (see :data:`RAY_NO_FAILURE_HANDLER`).
 
     ``ray.init`` in the main thread replaces the SIGTERM handler with one that calls ``sys.exit``,
     whose ``SystemExit`` skips the clean-up of an interrupt; Ray offers no switch, so its
-    ``set_sigterm_handler`` is made a no-op for the block (where Ray has none, nothing is done).
+    ``set_sigterm_handler`` is made a no-op for the block. And Ray's start (``ray.init``, ``ray.nodes``)
+    runs in :func:`~pfxab_flower.simulations.processes.exits_at_once`: an interrupt unwinding through it
+    deadlocked the process for good, so there the interrupt stops the processes carrying ``ray_dir``
+    (this run's Ray), removes it and exits at once. (Where Ray has none of these, nothing is changed.)
     """
     try:
+        import ray
         import ray._private.utils as ray_utils
     except ImportError:
         yield
         return
-    saved = getattr(ray_utils, "set_sigterm_handler", None)
-    if saved is None:
-        yield
-        return
-    ray_utils.set_sigterm_handler = lambda handler: None
+    saved = {name: getattr(owner, name) for owner, name in ((ray_utils, "set_sigterm_handler"), (ray, "init"),
+                                                             (ray, "nodes")) if hasattr(owner, name)}
+    if "set_sigterm_handler" in saved:
+        ray_utils.set_sigterm_handler = lambda handler: None
+    for name in ("init", "nodes"):
+        if name in saved:
+            setattr(ray, name, _exiting_at_once(saved[name], ray_dir))
     try:
         yield
     finally:
-        ray_utils.set_sigterm_handler = saved
+        if "set_sigterm_handler" in saved:
+            ray_utils.set_sigterm_handler = saved["set_sigterm_handler"]
+        for name in ("init", "nodes"):
+            if name in saved:
+                setattr(ray, name, saved[name])
+
+
+def _exiting_at_once(call: Callable[..., Any], ray_dir: Path | None) -> Callable[..., Any]:
+    """``call`` run in :func:`exits_at_once`: interrupted, this run's Ray processes and directory go, then we exit."""
+    def clean_up() -> None:
+        if ray_dir is not None:
+            stop_processes(str(ray_dir))
+            shutil.rmtree(ray_dir, ignore_errors=True)
+
+    @functools.wraps(call)
+    def at_once(*args: Any, **kwargs: Any) -> Any:
+        with exits_at_once(clean_up):
+            return call(*args, **kwargs)
+
+    return at_once
 
 
 def check_num_cpus(num_cpus: float, ray_address: str | None = None) -> float:
@@ -93,16 +126,44 @@ def backend_config(num_cpus: float, ray_dir: Path, ray_address: str | None = Non
     return {"client_resources": {"num_cpus": float(num_cpus), "num_gpus": 0.0}, "init_args": init_args}
 
 
-#: The longest temporary root used as is: Ray puts unix sockets below it, whose paths may not exceed 107 bytes.
-SHORT_ROOT = 40
+#: The longest unix-socket path Linux takes (``sun_path`` holds 108 bytes with the final NUL).
+SOCKET_PATH_MAX = 107
+#: What Ray adds below a temporary root before its longest socket, measured with Ray 2.55 (a ``TMPDIR`` of 28
+#: characters failed, ``AF_UNIX path length cannot exceed 107 bytes``, and hung ``flwr.simulation``):
+#: ``ROOT/pfxab-ray-XXXXXXXX[/ray]/session_%Y-%m-%d_%H-%M-%S_%f_PID/sockets/plasma_store`` (``/ray`` when Ray is
+#: given the directory as ``RAY_TMPDIR``, as ``pfxab simulate`` does; a ``.N`` suffix if the name is taken).
+RAY_BELOW_ROOT = (len("/pfxab-ray-") + 8 + len("/ray") + len("/session_2026-11-27_13-04-41_423260_")
+                  + len("/sockets/plasma_store.1"))
 
 
-def short_temp_root() -> str | None:
-    """Where temporary run directories go: ``$TMPDIR`` (or the system's) if its path is short, else ``/tmp``."""
-    root = tempfile.gettempdir()
-    if len(root) <= SHORT_ROOT:
-        return root
-    return "/tmp" if os.path.isdir("/tmp") else None
+def longest_temp_root() -> int:
+    """The longest temporary root (bytes) under which every socket Ray makes fits :data:`SOCKET_PATH_MAX`.
+
+    The session directory carries the pid of the process starting Ray: as many digits as this machine's
+    largest pid (``/proc/sys/kernel/pid_max``; 7 where it cannot be read).
+    """
+    try:
+        with open("/proc/sys/kernel/pid_max", encoding="ascii") as limit:
+            digits = len(limit.read().strip())
+    except OSError:
+        digits = 7
+    return SOCKET_PATH_MAX - RAY_BELOW_ROOT - digits
+
+
+def short_temp_root() -> str:
+    """Where temporary run directories go: ``$TMPDIR`` (or the system's) if Ray's sockets fit below it, else ``/tmp``.
+
+    One line (:class:`ConfigError`, before Ray starts) when neither is short enough and writable:
+    a ``TMPDIR`` too long made Ray fail to bind its sockets and the simulation hang.
+    """
+    root, longest = tempfile.gettempdir(), longest_temp_root()
+    for candidate in (root, "/tmp"):
+        fits = len(os.fsencode(candidate)) <= longest
+        if fits and os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
+            return candidate
+    raise ConfigError(f"TMPDIR={root!r} is invalid ({len(os.fsencode(root))} bytes: Ray's sockets below it would be "
+                      f"longer than {SOCKET_PATH_MAX} bytes, and /tmp is not a writable directory); allowed: a TMPDIR "
+                      f"of at most {longest} bytes, or a writable /tmp")
 
 
 #: The file in each of our temporary directories naming the process that made it (:func:`owner_token`).
@@ -113,12 +174,12 @@ OWNER_FILE = ".pfxab-owner"
 def temporary_directory(prefix: str) -> Iterator[Path]:
     """A short-named temporary directory (Ray's socket paths must stay short), removed afterwards.
 
-    It goes under ``$TMPDIR`` when that path is short (:func:`short_temp_root`), else ``/tmp``. It
+    It goes under ``$TMPDIR`` when Ray's sockets fit below it (:func:`short_temp_root`), else ``/tmp``. It
     names its owner (:data:`OWNER_FILE`); first, the directories of this prefix whose owner died
     without removing them (SIGKILLed together with its watcher) are removed, once no process uses
     them any more.
     """
-    parent = short_temp_root() or tempfile.gettempdir()
+    parent = short_temp_root()
     remove_abandoned(Path(parent), prefix)
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     try:

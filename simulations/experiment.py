@@ -25,6 +25,7 @@ from pfxab_flower.algorithms.registry import algorithm_names, label
 from pfxab_flower.errors import ConfigError, spelled_as
 from pfxab_flower.limits import MAX_CONFIG_BYTES, MAX_SWEEP_RUNS, MAX_TITLE_CHARS
 from pfxab_flower.schema.catalogue import PARAMETERS, check, scoped
+from pfxab_flower.schema.own_options import away_from_default, refuse_unread
 from pfxab_flower.schema.run_config import RunConfig
 
 KINDS = ("regret", "rewards")
@@ -142,6 +143,14 @@ def load_experiment(path: str | Path) -> Experiment:
             raise ConfigError(f"{path.name}: {exc}") from None
     if len({run_id(c) for c in configs}) != len(configs):
         raise ConfigError(f"{_where(path, 'grid')} has repeated values; allowed: distinct values per key")
+    for name in dict.fromkeys([*fixed, *grid]):  # an own parameter set where no run of the sweep reads it: refused
+        runs = [(c.algorithm, c.problem) for c in configs if name in away_from_default(c.options)]
+        try:
+            with spelled_as("key"):
+                refuse_unread(runs, next((c.options for c in configs if name in away_from_default(c.options)), {}),
+                              [name] if runs else [])
+        except ConfigError as exc:
+            raise ConfigError(f"{path.name}: {exc}") from None
     return Experiment(str(name), kind, str(meta.get("title", name)), fixed, grid, tuple(configs), curve_points,
                       source)
 

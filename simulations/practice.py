@@ -20,7 +20,7 @@ from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import registry as problem_registry
 from pfxab_flower.schema.catalogue import PARAMETERS
 from pfxab_flower.simulations.experiment import ALGORITHM_LABELS
-from pfxab_flower.simulations.sweep import load_sweep
+from pfxab_flower.simulations.sweep_tables import load_sweep
 from pfxab_flower.storage.outputs import atomic_file
 
 if TYPE_CHECKING:  # matplotlib is imported only when a figure is drawn

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -52,21 +52,43 @@ def owner_gone(token: str) -> bool:
 
 
 def processes_with_marker(marker: str) -> list[int]:
-    """Live processes (zombies excluded) whose environment or command line contains ``marker``.
+    """Live processes (zombies excluded) whose environment, command line or open files' paths contain ``marker``.
 
     The environment is searched as ``NAME=value`` entries, so a marker such as ``FLWR_HOME=/tmp/x`` matches.
+    For a process Ray renamed (``setproctitle``: ``ray::DashboardAgent``, which overwrites its command line
+    and environment) the paths of its open files count too: the log files it holds below its temporary
+    directory still name it. Missing them left two agents running for a minute after an interrupted run.
+    (Only Ray's: a user's ``tail -f`` of a log there is not ours to stop.)
     """
     found = []
     for process in psutil.process_iter():
         if process.pid == os.getpid():
             continue
         try:
-            named = marker in _environment(process) or marker in "\0".join(process.cmdline())
+            named = (marker in _environment(process) or marker in "\0".join(process.cmdline())
+                     or (process.name().startswith(RAY_RENAMED) and any(marker in path
+                                                                         for path in _open_paths(process.pid))))
             if named and process.status() != psutil.STATUS_ZOMBIE:
                 found.append(process.pid)
         except psutil.Error:  # the process ended, or is not ours to read
             continue
     return sorted(found)
+
+
+#: How Ray names the processes it renames (its workers and agents).
+RAY_RENAMED = "ray::"
+
+
+def _open_paths(pid: int) -> list[str]:
+    """What ``pid``'s open file descriptors point at (``/proc/PID/fd``); [] if they cannot be read."""
+    paths = []
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                paths.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    except OSError:
+        pass
+    return paths
 
 
 def _environment(process: psutil.Process) -> str:
@@ -77,6 +99,10 @@ def _environment(process: psutil.Process) -> str:
         return ""
 
 
+#: How long a clean-up looks again once no marked process is left (a dying raylet may be starting an agent).
+SETTLE_SECONDS = 0.5
+
+
 def stop_processes(marker: str, grace: float = 5.0) -> list[int]:
     """SIGTERM every process carrying ``marker``, then SIGKILL what is left after ``grace`` seconds.
 
@@ -84,15 +110,18 @@ def stop_processes(marker: str, grace: float = 5.0) -> list[int]:
     """
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
         pids = processes_with_marker(marker)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
         deadline = time.monotonic() + wait
         while pids and time.monotonic() < deadline:
+            for pid in pids:  # again each time: a process started meanwhile (Ray's agents, late) gets it too
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
             time.sleep(0.1)
             pids = processes_with_marker(marker)
         if not pids:
-            return []
+            time.sleep(SETTLE_SECONDS)  # one that a dying parent was starting shows itself within this
+            pids = processes_with_marker(marker)
+            if not pids:
+                return []
     return processes_with_marker(marker)
 
 
@@ -150,17 +179,20 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextlib.contextmanager
-def exit_on_signals(signals: Sequence[signal.Signals] = STOP_SIGNALS) -> Iterator[None]:
+def exit_on_signals(signals: Sequence[signal.Signals] = STOP_SIGNALS, label: str = "pfxab") -> Iterator[None]:
     """For the block: ``signals`` raise :class:`Interrupted` (status 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
 
     The exception unwinds through the caller's ``finally`` blocks (and ``except KeyboardInterrupt``
     ones), which stop what was started; further signals are ignored meanwhile, so a second one
-    cannot cut the clean-up short. Outside the main thread (where Python allows no handlers) the
-    block runs unchanged.
+    cannot cut the clean-up short. Inside :func:`exits_at_once` the process cleans up and ends at once
+    instead, with the line ``{label}: interrupted (SIGTERM)``. Outside the main thread (where Python
+    allows no handlers) the block runs unchanged.
     """
     def handler(signum: int, frame: FrameType | None) -> None:
         for sig in signals:
             signal.signal(sig, signal.SIG_IGN)
+        if _at_once:  # inside exits_at_once(): no exception may unwind through what runs there
+            _exit_now(Interrupted(signum), label)
         raise Interrupted(signum)
 
     try:
@@ -173,6 +205,37 @@ def exit_on_signals(signals: Sequence[signal.Signals] = STOP_SIGNALS) -> Iterato
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+#: The clean-ups of the :func:`exits_at_once` blocks under way, innermost last.
+_at_once: list[Callable[[], object]] = []
+
+
+@contextlib.contextmanager
+def exits_at_once(clean_up: Callable[[], object]) -> Iterator[None]:
+    """For calls no exception may leave (Ray's start): a stop signal inside runs ``clean_up`` and ends the process.
+
+    Ray's start (``ray.init``, ``ray.nodes``) interrupted at the wrong moment deadlocked in C++ (a
+    ``GlobalStateAccessor`` destroyed while its own thread still waited on it): ``pfxab run --engine
+    flower`` never exited after SIGTERM. Holding the signal back until the call returned took up to
+    20 s on a busy machine; so instead the handler stops what the block started (``clean_up``: Ray's
+    processes, its directory), says the usual line and exits with the usual status, within seconds.
+    """
+    _at_once.append(clean_up)
+    try:
+        yield
+    finally:
+        _at_once.remove(clean_up)
+
+
+def _exit_now(stop: Interrupted, label: str) -> None:
+    """Run every :func:`exits_at_once` clean-up, say ``{label}: interrupted (NAME)`` and exit with its status."""
+    for clean_up in reversed(_at_once):
+        with contextlib.suppress(Exception):
+            clean_up()
+    with contextlib.suppress(OSError, ValueError):
+        print(f"{label}: interrupted ({stop.name})", file=sys.stderr, flush=True)
+    os._exit(stop.status)
 
 
 if __name__ == "__main__":  # the watcher started by watchdog()

@@ -29,6 +29,7 @@ from pfxab_flower.simulations.environment import (
     check_num_cpus,
     our_signal_handlers,
     ray_environment,
+    short_temp_root,
 )
 from pfxab_flower.strategies.base import show_phase_log
 from pfxab_flower.strategies.common import failure_reason
@@ -43,6 +44,7 @@ def run_flower_simulation(
     The clients carry the config, not the federation: each Ray worker builds the problem once
     (see :func:`~pfxab_flower.client_apps.federation_sessions`).
     """
+    short_temp_root()  # a TMPDIR too long for Ray's sockets is one line before the problem is built
     options = options or AppOptions(round_timeout=round_timeout)
     sessions = federation_sessions(faults=options.faults(config.seed), config=config)
     return run_flower(build_federation(config), config, describe=describe_problem(config), session_fn=sessions,
@@ -93,7 +95,7 @@ def run_flower(
     flwr_logger.addFilter(_one_line_client_errors)
     try:
         with ray_environment() as ray_dir, warnings.catch_warnings(), fits_on(ray_address), \
-                our_signal_handlers():  # fits_on: landmine's optimum grid; our_signal_handlers: SIGTERM cleans up
+                our_signal_handlers(ray_dir):  # fits_on: landmine's optimum grid; our_signal_handlers: see there
             warnings.simplefilter("ignore", DeprecationWarning)
             run_simulation(server, client, num_supernodes=config.clients,
                            backend_config=backend_config(num_cpus, ray_dir, ray_address))

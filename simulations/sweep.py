@@ -20,37 +20,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-import pyarrow
-
 from pfxab_flower.errors import ConfigError, IncompleteRunError
-from pfxab_flower.printable import first_line
 from pfxab_flower.processes.remote import JobRunner
 from pfxab_flower.running.parallel import federation_key, local_runner
 from pfxab_flower.schema.catalogue import ENGINES
 from pfxab_flower.schema.run_config import RunConfig
-from pfxab_flower.simulations.experiment import RUN_ID_PATTERN, Experiment, load_experiment, run_id
-from pfxab_flower.simulations.sweep_runs import (
-    CONFIG_COLUMNS,
-    REFERENCE_COLUMNS,
-    SUMMARY_COLUMNS,
-    load_run,
-    references,
-    run_files,
-    write_run,
-)
+from pfxab_flower.simulations.experiment import RUN_ID_PATTERN, Experiment, run_id
+from pfxab_flower.simulations.sweep_runs import load_run, references, run_files, write_run
+from pfxab_flower.simulations.sweep_tables import consolidate, tables_match
 from pfxab_flower.storage.manifest import MANIFEST_NAME, entry_kind, read_bounded
 from pfxab_flower.storage.outputs import (
     LOCK_FILE,
-    OutputError,
-    atomic_file,
+    HeldDirectory,
+    PathIdentity,
     claim,
     clear_result,
     leftover_owner,
+    refusal,
     replaced_kind,
     write_file_atomically,
-    written_pid,
 )
+from pfxab_flower.storage.result_ownership import holder_named, holding
 
 #: Largest ``sweep.json`` read back (an invocation is about 300 bytes: tens of thousands fit).
 MAX_RECORD_BYTES = 16 << 20
@@ -70,6 +60,8 @@ class SweepOutcome:
     #: The exit status of the interrupt (128 + the signal's number: 130 for Ctrl-C, 143 for SIGTERM).
     interrupt_status: int = 130
     seconds: float = 0.0
+    #: Where the directory was moved to while the sweep ran (its files followed it), or ``None``.
+    moved_to: Path | None = None
 
 
 def damaged_runs(experiment: Experiment, runs_dir: Path) -> tuple[list[RunConfig], list[tuple[str, str]]]:
@@ -89,30 +81,59 @@ def damaged_runs(experiment: Experiment, runs_dir: Path) -> tuple[list[RunConfig
 
 
 @contextlib.contextmanager
-def sweep_lock(out: Path, replace: bool = False) -> Iterator[str | None]:
-    """Hold ``out``'s sweep lock, or refuse at once (:class:`ConfigError` naming the holder's pid).
+def sweep_lock(out: Path | HeldDirectory, replace: bool = False) -> Iterator[str | None]:
+    """Hold ``out``'s sweep lock, or refuse at once (:class:`ConfigError` naming the holder).
 
     The lock is ``flock`` on the directory itself (no lock file to delete or to replace
     by a link); then the sweep's names are claimed in its manifest (one line if one of
     them is not pfxab's) and the holder's pid is written, atomically, to :data:`LOCK_FILE`. With
     ``replace``, another kind's result there (a run's) is removed first; what it was is yielded.
+    ``out`` held already (:class:`~pfxab_flower.storage.identity.HeldDirectory`): everything goes through
+    its handle; a path is opened here.
     """
-    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    held = out if isinstance(out, HeldDirectory) else HeldDirectory(out)
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(held.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise ConfigError(f"out={str(out)!r} is invalid (another pfxab sweep, pid {written_pid(out)}, is writing "
-                              "there); allowed: a directory no other sweep is using (wait for it, or choose another "
-                              "--out)") from None
-        replaced = replaced_kind(out, "sweep") if replace else None
+            holder = holding(holder_named(held.path, os.fstat(held.fd)))
+            raise ConfigError(f"out={str(held.path)!r} is invalid ({holder}); allowed: a directory no other sweep "
+                              "is using (wait for it, or choose another --out)") from None
+        root = held.via
+        replaced = replaced_kind(root, "sweep") if replace else None
         if replaced is not None:  # asked for in so many words (--replace): the other kind's result goes
-            clear_result(out)
-        claim(out, SWEEP_NAMES)
-        write_file_atomically(out / LOCK_FILE, f"{os.getpid()}\n")
+            clear_result(root)
+        claim(root, SWEEP_NAMES)
+        write_file_atomically(root / LOCK_FILE, f"{os.getpid()}\n")
         yield replaced
     finally:
-        os.close(fd)  # releases the lock (forked workers that inherited it have exited by now)
+        fcntl.flock(held.fd, fcntl.LOCK_UN)  # also for forked workers that inherited the handle
+        if held is not out:
+            held.close()
+
+
+def held_sweep_directory(out: Path, checked: PathIdentity | None = None) -> HeldDirectory:
+    """``out`` made if need be and opened, to be written through its handle; one line if it is not what was
+    ``checked`` (moved, replaced, or made by another program since the check: then nothing is written)."""
+    allowed = "a directory that stays what was checked until the sweep holds it"
+    try:
+        if checked is not None and checked.inode is None:  # nothing was there when checked: we make it, or refuse
+            out.parent.mkdir(parents=True, exist_ok=True)
+            os.mkdir(out)
+        else:
+            out.mkdir(parents=True, exist_ok=True)
+        held = HeldDirectory(out)
+    except FileExistsError:
+        raise refusal("out", out, allowed, "something was made at that name by another program after it was "
+                      "checked") from None
+    except OSError as exc:
+        raise refusal("out", out, allowed, exc.strerror or str(exc)) from None
+    why = None if checked is None else checked.changed(created_by_us=checked.inode is None) or (
+        None if checked.inode in (None, held.inode) else "another directory took its name after it was checked")
+    if why is not None:
+        held.close()
+        raise refusal("out", out, allowed, why)
+    return held
 
 
 def _remove_leftovers(out: Path) -> None:
@@ -124,7 +145,7 @@ def _remove_leftovers(out: Path) -> None:
     """
     top = {*SWEEP_NAMES, MANIFEST_NAME}
     for folder, owned in ((out, top.__contains__), (out / "runs", RUN_ID_PATTERN.fullmatch)):
-        if entry_kind(folder) != "dir":
+        if folder != out and entry_kind(folder) != "dir":  # out: held, maybe through its handle (a magic link)
             continue
         for entry in folder.iterdir():
             name = leftover_owner(entry.name)
@@ -148,6 +169,7 @@ def run_sweep(
     ray_address: str | None = None,
     replace: bool = False,
     on_replaced: Callable[[str], None] | None = None,
+    checked: PathIdentity | None = None,
 ) -> SweepOutcome:
     """Run the runs of ``experiment`` not yet complete in ``out``; consolidate when all are.
 
@@ -156,8 +178,12 @@ def run_sweep(
     either way this process writes every run's files, so the directory is the same and
     resumes from either kind of executor.
 
-    Holds ``out``'s sweep lock throughout (:func:`sweep_lock`) and first copies the
-    experiment's TOML to ``out/config.toml``. ``on_damaged(runs)`` is called with
+    Holds ``out`` open from here to the last write and writes through the handle
+    (:func:`held_sweep_directory`: moved while the sweep runs, its files follow it, and the outcome
+    says where it went; removed, the sweep stops with one line; never written into what took the
+    name), holds its sweep lock throughout (:func:`sweep_lock`) and first copies the
+    experiment's TOML to ``out/config.toml``. ``checked``: the identity of ``out`` when its path
+    was checked, which it must still have. ``on_damaged(runs)`` is called with
     the (id, reason) of run directories that exist but are unusable and will be
     redone, ``on_start(pending, total)`` before any work (both for messages).
     Ctrl-C drops the queued runs, stops the running ones (nothing of theirs is
@@ -170,23 +196,37 @@ def run_sweep(
     if ray_address is not None and engine != "inprocess":
         raise ConfigError(f"engine={engine!r} is invalid with executor='ray'; allowed: inprocess (a Flower "
                           "simulation runs on a cluster with `pfxab simulate --ray-address`)")
-    out.mkdir(parents=True, exist_ok=True)
-    with sweep_lock(out, replace) as replaced:
-        if replaced is not None and on_replaced is not None:
-            on_replaced(replaced)
-        if experiment.source:
-            write_file_atomically(out / "config.toml", experiment.source)  # plot and report read it
-        _remove_leftovers(out)
-        from pfxab_flower.simulations.cluster import fits_on, ray_runner
+    held = held_sweep_directory(out, checked)
+    try:
+        with sweep_lock(held, replace) as replaced:
+            if replaced is not None and on_replaced is not None:
+                on_replaced(replaced)
+            root = held.via
+            if experiment.source:
+                write_file_atomically(root / "config.toml", experiment.source)  # plot and report read it
+            _remove_leftovers(root)
+            from pfxab_flower.simulations.cluster import fits_on, ray_runner
 
-        runner = ray_runner(ray_address) if ray_address is not None else local_runner(workers)
-        with fits_on(ray_address):
-            return _run_locked(experiment, out, workers, engine, progress, on_start, on_damaged, runner)
+            runner = ray_runner(ray_address) if ray_address is not None else local_runner(workers)
+            with fits_on(ray_address):
+                outcome = _run_locked(experiment, held, workers, engine, progress, on_start, on_damaged, runner)
+        outcome.moved_to = held.moved_to()
+        return outcome
+    except (ConfigError, OSError) as exc:
+        if held.removed():
+            raise refusal("out", out, "a directory that stays where it is while its sweep runs (run the same "
+                          "command again to start over)", "it was removed while the sweep ran; nothing more was "
+                          "written, nowhere else") from None
+        if isinstance(exc, ConfigError):  # the handle's path (/proc/self/fd/N) named as the user named the directory
+            raise type(exc)(held.shown(str(exc))) from None
+        raise
+    finally:
+        held.close()
 
 
 def _run_locked(
     experiment: Experiment,
-    out: Path,
+    held: HeldDirectory,
     workers: int,
     engine: str,
     progress: bool,
@@ -194,6 +234,7 @@ def _run_locked(
     on_damaged: Callable[[list[tuple[str, str]]], None] | None,
     runner: JobRunner,
 ) -> SweepOutcome:
+    out = held.via
     runs_dir = out / "runs"
     pending, damaged = damaged_runs(experiment, runs_dir)
     outcome = SweepOutcome(total=len(experiment.configs), skipped=len(experiment.configs) - len(pending))
@@ -213,14 +254,17 @@ def _run_locked(
             run_dirs = [str(runs_dir / run_id(c)) for c in pending]
 
             def done(index: int, files: dict[str, str | bytes] | None, error: BaseException | None) -> None:
+                held.check()  # removed: stop here (the runs left would be written nowhere)
                 if error is None and files is not None:
                     try:
                         write_run(run_dirs[index], files)
                         outcome.executed += 1
-                    except OutputError as exc:  # what an OSError while writing becomes (disk full, ...)
+                    except ConfigError as exc:  # an OSError while writing (disk full, ...), a user's file in it
+                        held.check()
                         error = exc
                 if error is not None:  # one failing run must not lose the others
-                    outcome.failures.append((Path(run_dirs[index]).name, f"{type(error).__name__}: {error}"))
+                    outcome.failures.append((Path(run_dirs[index]).name,
+                                             held.shown(f"{type(error).__name__}: {error}")))
                 if bar is not None:
                     bar.update()
 
@@ -233,7 +277,7 @@ def _run_locked(
             bar.close()
     outcome.seconds = time.perf_counter() - started
     _record_invocation(out, experiment, engine, workers, outcome)
-    if not outcome.interrupted and not outcome.failures and (outcome.executed or not _tables_match(experiment, out)):
+    if not outcome.interrupted and not outcome.failures and (outcome.executed or not tables_match(experiment, out)):
         consolidate(experiment, out)
     return outcome
 
@@ -252,19 +296,6 @@ def prepare(configs: Iterable[RunConfig]) -> None:
         if key not in seen:
             seen.add(key)
             references(config)
-
-
-def _table_ids(path: Path) -> set[str]:
-    return set(pd.read_parquet(path, columns=["run_id"])["run_id"])
-
-
-def _tables_match(experiment: Experiment, out: Path) -> bool:
-    """Both tables exist, parse, and hold exactly the grid's runs (else they are rewritten)."""
-    expected = {run_id(c) for c in experiment.configs}
-    try:
-        return _table_ids(out / "runs.parquet") == expected == _table_ids(out / "curves.parquet")
-    except (OSError, ValueError, KeyError, pyarrow.ArrowException):
-        return False
 
 
 def machine() -> dict[str, Any]:
@@ -293,65 +324,3 @@ def _record_invocation(out: Path, experiment: Experiment, engine: str, workers: 
     })
     record = {"experiment": experiment.name, "kind": experiment.kind, "machine": machine(), "invocations": history}
     write_file_atomically(out / "sweep.json", json.dumps(record, indent=2) + "\n")
-
-
-def consolidate(experiment: Experiment, out: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Build runs.parquet and curves.parquet from the (complete) run directories of the grid."""
-    rows, curves = [], []
-    for config in experiment.configs:
-        rid = run_id(config)
-        try:
-            summary, refs, curve = load_run(out / "runs" / rid, config)
-        except IncompleteRunError as exc:
-            raise ConfigError(f"run {rid} in {out / 'runs'} is invalid ({exc}); allowed: a complete run "
-                              "(run `pfxab sweep` again to redo it)") from None
-        row = {"run_id": rid, **config.to_dict()}
-        row.update({k: summary[k] for k in SUMMARY_COLUMNS})
-        row.update({k: refs[k] for k in REFERENCE_COLUMNS})
-        rows.append(row)
-        curves.append(curve.assign(**{"run_id": rid, **config.to_dict()}))
-    runs = pd.DataFrame(rows)
-    curve_frame = pd.concat(curves, ignore_index=True)
-    curve_frame = curve_frame[["run_id", *CONFIG_COLUMNS, "t", "regret"]]
-    for name, frame in (("curves.parquet", curve_frame), ("runs.parquet", runs)):  # runs.parquet last
-        with atomic_file(out / name) as tmp:
-            frame.to_parquet(tmp, index=False)
-    return runs, curve_frame
-
-
-def load_sweep(out: str | Path) -> tuple[Experiment, pd.DataFrame, pd.DataFrame]:
-    """The experiment and both tables of a finished sweep directory (for plot and report).
-
-    Missing, unreadable or mismatched tables (a damaged file, a crash between the
-    two renames, a config.toml from a later, unfinished sweep) are one line.
-    """
-    out = Path(out)
-
-    def refuse(why: str) -> ConfigError:
-        return ConfigError(f"dir={str(out)!r} is invalid ({why}); allowed: a finished sweep directory "
-                           "(config.toml, runs.parquet, curves.parquet; run `pfxab sweep` first)")
-
-    for name in ("config.toml", "runs.parquet", "curves.parquet"):
-        if not (out / name).is_file():
-            raise refuse(f"no {name}")
-    experiment = load_experiment(out / "config.toml")
-    tables = {}
-    for name in ("runs.parquet", "curves.parquet"):
-        try:
-            tables[name] = pd.read_parquet(out / name)
-        except MemoryError:  # the machine's shortage, not the table's damage: said as such
-            raise
-        except (OSError, ValueError, pyarrow.ArrowException) as exc:
-            raise refuse(f"{name} is unreadable: {type(exc).__name__}: {first_line(exc)}") from None
-    runs, curves = tables["runs.parquet"], tables["curves.parquet"]
-    needed = {"runs.parquet": ("run_id", *CONFIG_COLUMNS, *SUMMARY_COLUMNS, *REFERENCE_COLUMNS),
-              "curves.parquet": ("run_id", *CONFIG_COLUMNS, "t", "regret")}
-    for name, columns in needed.items():
-        missing = [c for c in columns if c not in tables[name].columns]
-        if missing:
-            raise refuse(f"{name} lacks column {missing[0]!r}")
-    expected = {run_id(c) for c in experiment.configs}
-    if not set(runs["run_id"]) == expected == set(curves["run_id"]):
-        raise refuse("its tables do not hold the runs of its config.toml; run `pfxab sweep` again")
-    return experiment, runs, curves
-

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pfxab_flower import namespace
 from pfxab_flower.errors import IncompleteRunError
 from pfxab_flower.printable import first_line
 from pfxab_flower.running.parallel import shared_federation
@@ -35,6 +36,8 @@ CONFIG_COLUMNS = tuple(RunConfig.names())
 _TEXT_COLUMNS, _FLAG_COLUMNS = ("engine",), ("optimum_estimated",)
 #: Summary columns that may be null (``evaluations``: an engine that does not count objective calls).
 _OPTIONAL_COLUMNS = ("evaluations",)
+#: A sweep's tables put these beside each run's parameters: no parameter may be named like them.
+namespace.reserve(("run_id", "t", *SUMMARY_COLUMNS, *REFERENCE_COLUMNS), "a column of a sweep's tables")
 #: The files of one run's directory (besides its manifest): what :func:`run_files` returns.
 RUN_FILES = ("grid_curve.csv", "references.json", "config.json", *RESULT_FILES)
 

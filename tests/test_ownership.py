@@ -216,7 +216,7 @@ def test_a_deleted_lock_file_does_not_let_a_second_sweep_in(tmp_path, capsys):
         (out / LOCK_FILE).unlink()
         assert main(["sweep", str(config), "--out", str(out), "--no-progress"]) == 2
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and "another pfxab sweep, pid unknown, is writing there" in err
+        assert err.count("\n") == 1 and f"another program, pid {os.getpid()} (" in err and "holds a lock on it" in err
     assert main(["sweep", str(config), "--out", str(out), "--no-progress"]) == 0
 
 

@@ -161,7 +161,7 @@ def test_registering_a_bad_or_clashing_declaration_is_refused(slack) -> None:
 
     with pytest.raises(ConfigError, match="already registered"):
         registry.register_algorithm(Clash)
-    with pytest.raises(ConfigError, match="parameter 'alpha' is invalid"):
+    with pytest.raises(ConfigError, match=r"parameter 'alpha' of algorithm 'shadow' is invalid \(the name of a common"):
         registry.register_algorithm(Shadow)
     assert registry.register_algorithm(SlackPFXAB) is SlackPFXAB  # the same class again: nothing changes
 

@@ -117,13 +117,13 @@ def test_an_interrupted_sweep_resumes_only_the_missing_runs(finished, capsys):
     before = pd.read_parquet(out / "runs.parquet")
     victim = out / "runs" / before["run_id"].iloc[5]
     (victim / "summary.json").unlink()  # as if the process died before the last rename
-    (victim / ".curve.csv.abc.tmp").write_text("half")  # and left a temp file behind
+    (victim / ".curve.csv.abcdefgh.pfxab-tmp").write_text("half")  # and left a temp file behind (pfxab's name)
     capsys.readouterr()
     assert sweep(config, out) == 0
     printed = capsys.readouterr().out
     assert "1 of 8 runs to do (7 already complete)" in printed and "ran 1 run in" in printed
     assert last_invocation(out)["runs_executed"] == 1
-    assert not list(victim.glob(".*.tmp"))
+    assert not list(victim.glob(".*pfxab-tmp"))
     after = pd.read_parquet(out / "runs.parquet")
     numbers = [c for c in after.columns if c != "wall_seconds"]
     pd.testing.assert_frame_equal(before[numbers], after[numbers])  # same seed, same numbers

@@ -132,15 +132,20 @@ class PFSH(Policy):
                 f"{row['next_active_nodes']} kept, {row['phase_length']} pulls per client, "
                 f"{row['communication_rounds']} exchanges so far")
 
+    @classmethod
+    def check_options(cls, num_clients: int, options: Mapping[str, Any]) -> None:
+        """Candidates x clients at most :data:`MAX_CANDIDATE_PAIRS`."""
+        most, given = most_candidates(num_clients), options["candidates"]
+        if given > most:
+            raise ConfigError(f"{spelled('candidates')}={given!r} is invalid; allowed: an integer in [0, {most:,}] "
+                              f"with {spelled('clients')}={num_clients} (candidates x clients at most "
+                              f"{MAX_CANDIDATE_PAIRS:,})")
+
     def resolve(self, spec: SpecT, dimensions: int | None) -> SpecT:
         """``candidates = 0`` becomes the rule's count for the run's horizon and dimensions (at most the
         clients' share of :data:`MAX_CANDIDATE_PAIRS`); a count given is checked against that share."""
-        most = most_candidates(spec.num_clients)
-        given = spec.options["candidates"]
-        if given > most:
-            raise ConfigError(f"{spelled('candidates')}={given!r} is invalid; allowed: an integer in [0, {most:,}] "
-                              f"with {spec.num_clients} clients (candidates x clients at most "
-                              f"{MAX_CANDIDATE_PAIRS:,})")
+        self.check_options(spec.num_clients, spec.options)
+        most, given = most_candidates(spec.num_clients), spec.options["candidates"]
         if given != 0:
             return spec
         if dimensions is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pfxab_flower import namespace
 from pfxab_flower.algorithms.phased.policy import Policy
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.parameter import Parameter
@@ -19,32 +20,35 @@ COMMON: dict[str, str] = {"num_clients": "clients", "alpha": "alpha", "horizon":
                           "nu1": "nu1", "rho": "rho", "max_depth": "max_depth", "max_evaluations": "max_evaluations",
                           "confidence": "confidence"}
 
+namespace.reserve(COMMON, "a common run parameter")
+
 _ALGORITHMS: dict[str, type[Policy]] = {}
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")
-_OPTION = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 def register_algorithm(policy: type[Policy]) -> type[Policy]:
     """Add ``policy`` under its ``name`` (also a class decorator); a :class:`ConfigError` if the declaration is bad.
 
-    Re-registering the same class is a no-op; another class under a taken name, an option
-    that shadows a common parameter, or one declared by another algorithm with a different
-    default or type, is refused (an option name means one thing on the wire).
+    Re-registering the same class is a no-op; another class under a taken name is refused, and
+    so is an option the one namespace refuses (:func:`pfxab_flower.namespace.checked`: a common
+    parameter's or a problem's name, one another algorithm declares with a different default or
+    type, a ``RunConfig`` attribute, not snake_case, a default that fails its own check): an
+    option name means one thing on the wire and in every table.
     """
     name = getattr(policy, "name", None)
     if not (isinstance(name, str) and _NAME.match(name)):
         raise ConfigError(f"name={name!r} is invalid; allowed: lower-case letters, digits and '-', e.g. 'pf-xab'")
     if _ALGORITHMS.get(name, policy) is not policy:
         raise ConfigError(f"algorithm {name!r} is already registered (by {_ALGORITHMS[name].__qualname__})")
-    for option in policy.parameters:
-        if not (isinstance(option, Parameter) and _OPTION.match(option.name)) or option.name in COMMON:
-            raise ConfigError(f"{name}: parameter {getattr(option, 'name', option)!r} is invalid; allowed: a "
-                              f"parameter.Parameter with a snake_case name other than {', '.join(COMMON)}")
-        other = declared_options().get(option.name)
-        if other is not None and (other.kind, other.default) != (option.kind, option.default):
-            raise ConfigError(f"{name}: parameter {option.name!r} is declared by another algorithm with type "
-                              f"{other.kind.__name__} and default {other.default!r}")
+    if _ALGORITHMS.get(name) is policy:
+        return policy
+    for attribute in ("label", "description"):  # printed by --help, tables and figures: one printable line
+        text = getattr(policy, attribute, None)
+        if not (isinstance(text, str) and text.strip() and text.isprintable()):
+            raise ConfigError(f"{name}: {attribute}={text!r} is invalid; allowed: one printable line of text")
+    own = namespace.checked("algorithm", name, getattr(policy, "parameters", None))  # one namespace for all
     _ALGORITHMS[name] = policy
+    namespace.claim("algorithm", name, own)
     return policy
 
 
@@ -118,4 +122,5 @@ class CarriedAlgorithms:
         for policy in self.policies:
             if _ALGORITHMS.get(policy.name) is not policy:
                 _ALGORITHMS.pop(policy.name, None)
+                namespace.release("algorithm", policy.name)
                 register_algorithm(policy)

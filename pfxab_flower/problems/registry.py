@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pfxab_flower import namespace
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.limits import index_list
 from pfxab_flower.parameter import Parameter, between, refuse
@@ -41,6 +42,13 @@ class ProblemRun(Protocol):
     @property
     def evaluation(self) -> str: ...
     def __getattr__(self, name: str) -> Any: ...
+
+
+def problem_fields() -> tuple[str, ...]:
+    """Every run field a problem is built from: those :class:`ProblemRun` declares, then every registered problem's
+    own parameters. What a Flower node keeps of a run config to build its problem (nothing else is needed there)."""
+    common = tuple(name for name, value in vars(ProblemRun).items() if isinstance(value, property))
+    return (*common, *declared_options())
 
 
 #: ``builder(run, noise)``: a :class:`~pfxab_flower.problems.federation.Federation` of ``run.clients`` clients with
@@ -90,7 +98,10 @@ def register_problem(name: str, builder: Builder | str, *, help: str, dimension:
     ``help`` is the short description ``--problem``'s help shows; ``dimension``, if given, the
     domain's dimension (read by tables that group problems by it); ``parameters`` the problem's
     own (a flag and a run-config key each, read by the builder as ``config.<name>``); ``check``
-    its check of a run's values. A name already taken is refused (:func:`unregister_problem` first).
+    its check of a run's values. A name already taken is refused (:func:`unregister_problem` first),
+    and so is a parameter the one namespace refuses (:func:`pfxab_flower.namespace.checked`: a common
+    parameter's or an algorithm's name, a ``RunConfig`` attribute, not snake_case, a default that
+    fails its own check).
     """
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ConfigError(f"problem name {name!r} is invalid; allowed: lower-case letters, digits, '-' and '_', "
@@ -101,17 +112,18 @@ def register_problem(name: str, builder: Builder | str, *, help: str, dimension:
     if not (callable(builder) or (isinstance(builder, str) and _REFERENCE.fullmatch(builder))):
         raise ConfigError(f"builder={builder!r} of problem {name!r} is invalid; allowed: a callable "
                           "builder(config, noise), or 'module:function' naming one")
-    if not isinstance(help, str) or not help.strip():
-        raise ConfigError(f"help={help!r} of problem {name!r} is invalid; allowed: a one-line description")
+    if not isinstance(help, str) or not help.strip() or not help.strip().isprintable():  # --help prints it
+        raise ConfigError(f"help={help!r} of problem {name!r} is invalid; allowed: a one-line description "
+                          "(printable: no newline or escape sequence)")
     whole = isinstance(dimension, int) and not isinstance(dimension, bool)
     if dimension is not None and not (whole and dimension >= 1):
         raise ConfigError(f"dimension={dimension!r} of problem {name!r} is invalid; allowed: an integer >= 1")
-    for p in parameters:
-        other = declared_options().get(p.name) if isinstance(p, Parameter) else None
-        if not isinstance(p, Parameter) or (other is not None and (other.kind, other.default) != (p.kind, p.default)):
-            raise ConfigError(f"parameter {getattr(p, 'name', p)!r} of problem {name!r} is invalid; allowed: a "
-                              "parameter.Parameter (one another problem declares: with its type and default)")
-    _PROBLEMS[name] = Problem(name, builder, help.strip(), dimension, tuple(parameters), check)
+    if check is not None and not callable(check):
+        raise ConfigError(f"check={check!r} of problem {name!r} is invalid; allowed: a callable check(run) raising "
+                          "ConfigError for values that do not fit the problem, or None")
+    own = namespace.checked("problem", name, parameters)  # one namespace with the common and the algorithms' own
+    _PROBLEMS[name] = Problem(name, builder, help.strip(), dimension, own, check)
+    namespace.claim("problem", name, own)
     return _PROBLEMS[name]
 
 
@@ -119,6 +131,7 @@ def unregister_problem(name: str) -> None:
     """Forget the problem ``name`` (e.g. a test's own, or one to register again with another builder)."""
     problem(name)
     del _PROBLEMS[name]
+    namespace.release("problem", name)
 
 
 def problem(name: str) -> Problem:

@@ -216,6 +216,9 @@ class ServerDriver(RunOutcome, ClientNames):
                 self.machine.reject(report.client, phase, "finish", reason)
         self.machine.finish(valid)
         self._keep_harness(pending)
+        if (why := self._final_quorum_missed(phase, len(valid))) is not None:
+            self.stop(why, exchange)  # no result: too few final points to speak for the federation
+            return
         self.finished, self.ended = True, time.perf_counter()
         LOGGER.info("final exchange: %d of %d clients sent their final point; %d phases, %d exchanges in all",
                     len(self.final_reports), self.num_clients, self.machine.completed,
@@ -227,6 +230,19 @@ class ServerDriver(RunOutcome, ClientNames):
         if LOGGER.isEnabledFor(logging.INFO):  # each site's outcome, one line per row (built only if shown)
             for line in ["each site's final point:", *site_table(self.site_columns()).splitlines()]:
                 LOGGER.info("%s", line)
+
+    def _final_quorum_missed(self, phase: int, usable: int) -> str | None:
+        """Why the final exchange cannot end the run: fewer usable final replies than the quorum (``min-fraction``
+        of the clients, as every exchange), and at least one whatever ``min-fraction`` (a run with no final point
+        scored every client lost and reported regret 0.0, exit 0); ``None`` if enough came."""
+        try:
+            self.machine.require_quorum(phase, "final", usable)
+        except RunStoppedError as exc:
+            return str(exc)
+        if usable == 0:
+            return (f"phase {phase}: no client sent a usable final reply (a run without a final point has no result, "
+                    "whatever min-fraction); run stopped")
+        return None
 
     def check_final(self, report: FinishReport) -> str | None:
         """Why a final report cannot be used, or ``None`` if it can (the machine's check, and no repeats)."""

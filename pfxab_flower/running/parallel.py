@@ -82,7 +82,8 @@ def run_in_processes(
     A worker that dies (killed, out of memory, a crash in C) takes the pool's running jobs
     with it: each of those is run again, alone, once; if its worker dies again its error is a
     :class:`~pfxab_flower.errors.WorkerLostError` naming how (a bare ``BrokenProcessPool`` was).
-    Ctrl-C drops the queued jobs, stops the running ones at once and re-raises.
+    Ctrl-C (or an exception ``on_done`` raises) drops the queued jobs, stops the running ones at once and
+    re-raises.
     Workers are forked, so they inherit what this process has already cached.
     If this process dies (even by SIGKILL), the workers exit within a fraction of a second.
     """
@@ -117,7 +118,7 @@ def _in_pool(fn: Callable[..., Any], jobs: dict[int, tuple[Any, ...]], workers: 
                     lost[futures[future]] = _how_workers_died(pool)
                 else:
                     on_done(futures[future], None if failure else future.result(), failure)
-    except KeyboardInterrupt:
+    except BaseException:  # Ctrl-C, or ``on_done`` gave up (the results' directory is gone): stop every job now
         pool.shutdown(wait=False, cancel_futures=True)
         for worker in multiprocessing.active_children():  # this pool's workers are our only children
             worker.terminate()

@@ -21,7 +21,7 @@ from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.optimum import Optimum
 from pfxab_flower.problems.sampling import SiteCosts
 from pfxab_flower.running.accounting import CommunicationLog, Ledger
-from pfxab_flower.storage.outputs import write_files_atomically
+from pfxab_flower.storage.outputs import PathIdentity, write_files_atomically
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -99,14 +99,16 @@ class RunResult:
         texts["summary.json"] = json.dumps(self.summary, indent=2) + "\n"
         return texts
 
-    def write(self, out_dir: str | os.PathLike[str], replace: bool = False) -> Path:
+    def write(self, out_dir: str | os.PathLike[str], replace: bool = False,
+              checked: PathIdentity | None = None) -> Path:
         """Write every table and ``summary.json`` as the content of ``out_dir``, as one unit (a result of kind ``run``).
 
         An older run's result there is kept whole if writing fails and replaced whole
         otherwise (:func:`pfxab_flower.storage.outputs.write_files_atomically`); another kind's result
-        (a sweep's, a comparison's) only with ``replace``.
+        (a sweep's, a comparison's) only with ``replace``; a directory that is no longer what was
+        ``checked`` before the run (moved, replaced) is refused.
         """
-        return write_files_atomically(out_dir, self.files(), kind="run", replace=replace)
+        return write_files_atomically(out_dir, self.files(), kind="run", replace=replace, checked=checked)
 
 
 def time_grid(horizon: int, points: int = 200) -> np.ndarray:
@@ -219,6 +221,7 @@ def build_result(
         flower_nodes=flower_nodes,
         sites=sites,
         pulls_scored=[c.pulls for c in ledger.clients],
+        pulls_unscored=settings.horizon * M - sum(c.pulls for c in ledger.clients),  # lost clients' unreported pulls
         final_points=[None if m in lost else row for m, row in enumerate(final_points.tolist())],
         dimensions=names,
         mean_reward_personalised=known(float(clients["mean_reward_personalised"].mean())),

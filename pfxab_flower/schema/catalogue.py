@@ -12,6 +12,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
+from pfxab_flower import namespace
 from pfxab_flower.algorithms import registry
 from pfxab_flower.algorithms.bounds import BOUNDS
 from pfxab_flower.arms.domain import DIMENSIONS
@@ -129,6 +130,9 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               scope="other", unset="every registered algorithm"),
     choice("engine", "inprocess", "engine: the in-process loop or a Flower simulation", ENGINES, scope="other"),
 )}
+
+
+namespace.reserve(PARAMETERS, "a common run parameter")
 
 
 def algorithm_names() -> tuple[str, ...]:

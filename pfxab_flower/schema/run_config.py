@@ -12,12 +12,15 @@ from typing import Any
 
 import numpy as np
 
+from pfxab_flower import namespace
+from pfxab_flower.algorithms.registry import policy_class
 from pfxab_flower.errors import ConfigError, spelled, spelled_as
 from pfxab_flower.faults import FaultPlan
 from pfxab_flower.limits import MAX_PULLS, REWARD_LIMIT
 from pfxab_flower.parameter import from_text, refuse
 from pfxab_flower.problems.registry import check_run
 from pfxab_flower.schema.catalogue import PARAMETERS, check, declared, run_config_value, scoped
+from pfxab_flower.schema.own_options import away_from_default, refuse_foreign
 
 
 def check_reward_range(confidence: str, reward_range: Any, label: str = "reward_range") -> tuple[float, float]:
@@ -91,6 +94,7 @@ class RunConfig:
                        f"(clients x horizon at most {MAX_PULLS:,}, which takes minutes; see docs/scaling.md)")
             refuse("horizon", self.horizon, allowed)
         check_run(self)
+        policy_class(self.algorithm).check_options(self.clients, options)  # e.g. pf-sh's candidates x clients
         check_evaluation_budget(self.evaluation, self.max_evaluations, self.horizon)
 
     def __getattr__(self, name: str) -> Any:
@@ -142,6 +146,11 @@ class RunConfig:
 
     def replace(self, **changes: Any) -> RunConfig:
         return RunConfig(**{**self.to_dict(), **changes})
+
+
+#: An own parameter is an attribute of a RunConfig too (``config.spread``): none may be named like its methods.
+namespace.reserve([*(name for name in dir(RunConfig) if not name.startswith("_")), *RunConfig.__dataclass_fields__],
+                  "an attribute of RunConfig")
 
 
 @dataclass(frozen=True)
@@ -199,7 +208,8 @@ def _parse_run_config(values: Mapping[str, Any]) -> tuple[RunConfig, AppOptions]
     run = {k: v for k, v in values.items() if k not in APP_DEFAULTS}
     options = AppOptions.from_mapping({k: v for k, v in values.items() if k in APP_DEFAULTS})
     config = RunConfig.from_mapping(run)
-    options.check_clients(config.clients)
+    options.check_clients(config.clients)  # a run config is one run: another algorithm's or problem's option set
+    refuse_foreign(config.algorithm, config.problem, config.options, away_from_default(config.options))  # is refused
     return config, options
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from pfxab_flower import namespace
 from pfxab_flower.algorithms.bounds import bound_named
 from pfxab_flower.algorithms.registry import COMMON, declared_options, options_of, policy_class
 from pfxab_flower.errors import ConfigError
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
     from pfxab_flower.schema.run_config import RunConfig
 
 PREFIX = "param-"
+#: Keys a message carries besides the common keywords and the algorithm's own (an option may not take them).
+namespace.reserve(("report_pulls", "reward_low", "reward_high", "reward_range", "options"),
+                  "a key of every message (AlgorithmSpec)")
 #: The common keywords every message carries (``max_depth`` 0 for none); the later ones only when set (:func:`_later`).
 ON_EVERY_WIRE = ("num_clients", "horizon", "alpha", "seed", "nu1", "rho", "max_depth")
 #: The widest reward range (the default): a server accepts local means anywhere in it.

@@ -53,6 +53,10 @@ class Manifest:
         """This manifest with ``names`` owned too (and its kind ``kind``, if it had none)."""
         return Manifest(self.owned | frozenset(names), dict(self.checksums), self.kind or kind)
 
+    def recording(self, checksums: Mapping[str, tuple[int, str]]) -> Manifest:
+        """This manifest with the size and sha256 of the files ``checksums`` names (owned, from now on) recorded."""
+        return Manifest(self.owned | frozenset(checksums), {**self.checksums, **checksums}, self.kind)
+
 
 def checksum(data: bytes) -> tuple[int, str]:
     """``(size, sha256 hex)`` of ``data``."""
@@ -161,6 +165,38 @@ def verify(directory: Path, expected: Collection[str]) -> str | None:
 
 #: How much of a file is read at a time while its checksum is computed.
 _CHUNK = 1 << 20
+
+
+def verify_recorded(directory: Path, names: Collection[str]) -> str | None:
+    """Why a file of ``names`` in ``directory`` is not as pfxab wrote it; ``None`` if each is.
+
+    For files written into a directory one by one (a sweep's tables): each must be recorded in
+    the manifest (written after it) and match its size and sha256 there.
+    """
+    try:
+        manifest = read_manifest(directory)
+    except ManifestError as exc:
+        return str(exc).replace(str(directory / MANIFEST_NAME), MANIFEST_NAME)
+    for name in names:
+        if manifest is None or name not in manifest.checksums:
+            return f"{name} has no checksum in {MANIFEST_NAME} (written by an earlier pfxab, or not finished)"
+        why = _differs(directory / name, *manifest.checksums[name])
+        if why is not None:
+            return f"{name} {why}"
+    return None
+
+
+def file_checksum(path: Path) -> tuple[int, str]:
+    """``(size, sha256 hex)`` of the regular file ``path``, read a chunk at a time (never through a link)."""
+    hasher, size = hashlib.sha256(), 0
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        while chunk := os.read(fd, _CHUNK):
+            hasher.update(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    return size, hasher.hexdigest()
 
 
 def _differs(path: Path, size: int, digest: str) -> str | None:

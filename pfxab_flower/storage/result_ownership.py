@@ -14,7 +14,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from pfxab_flower.errors import ConfigError, spelled
-from pfxab_flower.storage.atomic_files import fsync_dir, write_file_atomically
+from pfxab_flower.storage.atomic_files import fsync_dir, leftover_owner, write_file_atomically
 from pfxab_flower.storage.manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -33,6 +33,8 @@ KINDS = {
 }
 #: The file in a directory a writer holds (a sweep's) naming its pid; the lock itself is ``flock`` on the directory.
 LOCK_FILE = ".pfxab-sweep.lock"
+#: How a line names a live sweep holding a directory (anything else holding it is named as another program).
+SWEEP_HOLDER = "another pfxab sweep"
 
 
 
@@ -77,7 +79,7 @@ def describe(manifest: Manifest) -> str:
 
 
 def lock_holder(directory: Path) -> str | None:
-    """The pid of the live writer holding ``directory``'s lock (``"unknown"`` if it wrote none), or ``None``.
+    """Who holds ``directory``'s lock, as a line names it (:func:`holder_named`); ``None`` if nobody does.
 
     The lock is ``flock`` on the directory itself (a sweep holds it while it runs); looking takes
     it shared for an instant, which only a holder's exclusive lock refuses.
@@ -89,12 +91,67 @@ def lock_holder(directory: Path) -> str | None:
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
-        return written_pid(directory)
+        return holder_named(directory, os.fstat(fd))
     except OSError:
         return None
     finally:
         os.close(fd)  # also releases the shared lock
     return None
+
+
+def holder_named(directory: Path, info: os.stat_result) -> str:
+    """The holder of the ``flock`` on the directory of ``info``, named honestly for a line.
+
+    The kernel says which process took the lock (``/proc/locks``); it is "another pfxab sweep"
+    when that is the pid the sweep wrote in :data:`LOCK_FILE`, or a process running pfxab: a stale
+    or forged pid file (or none) beside another program's lock names that program by its pid and name.
+    """
+    written = written_pid(directory)
+    holders = flock_holders(info)
+    if not holders:  # no /proc/locks (not Linux): the pid file is all there is
+        return f"{SWEEP_HOLDER}, pid {written}" if written != "unknown" else "another program (pid unknown)"
+    if written in {str(pid) for pid in holders}:
+        return f"{SWEEP_HOLDER}, pid {written}"
+    pid = holders[0]
+    if is_pfxab(pid):  # a sweep that has not written its pid file yet (or a stale one lies beside it)
+        return f"{SWEEP_HOLDER}, pid {pid}"
+    return f"another program, pid {pid} ({command_of(pid)})"
+
+
+def is_pfxab(pid: int) -> bool:
+    """Whether process ``pid`` runs pfxab: the ``pfxab`` program, or Python running its command-line module."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            words = cmdline.read(1 << 16).split(b"\0")
+    except OSError:
+        return False
+    return any(os.path.basename(word) == b"pfxab" for word in words[:2]) or b"pfxab_flower.simulations.cli" in words
+
+
+def holding(holder: str) -> str:
+    """What the lock's ``holder`` (:func:`holder_named`) is doing: a sweep writes, another program holds a lock."""
+    return f"{holder}, is writing there" if holder.startswith(SWEEP_HOLDER) else f"{holder}, holds a lock on it"
+
+
+def flock_holders(info: os.stat_result) -> list[int]:
+    """The pids holding an ``flock`` on the file of ``info``, as ``/proc/locks`` lists them (``[]`` if unknown)."""
+    device = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as locks:
+            rows = [line.split() for line in locks]
+    except OSError:
+        return []
+    return [int(row[4]) for row in rows if len(row) > 5 and row[1] == "FLOCK" and row[5] == device
+            and row[4].isdecimal()]
+
+
+def command_of(pid: int) -> str:
+    """The name of process ``pid`` (``/proc/PID/comm``), made printable; ``"unknown"`` if it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as comm:
+            return repr(comm.read(64).strip())
+    except OSError:
+        return "unknown"
 
 
 def written_pid(directory: Path) -> str:
@@ -121,16 +178,19 @@ def live_writer(path: Path) -> str | None:
             kind = kind_of(read_manifest(directory)) if directory.is_dir() else None
         except (ManifestError, OSError):
             kind = None
-        if kind == "sweep" and (pid := lock_holder(directory)) is not None:
-            return (f"another pfxab sweep, pid {pid}, is writing there" if directory == path else
-                    f"it lies in {directory}, where another pfxab sweep, pid {pid}, is writing")
+        if kind == "sweep" and (holder := lock_holder(directory)) is not None:
+            return holding(holder) if directory == path else f"it lies in {directory}: {holding(holder)}"
     return None
 
 
 def not_ours(directory: Path, names: Collection[str] | None = None) -> str | None:
-    """Why pfxab may not write ``names`` (every entry if None) in ``directory``: the first one it does not own."""
+    """Why pfxab may not write ``names`` in ``directory``: the first one it does not own.
+
+    ``names`` ``None``: every entry, at every depth (:func:`foreign_tree`): what replacing the
+    whole directory would remove (a user's file inside a sweep's ``runs/`` too).
+    """
     try:
-        foreign = foreign_entries(directory, names)
+        foreign = foreign_entries(directory, names) if names is not None else foreign_tree(directory)
     except OSError as exc:
         return f"cannot list it: {exc.strerror}"
     if not foreign:
@@ -141,6 +201,41 @@ def not_ours(directory: Path, names: Collection[str] | None = None) -> str | Non
             else "is not one pfxab wrote (its manifest does not list it)")
     return (f"{first!r} there {what}; pfxab never replaces or removes it"
             + (f" ({len(foreign)} such entries)" if len(foreign) > 1 else ""))
+
+
+def foreign_tree(directory: Path) -> list[str]:
+    """Every entry below ``directory`` pfxab does not own, as paths relative to it (sorted per level).
+
+    An entry is pfxab's when the manifest of its directory lists it; a directory pfxab owns
+    without a manifest of its own (a sweep's ``runs/``) holds only directories that carry one
+    (each checked the same way) and the temporaries a killed writer left.
+    """
+    foreign = foreign_entries(directory)
+    if foreign == [MANIFEST_NAME]:
+        return foreign
+    manifest = read_manifest(directory) or Manifest()
+    for name in sorted(manifest.owned - set(foreign)):
+        inner = directory / name
+        if entry_kind(inner) != "dir":
+            continue
+        try:
+            listed = read_manifest(inner) is not None
+        except ManifestError:
+            listed = False
+        if listed:
+            foreign += [f"{name}/{entry}" for entry in foreign_tree(inner)]
+            continue
+        for entry in sorted(os.listdir(inner)):
+            unit = inner / entry
+            if leftover_owner(entry) is not None and entry_kind(unit) in ("file", "dir"):
+                continue  # a killed writer's temporary: the next write beside it removes it
+            try:
+                unit_listed = entry_kind(unit) == "dir" and read_manifest(unit) is not None
+            except ManifestError:
+                unit_listed = False
+            foreign += [f"{name}/{entry}/{deeper}" for deeper in foreign_tree(unit)] if unit_listed \
+                else [f"{name}/{entry}"]
+    return foreign
 
 
 def replaced_kind(path: Path, kind: str) -> str | None:

@@ -33,10 +33,11 @@ from pfxab_flower.running.engine import describe_problem, run_checked, run_spec
 from pfxab_flower.running.parallel import local_runner, shared_federation
 from pfxab_flower.running.results import time_grid
 from pfxab_flower.schema.catalogue import PARAMETERS, algorithm_names, check, parse, parse_workers
+from pfxab_flower.schema.own_options import away_from_default, refuse_unread
 from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.schema.spec import AlgorithmSpec
 from pfxab_flower.storage.manifest import read_bounded
-from pfxab_flower.storage.outputs import write_files_atomically
+from pfxab_flower.storage.outputs import PathIdentity, write_files_atomically
 
 #: The columns of one run's row, in order.
 RUN_COLUMNS = (
@@ -89,11 +90,13 @@ class Comparison:
     algorithms: tuple[str, ...]
     seeds: tuple[int, ...]
 
-    def write(self, out_dir: str | os.PathLike[str], replace: bool = False) -> Path:
+    def write(self, out_dir: str | os.PathLike[str], replace: bool = False,
+              checked: PathIdentity | None = None) -> Path:
         """Write the manifest, runs, summary and curves (CSV and Parquet) as the content of ``out_dir``, as one unit.
 
         An older comparison there is kept whole if writing fails and replaced whole otherwise;
-        another kind's result (a run's, a sweep's) only with ``replace``.
+        another kind's result (a run's, a sweep's) only with ``replace``; a directory that is no
+        longer what was ``checked`` before the runs (moved, replaced) is refused.
         """
         manifest = {"kind": "comparison", "algorithms": list(self.algorithms), "seeds": list(self.seeds),
                     "setting": self.setting}
@@ -101,7 +104,7 @@ class Comparison:
         for name, frame in (("runs", self.runs), ("summary", self.summary), ("curves", self.curves)):
             files[f"{name}.csv"] = frame.to_csv(index=False)
             files[f"{name}.parquet"] = frame.to_parquet(None, index=False)
-        return write_files_atomically(out_dir, files, kind="comparison", replace=replace)
+        return write_files_atomically(out_dir, files, kind="comparison", replace=replace, checked=checked)
 
     def header(self) -> str:
         """One line: what was compared, on which seeds."""
@@ -209,7 +212,8 @@ def _plan_config(base: RunConfig, algorithms: tuple[str, ...], seeds: tuple[int,
                  parameters: dict[str, Any]) -> tuple[RunConfig, list[RunConfig], dict[str, Any]]:
     """The runs of a RunConfig comparison: every config is built (so checked) before any runs."""
     _refuse_unknown(parameters, [name for name in RunConfig.names() if name not in _PER_RUN])
-    base = base.replace(**parameters)
+    base = base.replace(**parameters)  # an own parameter that none of the algorithms (nor the problem) reads: refused
+    refuse_unread([(a, base.problem) for a in algorithms], base.options, away_from_default(base.options))
     configs = [base.replace(algorithm=a, seed=s) for a in algorithms for s in seeds]
     setting = {k: v for k, v in base.to_dict().items() if k not in _PER_RUN}
     return base, configs, setting

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pfxab_flower.printable import shown
 from pfxab_flower.schema.catalogue import algorithm_names, parse_algorithms, parse_seeds, parse_workers
 from pfxab_flower.simulations.cluster import executor_address, fits_on, ray_runner
 from pfxab_flower.simulations.commands.options import (
@@ -16,7 +17,7 @@ from pfxab_flower.simulations.commands.options import (
     add_run_options,
     config_from_args,
 )
-from pfxab_flower.storage.outputs import check_output_dir, replaced_kind, save_or_keep
+from pfxab_flower.storage.outputs import PathIdentity, check_output_dir, replaced_kind, save_or_keep
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,21 +44,23 @@ def handle(args: argparse.Namespace) -> int:
     workers = parse_workers(args.workers)
     base = config_from_args(args, algorithm=algorithms[0], seed=seeds[0])
     ray_address = executor_address(args.executor, args.ray_address)  # reachable, before any work
-    out = replaced = None
-    if args.out is not None:  # before the runs, not after them; written where it was checked
+    out = replaced = checked = None
+    if args.out is not None:  # before the runs, not after them; written where it was checked, if it is still that
         out = check_output_dir(args.out, result_files=COMPARE_FILES, kind="comparison", replace=args.replace)
+        checked = PathIdentity.of(out)
         replaced = replaced_kind(out, "comparison") if args.replace else None
 
     runner = ray_runner(ray_address) if ray_address is not None else None
     with fits_on(ray_address):  # landmine's optimum grid
         comparison = compare(base, algorithms, seeds, workers=workers, progress=not args.no_progress,
                              runner=runner)
-    written, unsaved = save_or_keep(lambda path: comparison.write(path, replace=args.replace), out, COMPARE_FILES)
+    written, unsaved = save_or_keep(lambda path: comparison.write(path, replace=args.replace, checked=checked), out,
+                                    COMPARE_FILES)
     print(comparison.table())
-    if written is not None:
-        print(f"pfxab compare: wrote {', '.join(COMPARE_FILES)} to {written}", file=sys.stderr)  # stdout: the table
+    if written is not None:  # stdout: the table
+        print(f"pfxab compare: wrote {', '.join(COMPARE_FILES)} to {shown(written)}", file=sys.stderr)
         if replaced is not None:
-            print(f"pfxab compare: replaced {replaced} that was in {written} (--replace)", file=sys.stderr)
+            print(f"pfxab compare: replaced {replaced} that was in {shown(written)} (--replace)", file=sys.stderr)
     if unsaved is not None:
         raise unsaved  # after the table is printed: one line, exit 2
     return 0

@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from pfxab_flower.errors import ConfigError, spelled
+from pfxab_flower.printable import shown
 from pfxab_flower.simulations.commands.options import add_parameter_flag
 
 #: Deeper than this is more than a million fits per field: certainly a typo.
@@ -50,6 +51,6 @@ def handle(args: argparse.Namespace) -> int:
     output = check_output_file(args.output, (".npz",), name="output", ours=is_reward_table)
     table = generate_table(depth, args.landmine_data, workers=workers)
     table.write(output)
-    print(f"landmine-table: wrote {args.output} (depth {depth}, {table.values.size} values, "
+    print(f"landmine-table: wrote {shown(args.output)} (depth {depth}, {table.values.size} values, "
           f"{table.generation_seconds:.0f} s)", file=sys.stderr)
     return 0

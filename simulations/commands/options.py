@@ -10,6 +10,7 @@ import argparse
 
 from pfxab_flower.parameter import Parameter
 from pfxab_flower.schema.catalogue import declared, run_config_value
+from pfxab_flower.schema.own_options import refuse_foreign
 from pfxab_flower.schema.run_config import RunConfig
 
 
@@ -55,7 +56,15 @@ def add_replace_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace, **overrides: object) -> RunConfig:
-    """The validated :class:`RunConfig` of the flags the user gave."""
+    """The validated :class:`RunConfig` of the flags the user gave.
+
+    A command of one run (its ``--algorithm`` flag) refuses another algorithm's or problem's own flag
+    (``pfxab run --algorithm pf-xab --candidates 10``, ``--problem garland --fields 1,2``) as Python
+    refuses the keyword; a command of several runs, one that none of its runs reads.
+    """
     given = {name: getattr(args, name) for name in RunConfig.names() if getattr(args, name, None) is not None}
     given.update(overrides)
-    return RunConfig.from_mapping(given)
+    config = RunConfig.from_mapping(given)
+    if hasattr(args, "algorithm"):
+        refuse_foreign(config.algorithm, config.problem, config.options, given)
+    return config

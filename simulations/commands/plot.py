@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.printable import shown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,5 +32,5 @@ def handle(args: argparse.Namespace) -> int:
 
     out = args.out if args.out is not None else str(default_figure(args.dir))
     out = check_output_file(out, FORMATS, ours=is_our_figure)  # before reading the results or drawing
-    print(f"wrote {plot_result(args.dir, out, log_x=args.log_x)}")
+    print(f"wrote {shown(plot_result(args.dir, out, log_x=args.log_x))}")
     return 0

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from pfxab_flower.printable import shown
 from pfxab_flower.schema.catalogue import parse
 from pfxab_flower.simulations.commands.options import (
     add_parameter_flag,
@@ -13,7 +14,7 @@ from pfxab_flower.simulations.commands.options import (
     add_run_options,
     config_from_args,
 )
-from pfxab_flower.storage.outputs import check_output_dir, replaced_kind, save_or_keep
+from pfxab_flower.storage.outputs import PathIdentity, check_output_dir, replaced_kind, save_or_keep
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,9 +34,10 @@ def handle(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     args.engine = parse("engine", args.engine)
-    out = replaced = None
-    if args.out is not None:  # before the run, not after it; written where it was checked
+    out = replaced = checked = None
+    if args.out is not None:  # before the run, not after it; written where it was checked, if it is still that
         out = check_output_dir(args.out, result_files=RESULT_FILES, kind="run", replace=args.replace)
+        checked = PathIdentity.of(out)
         replaced = replaced_kind(out, "run") if args.replace else None
     if args.api is not None:
         parse("api", args.api)  # one-line error before anything runs
@@ -59,20 +61,21 @@ def handle(args: argparse.Namespace) -> int:
         with fits_on(args.ray_address), tqdm(total=config.horizon, desc="pfxab run", unit="pull", unit_scale=True,
                                              file=sys.stderr, disable=None, delay=1.0, leave=False) as bar:
             result = run_config(config, progress=lambda done: bar.update(done - bar.n))
-    written, unsaved = save_or_keep(lambda path: result.write(path, replace=args.replace), out, RESULT_FILES)
+    written, unsaved = save_or_keep(lambda path: result.write(path, replace=args.replace, checked=checked), out,
+                                    RESULT_FILES)
     if written is not None and replaced is not None:
-        print(f"pfxab run: replaced {replaced} that was in {written} (--replace)", file=sys.stderr)
+        print(f"pfxab run: replaced {replaced} that was in {shown(written)} (--replace)", file=sys.stderr)
     if args.json:
         print(result.to_json())
         if written is not None:
-            print(f"pfxab run: wrote {written}", file=sys.stderr)  # stdout stays one JSON object
+            print(f"pfxab run: wrote {shown(written)}", file=sys.stderr)  # stdout stays one JSON object
     else:
         from pfxab_flower.running.site_table import site_table
 
         print(format_report(result.summary))
         print(site_table(result.client_columns))
         if written is not None:
-            print(f"  wrote {', '.join(RESULT_FILES)} to {written}")
+            print(f"  wrote {', '.join(RESULT_FILES)} to {shown(written)}")
     if unsaved is not None:
         raise unsaved  # after the result is printed: one line, exit 2
     return 0
@@ -90,6 +93,12 @@ def format_report(summary: dict[str, Any]) -> str:
         f"global {summary['mean_reward_global']:.4f}, local {summary['mean_reward_local']:.4f}",
         f"  wall time {summary['wall_seconds']:.3f} s",
     ]
+    if summary.get("lost_clients"):  # honest about what the regret covers: a lost client's reported pulls only
+        lost = len(summary["lost_clients"])
+        total = summary["clients"] * summary["horizon"]
+        lines.insert(2, f"  {lost} client{'' if lost == 1 else 's'} lost: the regret covers "
+                        f"{total - summary['pulls_unscored']:,} of the {total:,} pulls (a lost client's are scored up "
+                        "to its last reply)")
     return "\n".join(lines)
 
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from pfxab_flower.errors import RunStoppedError
+from pfxab_flower.printable import shown
 from pfxab_flower.simulations.commands.options import add_parameter_flag, add_run_options, config_from_args
 
 
@@ -102,6 +103,6 @@ def handle(args: argparse.Namespace) -> int:
         print(json.dumps(json.loads(outcome.summary_path.read_text(encoding="utf-8"))))
     else:
         print_site_table(outcome.summary_path.parent / "clients.csv")
-        print(f"pfxab simulate: results in {outcome.summary_path.parent} ({outcome.wall_seconds:.1f} s); "
+        print(f"pfxab simulate: results in {shown(outcome.summary_path.parent)} ({outcome.wall_seconds:.1f} s); "
               f"SuperLink and Ray stopped")
     return 0

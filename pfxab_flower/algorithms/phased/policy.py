@@ -87,6 +87,12 @@ class Policy:
         held = np.any((own_depth > depth) & (np.right_shift(own, np.maximum(own_depth - depth, 0)) == node))
         return bool(held) and depth >= reported_phase
 
+    @classmethod
+    def check_options(cls, num_clients: int, options: Mapping[str, Any]) -> None:
+        """A one-line ``ConfigError`` for own options that do not fit a run of ``num_clients`` clients (each
+        option alone is checked by its declaration). Called where a run's values enter (``RunConfig``), so a
+        sweep's grid is refused before any work. Default: nothing to check together."""
+
     def resolve(self, spec: SpecT, dimensions: int | None) -> SpecT:
         """``spec`` with the options this algorithm derives from the run once, where the run is specified
         (``dimensions``: the search space's, ``None`` if unknown there). Default: nothing to derive."""
