@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -126,6 +127,10 @@ def test_stop_processes_stops_exactly_the_marked_ones(tmp_path) -> None:
     marked = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env={**os.environ, "M": marker})
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
+        # Popen returns before the child's environment reads back (at close-on-exec, before the kernel sets it up)
+        deadline = time.monotonic() + patient(30)
+        while processes_with_marker(marker) != [marked.pid] and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert processes_with_marker(marker) == [marked.pid]
         assert stop_processes(marker, grace=5.0) == []
         assert marked.wait(timeout=patient(5)) != 0

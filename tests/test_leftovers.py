@@ -39,6 +39,20 @@ def wait_for(condition: Callable[[], object], seconds: float, what: str) -> obje
     pytest.fail(f"not within {seconds} s: {what}")
 
 
+def marked_including(marker: str, pids: list[int], seconds: float = 30) -> list[int]:
+    """The processes carrying ``marker`` once ``pids`` are among them (the test fails if not within ``seconds``).
+
+    ``Popen`` returns when the child's exec has closed its close-on-exec files, before the kernel has set up
+    the new program's arguments and environment: until then ``/proc/<pid>/environ`` and ``cmdline`` read
+    empty, so a scan right after a start can miss the process just started (it did at load 14).
+    """
+    def found() -> list[int] | None:
+        marked = processes_with_marker(marker)
+        return marked if set(pids) <= set(marked) else None
+
+    return wait_for(found, seconds, f"{pids} carrying {marker}")  # type: ignore[return-value]
+
+
 def children(pid: int) -> list[int]:
     """The children of ``pid`` (started by any of its threads)."""
     try:
@@ -116,7 +130,7 @@ def test_killed_parent_leaves_no_marked_process_nor_directory(sig: signal.Signal
     try:
         assert parent.stdout is not None
         home, link, watcher = parent.stdout.readline().split()
-        assert Path(home).is_dir() and processes_with_marker(home) == [int(link)] and alive(int(watcher))
+        assert Path(home).is_dir() and marked_including(home, [int(link)]) == [int(link)] and alive(int(watcher))
         parent.send_signal(sig)
         assert parent.wait(timeout=patient(20)) == status
         wait_for(lambda: not alive(int(link)) and not Path(home).exists(), 20, "marked process and directory gone")
@@ -151,8 +165,7 @@ def test_a_deployments_superlink_and_supernodes_end_when_their_holder_is_sigkill
         home, *pids = holder.stdout.readline().split()
         started = [int(pid) for pid in pids]
         assert len(started) == 2 and all(alive(pid) for pid in started), (home, pids)
-        marked = processes_with_marker(f"FLWR_HOME={home}")
-        assert set(started) <= set(marked)
+        marked = marked_including(f"FLWR_HOME={home}", started)  # the SuperNode was started last, just now
         holder.kill()
         assert holder.wait(timeout=patient(10)) == -signal.SIGKILL
         wait_for(lambda: not any(alive(pid) for pid in marked) and not processes_with_marker(f"FLWR_HOME={home}"),
