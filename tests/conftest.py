@@ -77,6 +77,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = next((XDIST_GROUPS[m] for m in XDIST_GROUPS if item.get_closest_marker(m)), None)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+        if getattr(config.option, "loadgroup", False):  # in a pytest-xdist worker, --dist loadgroup
+            _name_its_group(item)
     reason = config.stash.get(_NO_LOOPBACK_NAMESPACE, None)
     if reason is None:
         return
@@ -85,6 +87,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("ray") or item.get_closest_marker("loopback"):
             item.add_marker(skip)
+
+
+def _name_its_group(item: pytest.Item) -> None:
+    """Give ``item``'s node id the ``@group`` suffix by which pytest-xdist's ``loadgroup`` sends a group to one worker.
+
+    pytest-xdist (3.8) writes the suffix into ``item._nodeid``; pytest 9 keeps a node's id as a structured
+    ``item._id`` and ignores that field, so every group was silently spread over both workers (Ray tests
+    side by side, deployments too; pytest-xdist issue 1386). Written here where the id lives, the same
+    suffix pytest-xdist would write (the sorted names of the item's ``xdist_group`` marks, joined by ``_``).
+    """
+    names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                    for mark in item.iter_markers("xdist_group")})
+    if not names or "@" in item.nodeid.rpartition("]")[2] or not hasattr(item, "_id"):
+        return  # no group, already named (an older pytest), or a pytest whose ids pytest-xdist can still name
+    from _pytest.nodeid import NodeId
+
+    item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
