@@ -8,6 +8,8 @@ none can be made (or ``PFXAB_NETNS=off``), the tests that start Ray or Flower's 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import re
@@ -148,17 +150,32 @@ def _restore_pfxab_logger():
     logger.setLevel(level)
 
 
-def cli_error_line(*args: str, program: Sequence[str] = PFXAB, not_ours: re.Pattern[str] | None = None) -> str:
-    """Run ``pfxab ARGS`` in a fresh process; check it fails the documented way and return its one line.
+def cli_error_line(*args: str, program: Sequence[str] | None = None, not_ours: re.Pattern[str] | None = None) -> str:
+    """Run ``pfxab ARGS``; check it fails the documented way and return its one line.
 
     The documented way: exit status 2, nothing on stdout, exactly one line on stderr, no traceback.
-    ``program`` is the command that starts ``pfxab`` (e.g. one accepting the generated landmine file);
-    stderr lines matching ``not_ours`` (a library's own, named by the test) are not counted.
+    By default ``main(ARGS)`` runs in this process (milliseconds, where a fresh process takes about
+    a second); ``program`` runs it in a fresh process instead, started by that command: ``PFXAB``
+    (the real command, for the one test per exit path that shows what a shell sees), or one
+    accepting the generated landmine file. Stderr lines matching ``not_ours`` (a library's own,
+    named by the test) are not counted.
     """
-    proc = subprocess.run([*program, *args], capture_output=True, text=True, timeout=patient(60))
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stdout == ""
-    lines = [line for line in proc.stderr.strip().splitlines() if not (not_ours and not_ours.match(line))]
-    assert len(lines) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
+    if program is None:
+        from pfxab_flower.simulations.cli import main
+
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = main(list(args))
+            except SystemExit as exc:  # the parser's own errors end this way, as in the command
+                status = exc.code
+        returncode, stdout, stderr = status, out.getvalue(), err.getvalue()
+    else:
+        proc = subprocess.run([*program, *args], capture_output=True, text=True, timeout=patient(60))
+        returncode, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    assert returncode == 2, stderr
+    assert stdout == ""
+    lines = [line for line in stderr.strip().splitlines() if not (not_ours and not_ours.match(line))]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
     return lines[0]

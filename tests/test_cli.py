@@ -5,7 +5,7 @@ import json
 import pytest
 
 from pfxab_flower.simulations.cli import main
-from tests.conftest import cli_error_line
+from tests.conftest import PFXAB, cli_error_line
 
 REQUIRED_KEYS = {
     "algorithm", "problem", "alpha", "clients", "horizon", "seed", "regret", "regret_per_client", "phases",
@@ -90,6 +90,16 @@ def test_unknown_flag_is_one_line_exit_2(capsys):
 def test_abbreviated_flags_are_refused_with_one_line(args, abbreviated):
     line = cli_error_line(*args)
     assert line == f"pfxab: error: unrecognized arguments: {' '.join(args[args.index(abbreviated):])}"
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (("run", "--alph", "0.3"), "pfxab: error: unrecognized arguments: --alph 0.3"),  # the parser's exit
+    (("run", "--noise-sigma", "-1"), "pfxab run: error: --noise-sigma=-1.0 is invalid; allowed: a number >= 0"),
+])
+def test_a_bad_flag_is_one_line_and_exit_2_from_the_command_itself(args, expected):
+    """What a shell sees, in a process of its own: one test per exit path (the parser's, a checked value's); the
+    other error lines come from ``main()`` in this process, the same code."""
+    assert cli_error_line(*args, program=PFXAB) == expected
 
 
 def test_an_empty_out_is_refused_not_ignored(tmp_path):

@@ -27,7 +27,7 @@ from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.cluster import fits_on
 from pfxab_flower.simulations.flwr_run import free_port
 from pfxab_flower.storage.cache import EvaluationStore
-from tests.conftest import cli_error_line
+from tests.conftest import PFXAB, cli_error_line
 from tests.landmine_files import LandmineFile, accepting
 from tests.test_sweep import TINY, write_config
 
@@ -189,8 +189,9 @@ def test_simulate_through_flwr_run_on_the_cluster_equals_the_inprocess_run(clust
 @pytest.mark.ray
 @pytest.mark.timeout(120)
 def test_a_client_larger_than_every_node_of_the_cluster_is_refused_before_the_run(cluster, tmp_path) -> None:
-    line = cli_error_line("simulate", "--clients", "2", "--horizon", "1000", "--num-cpus", "2",
-                          "--ray-address", cluster, "--out", str(tmp_path / "o"), not_ours=RAY_NO_ROUTE_WARNING)
+    line = cli_error_line("simulate", "--clients", "2", "--horizon", "1000", "--num-cpus", "2",  # in a process of
+                          "--ray-address", cluster, "--out", str(tmp_path / "o"),  # its own: it asks the cluster
+                          program=PFXAB, not_ours=RAY_NO_ROUTE_WARNING)
     assert line == (f"pfxab simulate: error: --num-cpus=2.0 is invalid; allowed: a number in (0, 1] (the largest node "
                     f"of the Ray cluster at {cluster} has 1 CPU)")
     assert not (tmp_path / "o").exists()
