@@ -1,10 +1,9 @@
 """``python -m benchmarks.cli_startup``: how fast the ``pfxab`` command answers, whole process, median of 7.
 
-Each case is the installed ``pfxab`` script in a fresh process, beside a bare interpreter and one
-that imports numpy, then the slowest imports of each case. Each timed run of a case follows a run
-of the numpy reference (paired), and ``x numpy`` is the median of those pairs' ratios, so a
-figure from a busy machine still reads as a ratio. Targets are printed, never asserted
-(docs/performance.md).
+Each case is the installed ``pfxab`` script in a fresh process, each timed run right after one of
+``python -c 'import numpy'`` (paired: ``x numpy`` is the median of the pairs' ratios, which a busy
+machine leaves readable); then the slowest imports of each case. Targets are printed, never
+asserted (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,26 @@
-"""Shared fixtures: small federations, landmine-format data, a quiet environment, and loopback only.
+"""Shared fixtures: small federations, landmine-format data, a quiet environment, loopback only, one Ray.
 
 The suite runs inside a network namespace that has only loopback (``tests/loopback_namespace.py``):
 ``pytest`` re-executes itself inside one at start-up when it is not already in one. Where
 none can be made (or ``PFXAB_NETNS=off``), the tests that start Ray or Flower's servers
 (markers ``ray`` and ``loopback``) are skipped with the reason, and the rest runs.
+
+Two tiers. ``pytest`` (the README's command) runs the default tier: every property at least
+once, on the cheapest transport that shows it (every algorithm through the Ray-free loopback
+harness, ``tests/flower_loopback.py`` and ``tests/message_loopback.py``; one federated and one
+solo algorithm on Ray and through ``flwr run``; one deployment smoke test; a minute or so of
+Ray and deployments in all). Tests marked ``exhaustive`` are the slow tier, left out by
+pyproject's ``addopts`` (``-m 'not exhaustive'``): every algorithm on every transport, every
+deployment, the runs at full size. ``pytest -m exhaustive`` runs the slow tier alone (a later
+``-m`` replaces the earlier one), ``pytest -m ""`` both; ``.ci/run`` runs the default tier and
+then the slow tier, so nothing proved stops being proved. A test that starts Ray, ``flwr run``
+or a deployment, or takes more than a few seconds, and whose property the default tier already
+proves on a cheaper transport, is ``exhaustive``; the docstring of each says where the default
+tier proves it. To run one by name: ``pytest -m "" FILE::NAME``.
+
+In-process Flower simulations share one Ray per worker (:func:`shared_ray`), started by the first
+test that asks for it and stopped before a Ray test that does not (a test about Ray's own start
+and end, or one that joins another cluster) and at the end of the session.
 """
 
 from __future__ import annotations
@@ -16,6 +33,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,6 +45,10 @@ from tests.patience import patient, slowdown
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+#: Ray's own deadline for a driver to reach its GCS (60 s by default) broke a Ray start at load 14 ("Failed to
+#: connect to GCS within 60 seconds"); the tests' Rays (in this process and every process the tests start) wait
+#: longer, as every other deadline of the tests does on a busy machine (tests/patience.py).
+os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", "300")
 
 #: ``pfxab`` in a fresh process.
 PFXAB = (sys.executable, "-m", "pfxab_flower.simulations.cli")
@@ -67,11 +89,12 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 #: pytest-xdist groups (``--dist loadgroup``, pyproject's ``addopts``): each group's tests run one at a time,
-#: in one worker. Ray tests never overlap (one Ray instance at a time fits 2 cores), nor do the real
-#: SuperLink + SuperNode deployments; a Ray test and a deployment may overlap, as may everything else:
-#: both mostly wait (heartbeats, round timeouts, process start-up), so together they take about half
-#: the wall time they take one after the other.
-XDIST_GROUPS = {"ray": "ray", "loopback": "superlink"}
+#: in one worker. The tests that start Flower's servers as processes (marker ``loopback``: real SuperLink +
+#: SuperNode deployments, and ``flwr run`` or ``pfxab simulate`` with their local SuperLink and its Ray)
+#: never overlap, nor do the other Ray tests (one Ray instance at a time in this process fits 2 cores);
+#: one of each may overlap, as may everything else: both mostly wait (heartbeats, round timeouts,
+#: process start-up), so together they take about half the wall time they take one after the other.
+XDIST_GROUPS = {"loopback": "superlink", "ray": "ray"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -179,3 +202,93 @@ def cli_error_line(*args: str, program: Sequence[str] | None = None, not_ours: r
     assert len(lines) == 1, stderr
     assert "Traceback" not in stderr
     return lines[0]
+
+
+class _SharedRay:
+    """One Ray for the in-process Flower simulations of this worker (see :func:`shared_ray`)."""
+
+    def __init__(self) -> None:
+        self.environment: contextlib.ExitStack | None = None
+        self.directory: Path | None = None
+
+    def running(self) -> bool:
+        if self.environment is None:
+            return False
+        import ray
+
+        if ray.is_initialized():
+            return True
+        self.stop()  # a test that did not ask for it shut it down (Flower's backend does after its run)
+        return False
+
+    def start(self, attempts: int = 3) -> Path:
+        """Start Ray; again (at most ``attempts`` times) if its raylet misses Ray's fixed 30 s to register.
+
+        That deadline (``ray._private.node``: "The current node timed out during startup") is not
+        configurable, and a machine at load 14 broke it once.
+        """
+        import ray
+
+        from pfxab_flower.simulations.environment import ray_environment
+
+        for attempt in range(1, attempts + 1):
+            self.environment = contextlib.ExitStack()
+            self.directory = self.environment.enter_context(ray_environment())
+            try:
+                ray.init(num_cpus=os.cpu_count(), num_gpus=0, include_dashboard=False, _temp_dir=str(self.directory),
+                         logging_level="WARNING", log_to_driver=False)
+                return self.directory
+            except Exception as exc:  # Ray raises a bare Exception for it
+                self.stop()
+                if attempt == attempts or "timed out during startup" not in str(exc):
+                    raise
+        raise AssertionError("unreachable")
+
+    def stop(self) -> None:
+        """Shut Ray down and check that none of its processes is left (the directory's clean-up stops stragglers)."""
+        if self.environment is None:
+            return
+        import ray
+
+        from pfxab_flower.simulations.processes import processes_with_marker
+
+        ray.shutdown()
+        directory, environment = self.directory, self.environment
+        self.environment = self.directory = None
+        environment.close()
+        assert processes_with_marker(str(directory)) == []  # no Ray process left behind
+
+
+_SHARED_RAY = _SharedRay()
+
+
+@pytest.fixture
+def shared_ray(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The worker's one Ray, started on first use (its temporary directory is yielded).
+
+    Flower's Ray backend joins a Ray that is already initialised and shuts it down after its
+    run; within the test its ``terminate`` only stops the run's actors, so Ray serves the next
+    test too (about 7 s of start and stop saved per in-process simulation).
+    """
+    pytest.importorskip("ray")
+    from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
+
+    directory = _SHARED_RAY.directory if _SHARED_RAY.running() else _SHARED_RAY.start()
+    assert directory is not None
+
+    def terminate_actors_only(self: RayBackend) -> None:
+        if self.pool:
+            self.pool.terminate_all_actors()
+
+    monkeypatch.setattr(RayBackend, "terminate", terminate_actors_only)
+    yield directory
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A Ray test that does not share the worker's Ray finds none running (it starts, joins or stops its own)."""
+    if item.get_closest_marker("ray") and "shared_ray" not in getattr(item, "fixturenames", ()):
+        _SHARED_RAY.stop()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _SHARED_RAY.stop()

@@ -151,6 +151,7 @@ def short_tmpdir() -> Iterator[Path]:
 
 
 @pytest.mark.ray
+@pytest.mark.loopback  # pfxab simulate's local SuperLink
 @pytest.mark.timeout(240)
 def test_pfxab_simulate_runs_flwr_run_and_leaves_nothing_behind(tmp_path, monkeypatch, short_tmpdir) -> None:
     pyproject = (ROOT / "pyproject.toml").read_bytes()
@@ -173,7 +174,9 @@ def test_pfxab_simulate_runs_flwr_run_and_leaves_nothing_behind(tmp_path, monkey
     assert "processes still running" not in code.stderr
 
 
+@pytest.mark.exhaustive  # default tier: the generated app, simulate through flwr run (above); and .ci/wheel-check
 @pytest.mark.ray
+@pytest.mark.loopback  # pfxab simulate's local SuperLink
 @pytest.mark.timeout(240)
 def test_pfxab_simulate_works_outside_a_clone(tmp_path, short_tmpdir) -> None:
     """No --app-dir, run from a directory that is not the repository: the generated app is used."""
