@@ -88,18 +88,25 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"network: no loopback-only namespace ({reason}): the tests that start Ray or Flower's servers are skipped"
 
 
-#: pytest-xdist groups (``--dist loadgroup``, pyproject's ``addopts``): each group's tests run one at a time,
-#: in one worker. The tests that start Flower's servers as processes (marker ``loopback``: real SuperLink +
-#: SuperNode deployments, and ``flwr run`` or ``pfxab simulate`` with their local SuperLink and its Ray)
-#: never overlap, nor do the other Ray tests (one Ray instance at a time in this process fits 2 cores);
-#: one of each may overlap, as may everything else: both mostly wait (heartbeats, round timeouts,
-#: process start-up), so together they take about half the wall time they take one after the other.
-XDIST_GROUPS = {"loopback": "superlink", "ray": "ray"}
+#: pytest-xdist groups (``--dist loadgroup``, pyproject's ``addopts``), by the markers a test carries: each
+#: group's tests run one at a time, in one worker. ``superlink``: real SuperLink + SuperNode deployments
+#: (marker ``loopback``); ``flwr-run``: ``flwr run`` or ``pfxab simulate`` with their local SuperLink and its
+#: Ray simulation (markers ``loopback`` and ``ray``); ``ray``: the other Ray tests (one Ray at a time in this
+#: process fits 2 cores). Tests of different groups may overlap, as may everything else: they mostly wait
+#: (heartbeats, round timeouts, process start-up), so together they take about half the wall time they take
+#: one after the other. The slow tier is almost only these groups: .ci/run gives it a worker per group.
+XDIST_GROUPS = {("loopback", "ray"): "flwr-run", ("loopback",): "superlink", ("ray",): "ray"}
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The group of :data:`XDIST_GROUPS` that ``item``'s markers name (the first whose markers it all carries)."""
+    return next((group for markers, group in XDIST_GROUPS.items()
+                 if all(item.get_closest_marker(marker) for marker in markers)), None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        group = next((XDIST_GROUPS[m] for m in XDIST_GROUPS if item.get_closest_marker(m)), None)
+        group = xdist_group_of(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
         if getattr(config.option, "loadgroup", False):  # in a pytest-xdist worker, --dist loadgroup
