@@ -136,11 +136,13 @@ def test_version_and_help_import_neither_numpy_nor_the_algorithms(arguments):
 
 
 def test_a_run_that_only_prints_does_not_import_pandas():
-    """Nor what only other commands need: the package's version, process handling, the objective's time limit."""
+    """Nor what only other runs or commands need: the package's version, process handling, the objective's time
+    limit, writing a result, a Ray cluster."""
     import subprocess
     import sys
 
-    unused = ("pandas", "importlib.metadata", "psutil", "multiprocessing")
+    unused = ("pandas", "importlib.metadata", "psutil", "multiprocessing", "pfxab_flower.storage.outputs",
+              "pfxab_flower.simulations.cluster")
     code = ("import sys\nfrom pfxab_flower.simulations.cli import main\n"
             "main(['run', '--horizon', '20000', '--clients', '3'])\n"
             f"print('UNUSED', [m for m in {unused!r} if m in sys.modules])")

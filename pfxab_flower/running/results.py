@@ -21,7 +21,6 @@ from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.optimum import Optimum
 from pfxab_flower.problems.sampling import SiteCosts
 from pfxab_flower.running.accounting import CommunicationLog, Ledger
-from pfxab_flower.storage.outputs import write_files_atomically
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -106,6 +105,8 @@ class RunResult:
         otherwise (:func:`pfxab_flower.storage.outputs.write_files_atomically`); another kind's result
         (a sweep's, a comparison's) only with ``replace``.
         """
+        from pfxab_flower.storage.outputs import write_files_atomically  # here: a run that only prints writes nothing
+
         return write_files_atomically(out_dir, self.files(), kind="run", replace=replace)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
 
@@ -13,7 +14,6 @@ from pfxab_flower.simulations.commands.options import (
     add_run_options,
     config_from_args,
 )
-from pfxab_flower.storage.outputs import check_output_dir, replaced_kind, save_or_keep
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +35,8 @@ def handle(args: argparse.Namespace) -> int:
     args.engine = parse("engine", args.engine)
     out = replaced = None
     if args.out is not None:  # before the run, not after it; written where it was checked
+        from pfxab_flower.storage.outputs import check_output_dir, replaced_kind  # here: a printed run writes nothing
+
         out = check_output_dir(args.out, result_files=RESULT_FILES, kind="run", replace=args.replace)
         replaced = replaced_kind(out, "run") if args.replace else None
     if args.api is not None:
@@ -51,11 +53,19 @@ def handle(args: argparse.Namespace) -> int:
         result = run_flower_simulation(config, options=options, ray_address=args.ray_address)
     else:  # the in-process engine runs here; with an address, landmine's SVM fits go to the cluster
         from pfxab_flower.running.engine import run_config
-        from pfxab_flower.simulations.cluster import fits_on
 
-        with fits_on(args.ray_address):
+        fits: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
+        if args.ray_address is not None:  # only then: the cluster's module is not needed by a run on this machine
+            from pfxab_flower.simulations.cluster import fits_on
+
+            fits = fits_on(args.ray_address)
+        with fits:
             result = run_config(config)
-    written, unsaved = save_or_keep(lambda path: result.write(path, replace=args.replace), out, RESULT_FILES)
+    written = unsaved = None
+    if out is not None:
+        from pfxab_flower.storage.outputs import save_or_keep
+
+        written, unsaved = save_or_keep(lambda path: result.write(path, replace=args.replace), out, RESULT_FILES)
     if written is not None and replaced is not None:
         print(f"pfxab run: replaced {replaced} that was in {written} (--replace)", file=sys.stderr)
     if args.json:
