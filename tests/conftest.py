@@ -5,18 +5,17 @@ The suite runs inside a network namespace that has only loopback (``tests/loopba
 none can be made (or ``PFXAB_NETNS=off``), the tests that start Ray or Flower's servers
 (markers ``ray`` and ``loopback``) are skipped with the reason, and the rest runs.
 
-Two tiers. ``pytest`` (the README's command) runs the default tier: every property at least
-once, on the cheapest transport that shows it (every algorithm through the Ray-free loopback
-harness, ``tests/flower_loopback.py`` and ``tests/message_loopback.py``; one federated and one
-solo algorithm on Ray and through ``flwr run``; one deployment smoke test; a minute or so of
-Ray and deployments in all). Tests marked ``exhaustive`` are the slow tier, left out by
-pyproject's ``addopts`` (``-m 'not exhaustive'``): every algorithm on every transport, every
-deployment, the runs at full size. ``pytest -m exhaustive`` runs the slow tier alone (a later
-``-m`` replaces the earlier one), ``pytest -m ""`` both; ``.ci/run`` runs the default tier and
-then the slow tier, so nothing proved stops being proved. A test that starts Ray, ``flwr run``
-or a deployment, or takes more than a few seconds, and whose property the default tier already
-proves on a cheaper transport, is ``exhaustive``; the docstring of each says where the default
-tier proves it. To run one by name: ``pytest -m "" FILE::NAME``.
+Two tiers. ``pytest`` (the README's command) runs the default tier: every property at least once,
+on the cheapest transport that shows it (every algorithm through the Ray-free loopback harness,
+``tests/flower_loopback.py`` and ``tests/message_loopback.py``; one federated and one solo
+algorithm on Ray and through ``flwr run``; one deployment smoke test). Tests marked ``exhaustive``
+are the slow tier, left out by pyproject's ``addopts`` (``-m 'not exhaustive'``): every algorithm
+on every transport, every deployment, the runs at full size. ``pytest -m exhaustive`` runs the
+slow tier alone (a later ``-m`` replaces the earlier one), ``pytest -m ""`` both; ``.ci/run`` runs
+the default tier and then the slow tier, so nothing proved stops being proved. A test that starts
+Ray, ``flwr run`` or a deployment, or takes more than a few seconds, and whose property the
+default tier already proves on a cheaper transport, is ``exhaustive``; the comment beside its
+marker says where the default tier proves it. To run one by name: ``pytest -m "" FILE::NAME``.
 
 In-process Flower simulations share one Ray per worker (:func:`shared_ray`), started by the first
 test that asks for it and stopped before a Ray test that does not (a test about Ray's own start
