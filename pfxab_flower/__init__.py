@@ -9,20 +9,13 @@ clone's top-level folders, served from there in a clone (:func:`_serve_adapters_
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-
-try:
-    __version__ = version("pfxab-flower")
-except PackageNotFoundError:  # a source tree that is not installed
-    __version__ = "0+unknown"
 
 #: Public name -> the module that defines it.
 _EXPORTS = {
@@ -43,7 +36,21 @@ _EXPORTS = {
 __all__ = ["__version__", *sorted(_EXPORTS)]
 
 
+def _installed_version() -> str:
+    """This distribution's version; read on first use of ``__version__`` (``importlib.metadata`` costs every
+    ``pfxab run`` about a fifth of an ``import numpy``, and only ``--version`` and a few messages need it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pfxab-flower")
+    except PackageNotFoundError:  # a source tree that is not installed
+        return "0+unknown"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        globals()[name] = value = _installed_version()
+        return value
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
         globals()[name] = value
@@ -52,11 +59,14 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(_EXPORTS) | {"__version__"})
 
 
-class _SourceTreeAdapters(importlib.abc.MetaPathFinder):
+class _SourceTreeAdapters:
     """Finds ``pfxab_flower.<adapter>`` in a clone's top-level folder, as ``package-dir`` maps it.
+
+    A meta path finder by its ``find_spec`` alone: deriving from ``importlib.abc.MetaPathFinder``
+    would import ``importlib.resources`` and ``tempfile`` into every start of ``pfxab``.
 
     It answers for exactly the packages ``pyproject.toml``'s ``[tool.setuptools.package-dir]``
     maps (read on first use), and only under this tree's ``pfxab_flower`` package; their

@@ -54,6 +54,18 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+class VersionAction(argparse.Action):
+    """``--version``: print ``pfxab VERSION`` and exit; the version is read only then (``pfxab_flower.__version__``)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"pfxab {pfxab_flower.__version__}")
+        parser.exit()
+
+
 def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
     """The ``pfxab`` parser; only the sub-commands in ``commands`` (default: all) get their arguments.
 
@@ -62,7 +74,7 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
     them and answer at once (``benchmarks/cli_startup.py``).
     """
     parser = OneLineParser(prog="pfxab", description="Personalised federated X-armed bandits on Flower.")
-    parser.add_argument("--version", action="version", version=f"pfxab {pfxab_flower.__version__}")
+    parser.add_argument("--version", action=VersionAction, help="show program's version number and exit")
     subparsers = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     for name, (module_name, help_text) in COMMANDS.items():
         sub = subparsers.add_parser(name, help=help_text)

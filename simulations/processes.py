@@ -18,14 +18,20 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
-
-import psutil
+from typing import TYPE_CHECKING
 
 from pfxab_flower.processes.lifetime import wait_for_parent_exit
+
+if TYPE_CHECKING:
+    import psutil
+# psutil is imported where it is used: every ``pfxab`` command loads this module (its signal handling), and
+# only the commands that start processes look for them (``pfxab run`` starts faster without it).
 
 
 def alive(pid: int) -> bool:
     """Whether ``pid`` is a running process (a zombie, dead but not yet reaped, is not)."""
+    import psutil
+
     try:
         return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:  # no such process, or not ours to see
@@ -34,6 +40,8 @@ def alive(pid: int) -> bool:
 
 def start_time(pid: int) -> str | None:
     """When ``pid`` started (psutil's creation time): with the pid, names one process for good."""
+    import psutil
+
     try:
         return repr(psutil.Process(pid).create_time())
     except psutil.Error:
@@ -60,6 +68,8 @@ def processes_with_marker(marker: str) -> list[int]:
     directory still name it. Missing them left two agents running for a minute after an interrupted run.
     (Only Ray's: a user's ``tail -f`` of a log there is not ours to stop.)
     """
+    import psutil
+
     found = []
     for process in psutil.process_iter():
         if process.pid == os.getpid():
@@ -93,6 +103,8 @@ def _open_paths(pid: int) -> list[str]:
 
 def _environment(process: psutil.Process) -> str:
     """``process``'s environment as its ``NAME=value`` entries, NUL-separated ("" when it is not ours to read)."""
+    import psutil
+
     try:
         return "\0".join(f"{name}={value}" for name, value in process.environ().items())
     except psutil.Error:

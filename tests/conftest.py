@@ -1,19 +1,38 @@
-"""Shared fixtures: small federations, landmine-format data, a quiet environment, and loopback only.
+"""Shared fixtures: small federations, landmine-format data, a quiet environment, loopback only, one Ray.
 
 The suite runs inside a network namespace that has only loopback (``tests/loopback_namespace.py``):
 ``pytest`` re-executes itself inside one at start-up when it is not already in one. Where
 none can be made (or ``PFXAB_NETNS=off``), the tests that start Ray or Flower's servers
 (markers ``ray`` and ``loopback``) are skipped with the reason, and the rest runs.
+
+Two tiers. ``pytest`` (the README's command) runs the default tier: every property at least once,
+on the cheapest transport that shows it (every algorithm through the Ray-free loopback harness,
+``tests/flower_loopback.py`` and ``tests/message_loopback.py``; one federated and one solo
+algorithm on Ray and through ``flwr run``; one deployment smoke test). Tests marked ``exhaustive``
+are the slow tier, left out by pyproject's ``addopts`` (``-m 'not exhaustive'``): every algorithm
+on every transport, every deployment, the runs at full size. ``pytest -m exhaustive`` runs the
+slow tier alone (a later ``-m`` replaces the earlier one), ``pytest -m ""`` both; ``.ci/run`` runs
+the default tier and then the slow tier, so nothing proved stops being proved. A test that starts
+Ray, ``flwr run`` or a deployment, or takes more than a few seconds, and whose property the
+default tier already proves on a cheaper transport, is ``exhaustive``; the comment beside its
+marker says where the default tier proves it. To run one by name: ``pytest -m "" FILE::NAME``.
+
+In-process Flower simulations share one Ray per worker (:func:`shared_ray`), started by the first
+test that asks for it and stopped before a Ray test that does not (a test about Ray's own start
+and end, or one that joins another cluster) and at the end of the session.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import re
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +44,10 @@ from tests.patience import patient, slowdown
 
 os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+#: Ray's own deadline for a driver to reach its GCS (60 s by default) broke a Ray start at load 14 ("Failed to
+#: connect to GCS within 60 seconds"); the tests' Rays (in this process and every process the tests start) wait
+#: longer, as every other deadline of the tests does on a busy machine (tests/patience.py).
+os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", "300")
 
 #: ``pfxab`` in a fresh process.
 PFXAB = (sys.executable, "-m", "pfxab_flower.simulations.cli")
@@ -64,19 +87,29 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"network: no loopback-only namespace ({reason}): the tests that start Ray or Flower's servers are skipped"
 
 
-#: pytest-xdist groups (``--dist loadgroup``, pyproject's ``addopts``): each group's tests run one at a time,
-#: in one worker. Ray tests never overlap (one Ray instance at a time fits 2 cores), nor do the real
-#: SuperLink + SuperNode deployments; a Ray test and a deployment may overlap, as may everything else:
-#: both mostly wait (heartbeats, round timeouts, process start-up), so together they take about half
-#: the wall time they take one after the other.
-XDIST_GROUPS = {"ray": "ray", "loopback": "superlink"}
+#: pytest-xdist groups (``--dist loadgroup``, pyproject's ``addopts``), by the markers a test carries: each
+#: group's tests run one at a time, in one worker. ``superlink``: real SuperLink + SuperNode deployments
+#: (marker ``loopback``); ``flwr-run``: ``flwr run`` or ``pfxab simulate`` with their local SuperLink and its
+#: Ray simulation (markers ``loopback`` and ``ray``); ``ray``: the other Ray tests (one Ray at a time in this
+#: process fits 2 cores). Tests of different groups may overlap, as may everything else: they mostly wait
+#: (heartbeats, round timeouts, process start-up), so together they take about half the wall time they take
+#: one after the other. The slow tier is almost only these groups: .ci/run gives it a worker per group.
+XDIST_GROUPS = {("loopback", "ray"): "flwr-run", ("loopback",): "superlink", ("ray",): "ray"}
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The group of :data:`XDIST_GROUPS` that ``item``'s markers name (the first whose markers it all carries)."""
+    return next((group for markers, group in XDIST_GROUPS.items()
+                 if all(item.get_closest_marker(marker) for marker in markers)), None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        group = next((XDIST_GROUPS[m] for m in XDIST_GROUPS if item.get_closest_marker(m)), None)
+        group = xdist_group_of(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+        if getattr(config.option, "loadgroup", False):  # in a pytest-xdist worker, --dist loadgroup
+            _name_its_group(item)
     reason = config.stash.get(_NO_LOOPBACK_NAMESPACE, None)
     if reason is None:
         return
@@ -85,6 +118,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("ray") or item.get_closest_marker("loopback"):
             item.add_marker(skip)
+
+
+def _name_its_group(item: pytest.Item) -> None:
+    """Give ``item``'s node id the ``@group`` suffix by which pytest-xdist's ``loadgroup`` sends a group to one worker.
+
+    pytest-xdist (3.8) writes the suffix into ``item._nodeid``; pytest 9 keeps a node's id as a structured
+    ``item._id`` and ignores that field, so every group was silently spread over both workers (Ray tests
+    side by side, deployments too; pytest-xdist issue 1386). Written here where the id lives, the same
+    suffix pytest-xdist would write (the sorted names of the item's ``xdist_group`` marks, joined by ``_``).
+    """
+    names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                    for mark in item.iter_markers("xdist_group")})
+    if not names or "@" in item.nodeid.rpartition("]")[2] or not hasattr(item, "_id"):
+        return  # no group, already named (an older pytest), or a pytest whose ids pytest-xdist can still name
+    from _pytest.nodeid import NodeId
+
+    item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -129,17 +179,122 @@ def _restore_pfxab_logger():
     logger.setLevel(level)
 
 
-def cli_error_line(*args: str, program: Sequence[str] = PFXAB, not_ours: re.Pattern[str] | None = None) -> str:
-    """Run ``pfxab ARGS`` in a fresh process; check it fails the documented way and return its one line.
+def cli_error_line(*args: str, program: Sequence[str] | None = None, not_ours: re.Pattern[str] | None = None) -> str:
+    """Run ``pfxab ARGS``; check it fails the documented way and return its one line.
 
     The documented way: exit status 2, nothing on stdout, exactly one line on stderr, no traceback.
-    ``program`` is the command that starts ``pfxab`` (e.g. one accepting the generated landmine file);
-    stderr lines matching ``not_ours`` (a library's own, named by the test) are not counted.
+    By default ``main(ARGS)`` runs in this process (milliseconds, where a fresh process takes about
+    a second); ``program`` runs it in a fresh process instead, started by that command: ``PFXAB``
+    (the real command, for the one test per exit path that shows what a shell sees), or one
+    accepting the generated landmine file. Stderr lines matching ``not_ours`` (a library's own,
+    named by the test) are not counted.
     """
-    proc = subprocess.run([*program, *args], capture_output=True, text=True, timeout=patient(60))
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stdout == ""
-    lines = [line for line in proc.stderr.strip().splitlines() if not (not_ours and not_ours.match(line))]
-    assert len(lines) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
+    if program is None:
+        from pfxab_flower.simulations.cli import main
+
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = main(list(args))
+            except SystemExit as exc:  # the parser's own errors end this way, as in the command
+                status = exc.code
+        returncode, stdout, stderr = status, out.getvalue(), err.getvalue()
+    else:
+        proc = subprocess.run([*program, *args], capture_output=True, text=True, timeout=patient(60))
+        returncode, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    assert returncode == 2, stderr
+    assert stdout == ""
+    lines = [line for line in stderr.strip().splitlines() if not (not_ours and not_ours.match(line))]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
     return lines[0]
+
+
+class _SharedRay:
+    """One Ray for the in-process Flower simulations of this worker (see :func:`shared_ray`)."""
+
+    def __init__(self) -> None:
+        self.environment: contextlib.ExitStack | None = None
+        self.directory: Path | None = None
+
+    def running(self) -> bool:
+        if self.environment is None:
+            return False
+        import ray
+
+        if ray.is_initialized():
+            return True
+        self.stop()  # a test that did not ask for it shut it down (Flower's backend does after its run)
+        return False
+
+    def start(self, attempts: int = 3) -> Path:
+        """Start Ray; again (at most ``attempts`` times) if its raylet misses Ray's fixed 30 s to register.
+
+        That deadline (``ray._private.node``: "The current node timed out during startup") is not
+        configurable, and a machine at load 14 broke it once.
+        """
+        import ray
+
+        from pfxab_flower.simulations.environment import ray_environment
+
+        for attempt in range(1, attempts + 1):
+            self.environment = contextlib.ExitStack()
+            self.directory = self.environment.enter_context(ray_environment())
+            try:
+                ray.init(num_cpus=os.cpu_count(), num_gpus=0, include_dashboard=False, _temp_dir=str(self.directory),
+                         logging_level="WARNING", log_to_driver=False)
+                return self.directory
+            except Exception as exc:  # Ray raises a bare Exception for it
+                self.stop()
+                if attempt == attempts or "timed out during startup" not in str(exc):
+                    raise
+        raise AssertionError("unreachable")
+
+    def stop(self) -> None:
+        """Shut Ray down and check that none of its processes is left (the directory's clean-up stops stragglers)."""
+        if self.environment is None:
+            return
+        import ray
+
+        from pfxab_flower.simulations.processes import processes_with_marker
+
+        ray.shutdown()
+        directory, environment = self.directory, self.environment
+        self.environment = self.directory = None
+        environment.close()
+        assert processes_with_marker(str(directory)) == []  # no Ray process left behind
+
+
+_SHARED_RAY = _SharedRay()
+
+
+@pytest.fixture
+def shared_ray(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The worker's one Ray, started on first use (its temporary directory is yielded).
+
+    Flower's Ray backend joins a Ray that is already initialised and shuts it down after its
+    run; within the test its ``terminate`` only stops the run's actors, so Ray serves the next
+    test too (about 7 s of start and stop saved per in-process simulation).
+    """
+    pytest.importorskip("ray")
+    from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
+
+    directory = _SHARED_RAY.directory if _SHARED_RAY.running() else _SHARED_RAY.start()
+    assert directory is not None
+
+    def terminate_actors_only(self: RayBackend) -> None:
+        if self.pool:
+            self.pool.terminate_all_actors()
+
+    monkeypatch.setattr(RayBackend, "terminate", terminate_actors_only)
+    yield directory
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A Ray test that does not share the worker's Ray finds none running (it starts, joins or stops its own)."""
+    if item.get_closest_marker("ray") and "shared_ray" not in getattr(item, "fixturenames", ()):
+        _SHARED_RAY.stop()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _SHARED_RAY.stop()

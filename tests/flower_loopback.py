@@ -32,6 +32,7 @@ from pfxab_flower.client_apps import PhasedNumPyClient
 from pfxab_flower.client_apps.sessions import SessionFn
 from pfxab_flower.running.wire import codec
 from pfxab_flower.strategies import LegacyPhasedEliminationStrategy
+from tests.patience import patient
 
 
 class LoopbackProxy(ClientProxy):
@@ -84,7 +85,7 @@ def run_loopback(
     for proxy in proxies:
         manager.register(proxy)
     server = Server(client_manager=manager, strategy=strategy)
-    history, _ = server.fit(num_rounds=strategy.num_rounds, timeout=30.0)
+    history, _ = server.fit(num_rounds=strategy.num_rounds, timeout=patient(30.0))
     return history
 
 

@@ -230,6 +230,7 @@ def main(grid, context):
 OPTIMA = (0.15, 0.5, 0.85)
 
 
+@pytest.mark.exhaustive  # default tier: the same assignment over both of Flower's loops without Ray (above)
 @pytest.mark.slow
 @pytest.mark.loopback
 @pytest.mark.timeout(240)

@@ -30,7 +30,6 @@ from pfxab_flower.problems.sampling import SimulatedEnvironment
 from pfxab_flower.problems.synthetic import synthetic_federation
 from pfxab_flower.running.engine import make_settings, simulate
 from tests.patience import patient
-from tests.test_flower_ray import shared_ray  # noqa: F401  (the module's Ray, shared by the Flower tests)
 
 SQRT2 = math.sqrt(2.0)
 
@@ -468,6 +467,32 @@ def test_baselines_on_the_command_line(capsys) -> None:
     assert [line.split()[0] for line in lines[2:]] == ["pf-xab", "local-only", "random-search"]
 
 
+BASELINE_KEYS = ("regret", "regret_per_client", "final_nodes", "final_points", "pulls_scored", "phases",
+                 "communication_rounds", "values_up", "rejected_replies")
+
+
+@pytest.mark.parametrize("algorithm", ["local-only", "random-search"])
+def test_baselines_through_flowers_legacy_server_loop_give_the_in_process_numbers(algorithm: str) -> None:
+    """The legacy strategy and NumPy client of each baseline under Flower's own ``Server`` loop, without Ray
+    (tests/flower_loopback.py; the Message API: tests/test_flower_message.py, for every algorithm)."""
+    from pfxab_flower.client_apps import federation_sessions
+    from pfxab_flower.problems import build_federation
+    from pfxab_flower.running.engine import run_config
+    from pfxab_flower.schema.run_config import AppOptions, RunConfig
+    from pfxab_flower.simulations.apps import strategy_of
+    from tests.flower_loopback import run_loopback
+
+    config = RunConfig(problem="garland", algorithm=algorithm, clients=3, alpha=0.5, horizon=10_000, seed=1)
+    federation = build_federation(config)
+    strategy = strategy_of(config, AppOptions(api="legacy"), federation)
+    run_loopback(strategy, federation_sessions(federation), config.clients)
+    flower, inprocess = strategy.run_result().summary, run_config(config).summary
+    for key in BASELINE_KEYS:
+        assert flower[key] == inprocess[key], (algorithm, key)
+    assert flower["engine"] == "flower"
+
+
+@pytest.mark.exhaustive  # default tier: local-only on Ray (tests/test_flower_ray.py), both APIs without Ray (above)
 @pytest.mark.ray
 @pytest.mark.timeout(240)
 @pytest.mark.usefixtures("shared_ray")
@@ -481,7 +506,6 @@ def test_baselines_on_flower_give_the_in_process_numbers(api: str) -> None:
         config = RunConfig(problem="garland", algorithm=algorithm, clients=3, alpha=0.5, horizon=10_000, seed=1)
         flower = run_flower_simulation(config, options=AppOptions(round_timeout=patient(60.0), api=api)).summary
         inprocess = run_config(config).summary
-        for key in ("regret", "regret_per_client", "final_nodes", "final_points", "pulls_scored", "phases",
-                    "communication_rounds", "values_up", "rejected_replies"):
+        for key in BASELINE_KEYS:
             assert flower[key] == inprocess[key], (algorithm, key)
         assert flower["engine"] == "flower"

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from pfxab_flower.simulations.cli import main
-from tests.conftest import cli_error_line
+from tests.conftest import PFXAB, cli_error_line
 
 REQUIRED_KEYS = {
     "algorithm", "problem", "alpha", "clients", "horizon", "seed", "regret", "regret_per_client", "phases",
@@ -92,6 +92,16 @@ def test_abbreviated_flags_are_refused_with_one_line(args, abbreviated):
     assert line == f"pfxab: error: unrecognized arguments: {' '.join(args[args.index(abbreviated):])}"
 
 
+@pytest.mark.parametrize(("args", "expected"), [
+    (("run", "--alph", "0.3"), "pfxab: error: unrecognized arguments: --alph 0.3"),  # the parser's exit
+    (("run", "--noise-sigma", "-1"), "pfxab run: error: --noise-sigma=-1.0 is invalid; allowed: a number >= 0"),
+])
+def test_a_bad_flag_is_one_line_and_exit_2_from_the_command_itself(args, expected):
+    """What a shell sees, in a process of its own: one test per exit path (the parser's, a checked value's); the
+    other error lines come from ``main()`` in this process, the same code."""
+    assert cli_error_line(*args, program=PFXAB) == expected
+
+
 def test_an_empty_out_is_refused_not_ignored(tmp_path):
     line = cli_error_line("run", "--horizon", "1000", "--out", "")
     assert line == ("pfxab run: error: --out='' is invalid; allowed: a new or empty directory, or one holding only a "
@@ -126,13 +136,18 @@ def test_version_and_help_import_neither_numpy_nor_the_algorithms(arguments):
 
 
 def test_a_run_that_only_prints_does_not_import_pandas():
+    """Nor what only other runs or commands need: the package's version, process handling, the objective's time
+    limit, writing a result, a Ray cluster."""
     import subprocess
     import sys
 
+    unused = ("pandas", "importlib.metadata", "psutil", "multiprocessing", "pfxab_flower.storage.outputs",
+              "pfxab_flower.simulations.cluster")
     code = ("import sys\nfrom pfxab_flower.simulations.cli import main\n"
-            "main(['run', '--horizon', '20000', '--clients', '3'])\nprint('PANDAS', 'pandas' in sys.modules)")
+            "main(['run', '--horizon', '20000', '--clients', '3'])\n"
+            f"print('UNUSED', [m for m in {unused!r} if m in sys.modules])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip().splitlines()[-1] == "PANDAS False"
+    assert done.stdout.strip().splitlines()[-1] == "UNUSED []"
     assert "regret" in done.stdout
 
 

@@ -28,6 +28,7 @@ LINE = re.compile(r"^(?P<algorithm>[a-z-]+)(?: \(for reference\))?, (?P<engine>i
                   r"regret (?P<regret>[-+0-9.e]+)(?:, final points (?P<points>.+))?$", re.MULTILINE)
 
 
+@pytest.mark.exhaustive  # default tier: the registry carried to other processes (test_spec.py), the excerpts (below)
 @pytest.mark.ray
 @pytest.mark.slow
 @pytest.mark.timeout(300)

@@ -253,6 +253,7 @@ def test_a_builder_that_returns_no_callable_is_one_line() -> None:
                                "value per row of an (n, d) array")
 
 
+@pytest.mark.exhaustive  # default tier: the same over the Message API's loop without Ray (above)
 @pytest.mark.ray
 @pytest.mark.timeout(120)
 def test_a_context_built_objective_on_flowers_ray_simulation_gives_the_inprocess_numbers() -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.patience import patient
 from tests.test_layering import imported_modules
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,5 +56,6 @@ def test_a_client_app_process_does_not_load_the_superlink() -> None:
     is not loaded by a process that only runs our ClientApps."""
     code = ("import sys; import pfxab_flower.client_apps, pfxab_flower.client_apps.foreign; "
             "print(sorted(m for m in sys.modules if m.split('.')[:2] in (['flwr', 'superlink'], ['flwr', 'cli'])))")
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            timeout=patient(120))
     assert loaded.stdout.strip() == "[]"

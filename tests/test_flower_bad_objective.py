@@ -80,8 +80,10 @@ def test_failure_reason_unwraps_flowers_client_app_exception() -> None:
     assert failure_reason(ValueError("plain\nmessage")) == "plain message"
 
 
+@pytest.mark.exhaustive  # default tier: the same over Flower's legacy loop (above), a failure's line on Ray (below)
 @pytest.mark.ray
 @pytest.mark.timeout(120)
+@pytest.mark.usefixtures("shared_ray")
 def test_a_broken_objective_on_ray_stops_the_run_with_one_line(capfd) -> None:
     from pfxab_flower.simulations.run_flower import run_flower
 
@@ -159,8 +161,11 @@ def test_a_site_whose_objective_raises_is_named_by_its_label_in_the_servers_line
 
 @pytest.mark.ray
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("api", ["message", "legacy"])
+@pytest.mark.usefixtures("shared_ray")
+@pytest.mark.parametrize("api", ["message", pytest.param("legacy", marks=pytest.mark.exhaustive)])
 def test_a_site_whose_objective_raises_keeps_the_exceptions_type_and_message_on_ray(api: str, capfd) -> None:
+    """On Ray (the Message API in the default tier; the legacy API's failure reads the same whatever Flower wraps
+    around it, above)."""
     from pfxab_flower.simulations.run_flower import run_flower
 
     @from_context

@@ -1,8 +1,10 @@
 """A real Flower deployment on loopback: ``flower-superlink``, M ``flower-supernode``s, ``flwr run``.
 
-Once insecure (legacy API, with injected dropouts) and once with TLS (certificates made by
-the test, Message API); each run's results must equal the in-process engine's for the same
-seed. Every process is stopped by PID (and any leftover by our FLWR_HOME) even on failure.
+Once insecure (legacy API, with injected dropouts) and once with TLS (certificates made by the
+test, Message API) and authenticated SuperNodes (a registered key per site); each run's results
+must equal the in-process engine's for the same seed. Every process is stopped by PID (and any
+leftover by our FLWR_HOME) even on failure. The TLS run is the default tier's deployment smoke
+test; the others are the slow tier (``exhaustive``), each with its cheaper proof named where marked.
 """
 
 from __future__ import annotations
@@ -31,12 +33,15 @@ SAME_KEYS = (
 pytestmark = [pytest.mark.slow, pytest.mark.loopback, pytest.mark.timeout(200)]
 
 
-def run_deployment(tmp_path: Path, tls: bool, options: AppOptions, config: RunConfig) -> dict:
+def run_deployment(tmp_path: Path, tls: bool, options: AppOptions, config: RunConfig,
+                   authenticate: bool = False) -> dict:
     out = tmp_path / "out"
     options = AppOptions(**{**options.__dict__, "out_dir": str(out)})
     pyproject = (ROOT / "pyproject.toml").read_bytes()
-    with dep.deployment(config.clients, tmp_path / "deploy", tls=tls, startup_timeout=patient(60)) as running:
+    with dep.deployment(config.clients, tmp_path / "deploy", tls=tls, startup_timeout=patient(60),
+                        authenticate=authenticate) as running:
         home = str(running.home)
+        registered = [running.node_ids[f"site-{i}"] for i in range(config.clients)] if authenticate else None
         done = running.flwr_run(ROOT, run_config_argument(config, options), timeout=patient(150))
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:] + log_tail(running)
         assert (out / "summary.json").exists(), done.stdout[-3000:] + log_tail(running)
@@ -46,7 +51,11 @@ def run_deployment(tmp_path: Path, tls: bool, options: AppOptions, config: RunCo
     assert processes_with_marker(home) == []  # SuperLink, SuperNodes and their children all stopped
     assert all(p.poll() is not None for p in running.processes)
     assert (ROOT / "pyproject.toml").read_bytes() == pyproject
-    return json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "summary.json").read_text())
+    if registered is not None:  # each client held by its registered site's SuperNode
+        assert summary["flower_nodes"] == registered
+        assert summary["sites"] == [f"site-{i}" for i in range(config.clients)]
+    return summary
 
 
 def assert_same_as_inprocess(summary: dict, config: RunConfig, options: AppOptions) -> None:
@@ -63,6 +72,7 @@ def assert_same_as_inprocess(summary: dict, config: RunConfig, options: AppOptio
     assert summary["engine"] == "flower"
 
 
+@pytest.mark.exhaustive  # default tier: the same dropouts through Flower's legacy loop (tests/test_dropouts.py)
 def test_insecure_deployment_with_dropouts_matches_inprocess(tmp_path: Path) -> None:
     config = RunConfig(problem="doublesine", algorithm="fed-pne", clients=3, alpha=0.5, horizon=3000, seed=1)
     options = AppOptions(fail_rate=0.3, min_fraction=0.3, api="legacy")
@@ -73,9 +83,12 @@ def test_insecure_deployment_with_dropouts_matches_inprocess(tmp_path: Path) -> 
     assert_same_as_inprocess(summary, config, options)
 
 
-def test_tls_deployment_matches_inprocess(tmp_path: Path) -> None:
+def test_tls_deployment_of_registered_sites_matches_inprocess(tmp_path: Path) -> None:
+    """The default tier's deployment smoke test: a SuperLink and SuperNodes over TLS, each SuperNode authenticated
+    by its site's registered key (tests/test_supernode_auth.py: the rest of authentication), ``flwr run``, the
+    result equal to the in-process run's."""
     config = RunConfig(problem="garland", algorithm="pf-xab", clients=2, alpha=0.5, horizon=3000, seed=0)
-    summary = run_deployment(tmp_path, tls=True, options=AppOptions(), config=config)
+    summary = run_deployment(tmp_path, tls=True, options=AppOptions(), config=config, authenticate=True)
     assert summary == {**summary, "failures": 0}
     assert summary == {**summary, **{k: run_config(config).summary[k] for k in SAME_KEYS}}
 
@@ -158,6 +171,7 @@ def test_existing_certificates_are_never_replaced(tmp_path: Path, capsys: pytest
     assert {path: path.read_bytes() for path in before} == before
 
 
+@pytest.mark.exhaustive  # default tier: lost clients over Flower's loops (tests/test_lost_clients.py)
 @pytest.mark.timeout(400)  # 111-119 s measured (round timeouts and heartbeats): twice that, and more, for a hang
 def test_supernodes_killed_mid_phase_and_between_phases_lose_nothing_else(tmp_path: Path) -> None:
     """Two of four SuperNodes die by SIGKILL: one while it holds a phase message, one while idle.

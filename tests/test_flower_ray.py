@@ -1,13 +1,13 @@
 """Flower's Ray simulation engine gives the in-process engine's numbers, for every algorithm and both APIs.
 
-Ray starts once for the module: Flower's Ray backend shuts Ray down after each
-run, so the three runs share a Ray started here (its ``terminate`` only stops
-the run's actors while the fixture is active).
+The runs share the worker's one Ray (``shared_ray``, tests/conftest.py). The default tier runs one
+federated algorithm (PF-XAB) and one solo algorithm (local-only) on Ray, Message API; every other
+algorithm and the legacy API are the slow tier (``exhaustive``): the same strategies and client apps
+give the in-process numbers for every algorithm and both APIs without Ray, through the loopback
+harness (tests/test_flower_message.py, tests/test_flower_strategy.py).
 """
 
 from __future__ import annotations
-
-import os
 
 import numpy as np
 import pytest
@@ -15,9 +15,8 @@ import pytest
 from pfxab_flower.running.engine import run_config
 from pfxab_flower.schema.catalogue import ALGORITHMS
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
-from pfxab_flower.simulations.environment import ray_environment
-from pfxab_flower.simulations.processes import processes_with_marker
 from pfxab_flower.simulations.run_flower import run_flower_simulation
+from tests.conftest import shared_ray  # noqa: F401  (tests/conftest.py's; still importable from here)
 from tests.patience import patient
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
@@ -26,33 +25,16 @@ SAME_KEYS = (
     "algorithm", "problem", "regret", "regret_per_client", "final_nodes", "final_points", "phases",
     "communication_rounds", "values_down", "values_up", "rejected_replies",
 )
+#: On Ray in the default tier: one federated and one solo algorithm.
+ON_RAY_BY_DEFAULT = ("pf-xab", "local-only")
 
 
-@pytest.fixture(scope="module")
-def shared_ray():
-    ray = pytest.importorskip("ray")
-    from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
-
-    original = RayBackend.terminate
-
-    def terminate_actors_only(self: RayBackend) -> None:
-        if self.pool:
-            self.pool.terminate_all_actors()
-
-    with ray_environment() as ray_dir:
-        ray.init(num_cpus=os.cpu_count(), num_gpus=0, include_dashboard=False, _temp_dir=str(ray_dir),
-                 logging_level="WARNING", log_to_driver=False)
-        RayBackend.terminate = terminate_actors_only
-        try:
-            yield ray_dir
-        finally:
-            RayBackend.terminate = original
-            ray.shutdown()
-    assert processes_with_marker(str(ray_dir)) == []  # no Ray process left behind
-
-
-@pytest.mark.parametrize(("algorithm", "api"), [*((a, "message") for a in ALGORITHMS), ("pf-xab", "legacy")])
-def test_ray_simulation_matches_inprocess(shared_ray, algorithm: str, api: str) -> None:
+@pytest.mark.parametrize(("algorithm", "api"), [
+    *(pytest.param(a, "message", marks=() if a in ON_RAY_BY_DEFAULT else pytest.mark.exhaustive) for a in ALGORITHMS),
+    pytest.param("pf-xab", "legacy", marks=pytest.mark.exhaustive),
+])
+@pytest.mark.usefixtures("shared_ray")
+def test_ray_simulation_matches_inprocess(algorithm: str, api: str) -> None:
     config = RunConfig(problem="garland", algorithm=algorithm, clients=3, alpha=0.5, horizon=10_000, seed=0)
     flower = run_flower_simulation(config, options=AppOptions(round_timeout=patient(60.0), api=api))
     inprocess = run_config(config)
@@ -62,7 +44,8 @@ def test_ray_simulation_matches_inprocess(shared_ray, algorithm: str, api: str) 
     assert flower.phases.equals(inprocess.phases)
 
 
-def test_a_federation_passed_as_itself_travels_once_through_rays_object_store(shared_ray) -> None:
+@pytest.mark.usefixtures("shared_ray")
+def test_a_federation_passed_as_itself_travels_once_through_rays_object_store() -> None:
     """Flower's Ray engine pickles the ClientApp with every message: a federation in its closure must not ride
     along (issue 24: O(M) bytes per message). While Ray runs it pickles as a reference, and a worker gets it back."""
     import cloudpickle

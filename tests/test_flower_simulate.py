@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -126,6 +127,10 @@ def test_stop_processes_stops_exactly_the_marked_ones(tmp_path) -> None:
     marked = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env={**os.environ, "M": marker})
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
+        # Popen returns before the child's environment reads back (at close-on-exec, before the kernel sets it up)
+        deadline = time.monotonic() + patient(30)
+        while processes_with_marker(marker) != [marked.pid] and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert processes_with_marker(marker) == [marked.pid]
         assert stop_processes(marker, grace=5.0) == []
         assert marked.wait(timeout=patient(5)) != 0
@@ -146,6 +151,7 @@ def short_tmpdir() -> Iterator[Path]:
 
 
 @pytest.mark.ray
+@pytest.mark.loopback  # pfxab simulate's local SuperLink
 @pytest.mark.timeout(240)
 def test_pfxab_simulate_runs_flwr_run_and_leaves_nothing_behind(tmp_path, monkeypatch, short_tmpdir) -> None:
     pyproject = (ROOT / "pyproject.toml").read_bytes()
@@ -168,7 +174,9 @@ def test_pfxab_simulate_runs_flwr_run_and_leaves_nothing_behind(tmp_path, monkey
     assert "processes still running" not in code.stderr
 
 
+@pytest.mark.exhaustive  # default tier: the generated app, simulate through flwr run (above); and .ci/wheel-check
 @pytest.mark.ray
+@pytest.mark.loopback  # pfxab simulate's local SuperLink
 @pytest.mark.timeout(240)
 def test_pfxab_simulate_works_outside_a_clone(tmp_path, short_tmpdir) -> None:
     """No --app-dir, run from a directory that is not the repository: the generated app is used."""

@@ -171,6 +171,7 @@ def run_case(case: str) -> str:
     return re.sub(r"\x1b\[[0-9;]*m", "", log)
 
 
+@pytest.mark.exhaustive  # default tier: the same over Flower's loop without Ray (above)
 @pytest.mark.ray
 @pytest.mark.timeout(400)
 def test_fedavg_sent_to_objective_client_app_is_one_error_line_per_node() -> None:
@@ -188,6 +189,7 @@ def test_fedavg_sent_to_objective_client_app_is_one_error_line_per_node() -> Non
     assert "OUTCOME: FedAvg finished" in log
 
 
+@pytest.mark.exhaustive  # default tier: the same over Flower's loop without Ray (above)
 @pytest.mark.ray
 @pytest.mark.timeout(400)
 def test_our_strategy_facing_a_foreign_client_app_on_ray_stops_in_one_line() -> None:

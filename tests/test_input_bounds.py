@@ -458,7 +458,7 @@ def _limited(resource_name: str, value: int, *args: str) -> subprocess.Completed
         which = getattr(resource, resource_name)
         resource.setrlimit(which, (value, resource.getrlimit(which)[1]))
 
-    return subprocess.run([*PFXAB, *args], capture_output=True, text=True, timeout=60, preexec_fn=limit)
+    return subprocess.run([*PFXAB, *args], capture_output=True, text=True, timeout=patient(60), preexec_fn=limit)
 
 
 @pytest.mark.parametrize(("resource_name", "value", "line"), [

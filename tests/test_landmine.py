@@ -20,6 +20,7 @@ from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.storage import cache as cache_module
 from pfxab_flower.storage.cache import EvaluationStore, cache_dir
 from tests.landmine_files import NOWHERE, LandmineFile, accepting
+from tests.patience import patient
 
 
 @pytest.fixture(scope="module")
@@ -283,7 +284,7 @@ def _run_with_cache(tmp_path, code: str = "", **env: str):
 
     program = (code + "\nimport sys\nfrom pfxab_flower.simulations.cli import main\n"
                "sys.exit(main(['run', '--horizon', '2000', '--clients', '3', '--json']))")
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=patient(300),
                           env={**os.environ, "PFXAB_CACHE_DIR": str(tmp_path), **env}, cwd=tmp_path)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
     summary = json.loads(done.stdout)

@@ -48,6 +48,10 @@ def table() -> RewardTable:
     return RewardTable.read(PACKAGE_TABLE)
 
 
+#: The tests of the small table run in one pytest-xdist worker, so that only one makes it (it fits 1,827 SVMs).
+ONE_SMALL_TABLE = pytest.mark.xdist_group("small-landmine-table")
+
+
 @pytest.fixture(scope="module")
 def small_table(landmine_file: LandmineFile, tmp_path_factory) -> tuple[RewardTable, Path]:
     """A table made by ``pfxab landmine-table`` in a fresh process from the generated file."""
@@ -146,6 +150,7 @@ def _assert_random_entries_are_fresh_fits(table: RewardTable, splits, count: int
         assert abs(table.values[f, k] - svm_auc(splits[f], float(C), float(gamma))) <= 1e-9, (f, ids[k])
 
 
+@ONE_SMALL_TABLE
 def test_the_command_writes_a_table_of_the_data_it_was_given(small_table, landmine_file):
     table, _ = small_table
     assert table.depth == SMALL_DEPTH and table.fits == NUM_FIELDS * (2 ** (SMALL_DEPTH + 1) - 1)
@@ -156,6 +161,7 @@ def test_the_command_writes_a_table_of_the_data_it_was_given(small_table, landmi
     _assert_random_entries_are_fresh_fits(table, splits, count=40)
 
 
+@ONE_SMALL_TABLE
 def test_a_run_within_the_table_fits_no_svm(small_table, monkeypatch):
     table, path = small_table
     monkeypatch.setenv(TABLE_ENV_VAR, str(path))
@@ -165,6 +171,7 @@ def test_a_run_within_the_table_fits_no_svm(small_table, monkeypatch):
     assert federation.evaluator.fits == 0
 
 
+@ONE_SMALL_TABLE
 def test_table_and_live_fits_give_the_same_run(small_table, tmp_path, monkeypatch):
     _, path = small_table
     monkeypatch.setenv(TABLE_ENV_VAR, str(path))
@@ -178,6 +185,7 @@ def test_table_and_live_fits_give_the_same_run(small_table, tmp_path, monkeypatc
         assert live[key] == with_table[key], key
 
 
+@ONE_SMALL_TABLE
 def test_a_table_for_another_namespace_is_not_used(small_table, tmp_path, monkeypatch, capsys):
     table, _ = small_table
     other = tmp_path / "other.npz"
@@ -202,12 +210,11 @@ def test_an_output_that_cannot_be_written_is_refused_before_fitting(tmp_path, la
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     line = cli_error_line("landmine-table", "--depth", "0", "--output", str(blocker / "t.npz"),
-                          "--landmine-data", str(landmine_file.path), program=accepting_cli(landmine_file))
+                          "--landmine-data", str(landmine_file.path))  # in this process: the file is accepted
     assert "output=" in line and "is invalid" in line
 
 
 def test_a_bad_table_setting_is_one_line(tmp_path, monkeypatch, landmine_file):
     monkeypatch.setenv(TABLE_ENV_VAR, str(tmp_path / "absent.npz"))
-    line = cli_error_line("run", "--problem", "landmine", "--clients", "2", "--horizon", "100",
-                          program=accepting_cli(landmine_file))
+    line = cli_error_line("run", "--problem", "landmine", "--clients", "2", "--horizon", "100")
     assert TABLE_ENV_VAR in line and "is invalid" in line

@@ -39,6 +39,20 @@ def wait_for(condition: Callable[[], object], seconds: float, what: str) -> obje
     pytest.fail(f"not within {seconds} s: {what}")
 
 
+def marked_including(marker: str, pids: list[int], seconds: float = 30) -> list[int]:
+    """The processes carrying ``marker`` once ``pids`` are among them (the test fails if not within ``seconds``).
+
+    ``Popen`` returns when the child's exec has closed its close-on-exec files, before the kernel has set up
+    the new program's arguments and environment: until then ``/proc/<pid>/environ`` and ``cmdline`` read
+    empty, so a scan right after a start can miss the process just started (it did at load 14).
+    """
+    def found() -> list[int] | None:
+        marked = processes_with_marker(marker)
+        return marked if set(pids) <= set(marked) else None
+
+    return wait_for(found, seconds, f"{pids} carrying {marker}")  # type: ignore[return-value]
+
+
 def children(pid: int) -> list[int]:
     """The children of ``pid`` (started by any of its threads)."""
     try:
@@ -116,7 +130,7 @@ def test_killed_parent_leaves_no_marked_process_nor_directory(sig: signal.Signal
     try:
         assert parent.stdout is not None
         home, link, watcher = parent.stdout.readline().split()
-        assert Path(home).is_dir() and processes_with_marker(home) == [int(link)] and alive(int(watcher))
+        assert Path(home).is_dir() and marked_including(home, [int(link)]) == [int(link)] and alive(int(watcher))
         parent.send_signal(sig)
         assert parent.wait(timeout=patient(20)) == status
         wait_for(lambda: not alive(int(link)) and not Path(home).exists(), 20, "marked process and directory gone")
@@ -151,8 +165,7 @@ def test_a_deployments_superlink_and_supernodes_end_when_their_holder_is_sigkill
         home, *pids = holder.stdout.readline().split()
         started = [int(pid) for pid in pids]
         assert len(started) == 2 and all(alive(pid) for pid in started), (home, pids)
-        marked = processes_with_marker(f"FLWR_HOME={home}")
-        assert set(started) <= set(marked)
+        marked = marked_including(f"FLWR_HOME={home}", started)  # the SuperNode was started last, just now
         holder.kill()
         assert holder.wait(timeout=patient(10)) == -signal.SIGKILL
         wait_for(lambda: not any(alive(pid) for pid in marked) and not processes_with_marker(f"FLWR_HOME={home}"),
@@ -184,6 +197,7 @@ def flwr_simulation_of(home: Path) -> int | None:
 
 
 @pytest.mark.ray
+@pytest.mark.loopback  # pfxab simulate's local SuperLink
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize(("sig", "status"), [(signal.SIGKILL, -9), (signal.SIGTERM, 143)])
 def test_killed_simulate_stops_superlink_ray_and_removes_its_directories(
@@ -230,7 +244,39 @@ def watcher_of(pid: int) -> int:
     raise AssertionError(f"no watcher among the children of {pid}")
 
 
+def test_the_next_run_removes_only_our_directories_whose_owner_ended_and_that_no_process_uses(tmp_path: Path) -> None:
+    """What a run does first (:func:`remove_abandoned`), without Ray: the SIGKILLed run's directories go, no other."""
+    from pfxab_flower.simulations.environment import OWNER_FILE
+    from pfxab_flower.simulations.processes import owner_token
+
+    ended = subprocess.run([sys.executable, "-c", "from pfxab_flower.simulations.processes import owner_token; "
+                            "print(owner_token())"], capture_output=True, text=True, check=True).stdout
+    directories = {name: tmp_path / f"pfxab-ray-{name}" for name in ("abandoned", "live owner", "no owner file",
+                                                                     "in use", "a link")}
+    for name, path in directories.items():
+        if name != "a link":
+            path.mkdir()
+        if name in ("abandoned", "in use"):
+            (path / OWNER_FILE).write_text(ended, encoding="ascii")
+        elif name == "live owner":
+            (path / OWNER_FILE).write_text(owner_token() + "\n", encoding="ascii")
+    directories["a link"].symlink_to(directories["abandoned"], target_is_directory=True)
+    user = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                            env={**os.environ, "RAY_TMPDIR": str(directories["in use"])})
+    try:
+        marked_including(str(directories["in use"]), [user.pid])
+        assert remove_abandoned(tmp_path, "pfxab-ray-") == [directories["abandoned"]]
+    finally:
+        user.kill()
+        user.wait()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        path.name for name, path in directories.items() if name != "abandoned")
+    assert remove_abandoned(tmp_path, "pfxab-flwr-") == []  # another prefix is not looked at
+
+
+@pytest.mark.exhaustive  # default tier: the parent watch (the deployment's holder above), the removal (above)
 @pytest.mark.ray
+@pytest.mark.loopback  # pfxab simulate's local SuperLink
 @pytest.mark.timeout(300)
 def test_simulate_and_its_watcher_both_sigkilled_leave_no_process_and_the_next_run_removes_the_directories(
         tmp_path: Path) -> None:
@@ -281,7 +327,8 @@ def test_simulate_and_its_watcher_both_sigkilled_leave_no_process_and_the_next_r
 def _interrupt(args: list[str], sig: signal.Signals, started: Callable[[str], bool], tmp_path: Path,
                ) -> tuple[int, list[str], list[int]]:
     """``pfxab ARGS`` in a fresh process (its own session, as a terminal's job is), interrupted by ``sig`` once
-    ``started(output so far)``; its status, output lines and the processes still carrying its mark 5 s later."""
+    ``started(output so far)``; its status, output lines and the processes still carrying its mark (after a wait
+    for them to end: 5 s on an idle machine, stretched on a busy one)."""
     mark = f"pfxab-interrupt-test-{os.getpid()}-{sig.name}-{time.monotonic_ns()}"
     log = tmp_path / "output.txt"
     with log.open("w") as output:
@@ -292,13 +339,15 @@ def _interrupt(args: list[str], sig: signal.Signals, started: Callable[[str], bo
             wait_for(lambda: started(log.read_text()) or child.poll() is not None, 240, f"{args[0]} started")
             assert child.poll() is None, log.read_text()[-2000:]
             child.send_signal(sig)
-            status = child.wait(timeout=20)  # was 40-120 s after Ctrl-C, and SIGABRT after SIGTERM
+            status = child.wait(timeout=patient(20))  # was 40-120 s after Ctrl-C, and SIGABRT after SIGTERM
         finally:
             if child.poll() is None:
                 os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
-    time.sleep(5)
-    return status, log.read_text().strip().splitlines(), processes_with_marker(mark)
+    deadline = time.monotonic() + patient(5)
+    while (left := processes_with_marker(mark)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return status, log.read_text().strip().splitlines(), left
 
 
 @pytest.mark.ray

@@ -227,7 +227,7 @@ def test_a_relative_out_after_the_current_directory_was_removed_is_one_line(tmp_
     (tmp_path / "gone").mkdir()
     done = subprocess.run(["bash", "-c", f"cd gone && rmdir ../gone && exec {sys.executable} -m "
                            "pfxab_flower.simulations.cli run --horizon 100 --out r"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120,
+                          capture_output=True, text=True, timeout=patient(120),
                           env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")})  # no relative path
                           # Python itself must make absolute before our code runs
     lines = [line for line in done.stderr.splitlines() if not line.startswith("with nu1")]

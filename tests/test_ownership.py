@@ -22,6 +22,7 @@ from pfxab_flower.storage.manifest import MANIFEST_NAME, read_manifest, verify
 from pfxab_flower.storage.outputs import write_files_atomically
 from pfxab_flower.studies.comparison import compare
 from tests.conftest import cli_error_line
+from tests.patience import patient
 from tests.test_sweep import TINY, write_config
 
 SMALL_RUN = ("--problem", "garland", "--clients", "3", "--horizon", "5000")
@@ -381,7 +382,7 @@ def test_a_write_killed_midway_leaves_no_temporary_for_good(tmp_path, sig):
 
     out = tmp_path / "R1"
     done = subprocess.run([sys.executable, "-c", _KILLED_WRITE, sig, str(out)], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=patient(120))
     temporaries = [p for p in tmp_path.iterdir() if p.name.startswith(".R1.")]
     if sig == "SIGTERM":  # an interrupt: the clean-up ran, one line, status 143
         assert done.returncode == 143 and done.stderr.strip().splitlines()[-1] == "pfxab run: interrupted (SIGTERM)"

@@ -6,7 +6,8 @@ already running on the machine"). The Ray test starts a real head with ``ray sta
 in a private ``TMPDIR`` (so Ray's default temporary directory, for the head and for the app,
 is private), runs the docs' app through ``flwr run .`` as a user would, then follows the
 line's fix (stop the SuperLink, ``export RAY_ADDRESS=local``) and runs it again. Everything
-it started is stopped by pid: never ``ray stop``, which stops every Ray on the machine.
+it started is stopped by pid: never ``ray stop``, which stops every Ray on the machine. It is
+the slow tier (``exhaustive``); the default tier checks the diagnosis and its line without Ray.
 """
 
 from __future__ import annotations
@@ -178,7 +179,9 @@ def timed_flwr_run(command: list[str], cwd: Path, env: dict[str, str], limit: fl
     return "".join(lines), seconds
 
 
+@pytest.mark.exhaustive  # default tier: the diagnosis and its line without starting Ray (above)
 @pytest.mark.ray
+@pytest.mark.loopback  # flwr run's local SuperLink
 @pytest.mark.timeout(600)
 def test_the_docs_app_with_a_ray_head_already_running(tmp_path: Path) -> None:
     from tests.test_user_app import write_user_app

@@ -4,7 +4,10 @@ The cluster (``benchmarks/local_cluster.py``) is a head and a worker node starte
 ``ray start`` as separate processes on loopback, one CPU each; it is stopped after
 the module with nothing left running. Every result on the cluster must equal the
 local one exactly (wall times aside), and a sweep begun on the cluster must finish
-locally into the same directory.
+locally into the same directory. The default tier runs a comparison on the cluster (the
+``ray`` executor sweeps use too), the landmine fits, an in-process run given its address and
+the check of a client larger than its nodes; the sweep and the two Flower simulations on the
+cluster are the slow tier (``exhaustive``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.cluster import fits_on
 from pfxab_flower.simulations.flwr_run import free_port
 from pfxab_flower.storage.cache import EvaluationStore
-from tests.conftest import cli_error_line
+from tests.conftest import PFXAB, cli_error_line
 from tests.landmine_files import LandmineFile, accepting
 from tests.test_sweep import TINY, write_config
 
@@ -51,10 +54,17 @@ def test_an_unreachable_cluster_is_one_line_before_any_work(command, tmp_path) -
                     "`ray start --head`)")
 
 
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """An HTTP server's handler that logs nothing (its log would be on the stderr of the command under test)."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
 @pytest.mark.parametrize("command", [["compare", "--executor", "ray"], ["run"], ["simulate"]])
 def test_a_port_that_answers_but_is_not_ray_is_one_line_within_seconds(command, tmp_path) -> None:
     """An HTTP server accepts TCP: only Ray's own answer (the GCS's CheckAlive over gRPC) passes the check."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), QuietHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         address = f"127.0.0.1:{server.server_address[1]}"
@@ -107,6 +117,7 @@ def numbers(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[columns].sort_values("run_id" if "run_id" in columns else columns).reset_index(drop=True)
 
 
+@pytest.mark.exhaustive  # default tier: resuming (tests/test_sweep.py), the ray executor here (the comparison)
 @pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_a_sweep_on_the_cluster_equals_the_local_one_and_resumes_on_either(cluster, tmp_path, capsys) -> None:
@@ -159,6 +170,7 @@ def test_landmine_fits_on_the_cluster_equal_local_fits_and_only_the_driver_write
     assert sum(len(values) for values in stored.values()) == 2 * len(points)  # written here, by the driver
 
 
+@pytest.mark.exhaustive  # default tier: Flower's simulation on the worker's own Ray (tests/test_flower_ray.py)
 @pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_a_flower_simulation_on_the_cluster_equals_the_inprocess_run(cluster) -> None:
@@ -172,6 +184,7 @@ def test_a_flower_simulation_on_the_cluster_equals_the_inprocess_run(cluster) ->
     assert flower.phases.equals(inprocess.phases)
 
 
+@pytest.mark.exhaustive  # default tier: pfxab simulate on its own Ray (tests/test_flower_simulate.py)
 @pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_simulate_through_flwr_run_on_the_cluster_equals_the_inprocess_run(cluster, tmp_path, capsys) -> None:
@@ -189,8 +202,9 @@ def test_simulate_through_flwr_run_on_the_cluster_equals_the_inprocess_run(clust
 @pytest.mark.ray
 @pytest.mark.timeout(120)
 def test_a_client_larger_than_every_node_of_the_cluster_is_refused_before_the_run(cluster, tmp_path) -> None:
-    line = cli_error_line("simulate", "--clients", "2", "--horizon", "1000", "--num-cpus", "2",
-                          "--ray-address", cluster, "--out", str(tmp_path / "o"), not_ours=RAY_NO_ROUTE_WARNING)
+    line = cli_error_line("simulate", "--clients", "2", "--horizon", "1000", "--num-cpus", "2",  # in a process of
+                          "--ray-address", cluster, "--out", str(tmp_path / "o"),  # its own: it asks the cluster
+                          program=PFXAB, not_ours=RAY_NO_ROUTE_WARNING)
     assert line == (f"pfxab simulate: error: --num-cpus=2.0 is invalid; allowed: a number in (0, 1] (the largest node "
                     f"of the Ray cluster at {cluster} has 1 CPU)")
     assert not (tmp_path / "o").exists()

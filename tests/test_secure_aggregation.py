@@ -147,6 +147,7 @@ def test_secure_aggregation_key() -> None:
 
 @pytest.mark.ray
 @pytest.mark.timeout(180)
+@pytest.mark.usefixtures("shared_ray")
 def test_secagg_plus_on_ray_matches_the_plain_run() -> None:
     from pfxab_flower.simulations.run_flower import run_flower_simulation
 

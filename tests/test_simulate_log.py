@@ -43,6 +43,7 @@ def test_the_streamed_log_loses_colour_codes_misleading_notices_and_client_trace
 
 
 @pytest.mark.ray
+@pytest.mark.loopback  # pfxab simulate's local SuperLink
 @pytest.mark.timeout(300)
 def test_a_run_the_server_stops_is_one_line_and_exit_2_under_simulate(tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -80,6 +81,7 @@ def write_boom_app(directory: Path) -> Path:
 
 
 @pytest.mark.ray
+@pytest.mark.loopback  # pfxab simulate's local SuperLink
 @pytest.mark.timeout(300)
 def test_a_run_that_ends_without_a_result_names_flowers_record_and_exits_1(tmp_path: Path) -> None:
     """``flwr run`` exits 0 after a ServerApp raised; ``pfxab simulate`` asks Flower (``flwr ls``) and says so."""

@@ -1,12 +1,14 @@
 """Stragglers: a client that answers after the round timeout is a failed client, and the run goes on.
 
 ``straggle-seconds`` turns the clients the fault plan (``fail-rate``, ``fail-clients``)
-selects from failing at once into answering that late. The Ray test runs a real
-Flower simulation in which one client's replies of phase 1 arrive after
-``round-timeout``: Flower stops waiting, the strategy averages the other two, the
-late replies (which arrive while later rounds are under way) are never mixed into
-them, and the straggler catches up in phase 2 - exactly the in-process run of the
-same fault plan with failures instead of stragglers.
+selects from failing at once into answering that late. Without Ray (the default tier), Flower's
+own loops over in-process clients (tests/flower_loopback.py, tests/message_loopback.py) run the
+strategies and client apps with a straggler whose reply comes after the round timeout: it is a
+failure, the run goes on, and it is exactly the in-process run of the same fault plan with
+failures instead of stragglers. The Ray test (slow tier) runs a real Flower simulation in which
+one client's replies of phase 1 arrive after ``round-timeout`` by the clock: Flower stops
+waiting, the strategy averages the other two, the late replies (which arrive while later rounds
+are under way) are never mixed into them, and the straggler catches up in phase 2.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from flwr.server.superlink.linkstate.in_memory_linkstate import InMemoryLinkStat
 
 from pfxab_flower.algorithms import make_policy
 from pfxab_flower.algorithms.phased import ServerMachine
+from pfxab_flower.client_apps import federation_sessions, message_client_app
 from pfxab_flower.client_apps.store import STATE_KEY, FlowerStore
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.faults import FaultPlan, InjectedFailureError
@@ -29,9 +32,10 @@ from pfxab_flower.problems.sampling import SimulatedEnvironment
 from pfxab_flower.running import engine
 from pfxab_flower.running.client_session import ClientSession, LateReplyError
 from pfxab_flower.schema.run_config import AppOptions, RunConfig, parse_run_config, to_run_config
+from pfxab_flower.simulations.apps import strategy_of
 from pfxab_flower.simulations.run_flower import run_flower_simulation
+from tests import flower_loopback, message_loopback
 from tests.patience import patient
-from tests.test_flower_ray import shared_ray  # noqa: F401  (Ray started once for the module, checked stopped)
 
 SAME_KEYS = (
     "algorithm", "problem", "regret", "regret_per_client", "final_nodes", "final_points", "phases",
@@ -102,11 +106,44 @@ def test_a_late_straggler_waits_then_keeps_none_of_its_work(round_timeout: float
     assert plan.late == (round_timeout == 0.01)
 
 
+@pytest.mark.parametrize("api", ["message", "legacy"])
+def test_a_straggler_later_than_the_round_timeout_is_a_failure_through_flowers_loops_without_ray(api: str) -> None:
+    """Client 1 straggles in phase 1 (its reply is later than the round timeout: it says so and keeps none of its
+    work), through Flower's own server loop and the real client apps: two failures, the run goes on, and it is
+    the in-process run of the plan whose client fails at once. The clock's part (Flower giving up on a reply that
+    has not come) is the Ray test's below."""
+    config = RunConfig(problem="garland", algorithm="pf-xab", clients=3, alpha=0.5, horizon=3000, seed=3)
+    options = AppOptions(round_timeout=0.01, fail_rate=0.5, fail_clients=(1,), straggle_seconds=0.01, api=api)
+    plan = options.faults(config.seed)
+    assert plan.late and [plan.selects(1, p) for p in (1, 2)] == [True, False]  # client 1 is late in phase 1 only
+    federation = build_federation(config)
+    strategy = strategy_of(config, options, federation)
+    sessions = federation_sessions(federation, plan)
+    if api == "legacy":
+        flower_loopback.run_loopback(strategy, sessions, config.clients)
+    else:
+        message_loopback.run_loopback(strategy, message_loopback.LoopbackGrid(config.clients,
+                                                                              message_client_app(sessions)))
+    flower = strategy.run_result()
+    assert flower.summary["phases"] == 2
+    assert flower.phases[["failed_local_means", "failed_active_sets"]].values.tolist() == [[1, 1], [0, 0]]
+    assert flower.summary["failures"] == 2 and flower.summary["rejected_replies"] == 0
+    assert flower.summary["pulls_scored"] == [config.horizon] * 3  # every client pulls exactly T
+    failing = engine.run(federation, algorithm=config.algorithm, alpha=config.alpha, horizon=config.horizon,
+                         seed=config.seed, faults=FaultPlan(seed=config.seed, rate=0.5, clients=(1,)),
+                         describe=engine.describe_problem(config))
+    for key in SAME_KEYS:
+        assert flower.summary[key] == failing.summary[key], key
+    assert flower.phases.equals(failing.phases)
+    assert not np.array_equal(engine.run_config(config).phases.values, flower.phases.values)  # it changed the run
+
+
+@pytest.mark.exhaustive  # default tier: the same straggler through Flower's loops without Ray (above)
 @pytest.mark.ray
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("api", ["message", "legacy"])
 def test_a_straggler_later_than_the_round_timeout_is_a_failure_and_the_run_goes_on(
-    shared_ray, monkeypatch: pytest.MonkeyPatch, api: str  # noqa: F811
+    shared_ray, monkeypatch: pytest.MonkeyPatch, api: str
 ) -> None:
     # round 1 includes the Ray actors' start (measured 5-10 s on an idle 2-core machine), which the timeout must
     # leave room for: twice that, stretched on a busy machine (12 s, 1.2 times it, failed at load 8)

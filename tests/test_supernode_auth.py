@@ -174,6 +174,9 @@ def test_a_pull_log_must_continue_the_clients_earlier_one() -> None:
 
 
 # -- the real processes -----------------------------------------------------------------------------
+# default tier: the restart and the state dir over the loopback grid (above), registered SuperNodes joining over TLS
+# in the deployment smoke test (tests/test_flower_deployment.py)
+@pytest.mark.exhaustive
 @pytest.mark.slow
 @pytest.mark.loopback
 @pytest.mark.timeout(300)

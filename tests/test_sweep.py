@@ -249,6 +249,7 @@ seed = 0
 
 @pytest.mark.ray
 @pytest.mark.timeout(240)
+@pytest.mark.usefixtures("shared_ray")
 def test_a_flower_sweep_runs_serially_and_gives_the_inprocess_numbers(tmp_path, capsys):
     pytest.importorskip("pfxab_flower.simulations.run_flower")
     config = write_config(tmp_path, FLOWER_ONE_RUN, "one.toml")

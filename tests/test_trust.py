@@ -262,6 +262,7 @@ def test_a_rejected_reply_cannot_attach_its_pull_log_to_another_client() -> None
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.exhaustive  # default tier: the same impostor and pull logs over Flower's loops without Ray (above)
 @pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_a_ray_simulation_refuses_an_impostor_and_a_long_pull_log_and_scores_the_honest_clients() -> None:

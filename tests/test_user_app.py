@@ -3,9 +3,17 @@
 It is a hand-written Flower app (its own pyproject, run-config keys of its own, four sites, a 0/1 trial each
 with its centre from the node config, drawn from the rng the product hands it) that uses only the public API
 the page shows. Through ``flwr run .`` (a local SuperLink, Flower's Ray simulation) every registered algorithm
-(the registry's, read when the test runs: one registered later is run too), and through ``run_simulation``
-PF-XAB and pf-sh, must put the per-phase metrics and each site's final point and name in its results file,
-equal to the in-process engine's for the same seed; each node's objective is built once per process (counted).
+(the registry's, read when the tests are collected: one registered later is run too), and through
+``run_simulation`` PF-XAB and pf-sh, must put the per-phase metrics and each site's final point and name in its
+results file, equal to the in-process engine's for the same seed; each node's objective is built once per
+process (counted). The default tier runs the solo algorithm (local-only) through ``flwr run`` and a federated
+one (PF-XAB) through ``run_simulation`` (a federated one through ``flwr run``: ``pfxab simulate``'s test,
+tests/test_flower_simulate.py); the others are the slow tier (``exhaustive``): every algorithm's strategy and
+client app give the in-process numbers without Ray through the loopback harness (tests/test_flower_message.py,
+tests/test_flower_strategy.py). So are the page's failure stories through ``flwr run`` (what they print is the
+strategy's one line, proved over the loopback grid; the rest, ``flwr ls``, ``flwr log`` and stopping the
+SuperLink, is Flower's). The ``flwr run`` tests share one SuperLink for the module; the test of a stopped run
+starts and stops its own, as the page describes.
 """
 
 from __future__ import annotations
@@ -54,13 +62,28 @@ def write_user_app(directory: Path) -> dict:
     return tomllib.loads(files["pyproject.toml"])["tool"]["flwr"]["app"]["config"]
 
 
-def expected_run(app_dir: Path, config: dict, algorithm: str) -> dict:
-    """The in-process engine's summary for the app's objective, seed and horizon."""
+@contextmanager
+def app_modules(app_dir: Path) -> Iterator[None]:
+    """``my_app`` imported from ``app_dir`` inside, and forgotten on both sides: the module's apps (the page's and
+    the instrumented copy) live in different directories under the same package name."""
+
+    def forget() -> None:
+        for name in [n for n in sys.modules if n == "my_app" or n.startswith("my_app.")]:
+            del sys.modules[name]
+
+    forget()
     sys.path.insert(0, str(app_dir))
     try:
-        task = importlib.import_module("my_app.task")
+        yield
     finally:
         sys.path.remove(str(app_dir))
+        forget()
+
+
+def expected_run(app_dir: Path, config: dict, algorithm: str) -> dict:
+    """The in-process engine's summary for the app's objective, seed and horizon."""
+    with app_modules(app_dir):
+        task = importlib.import_module("my_app.task")
     federation = Federation.from_callables([task.trials(centre) for centre in task.CENTRES], task.DOMAIN,
                                            evaluation="stochastic", value_range=(0.0, 1.0), sites=task.SITES)
     return run(federation, algorithm=algorithm, alpha=config["alpha"], horizon=config["horizon"],
@@ -157,55 +180,88 @@ def start_superlink_patiently(env: dict[str, str], home: Path) -> None:
     start_local_superlink(env, home)
 
 
-@pytest.mark.ray
-@pytest.mark.timeout(900)  # about 15 s per algorithm measured, on one warm SuperLink; far more for a hang
-def test_user_app_through_flwr_run_for_every_registered_algorithm(user_app: tuple[Path, dict], tmp_path: Path) -> None:
-    app_dir, config = user_app
-    algorithms = algorithm_names()  # the registry's: one registered later is run too
-    assert {"local-only", "random-search"} <= set(algorithms)
+@pytest.fixture(scope="module")
+def superlink() -> Iterator[tuple[Path, dict[str, str]]]:
+    """One local SuperLink (started before ``flwr run`` would start it) for the module's ``flwr run`` tests:
+    its ``FLWR_HOME`` and the environment of a user's shell for it; stopped, with all it started, at the end."""
     with flower_home() as (home, env):
         start_superlink_patiently(env, home)
-        for algorithm in algorithms:
-            results = tmp_path / f"{algorithm}.json"
-            command = flwr_run_command(app_dir, config["clients"],
-                                       f"algorithm='{algorithm}' horizon={HORIZON} results-file='{results}'")
-            done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
-                                  timeout=patient(240))
-            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-            assert results.exists(), done.stdout[-3000:]
-            expected = expected_run(app_dir, {**config, "horizon": HORIZON}, algorithm)
-            check_outcome(json.loads(results.read_text()), expected)
-            # the user's own ServerApp logs the bundled app's lines: one per phase, and the final exchange
-            logged = re.findall(r"pfxab: phase (\d+)(?: \(depth \d+\))?: \d+ (?:active nodes|candidates)", done.stdout)
-            assert logged == [str(p) for p in range(1, expected["phases"] + 1)], done.stdout[-3000:]
-            assert "pfxab: final exchange: 4 of 4 clients sent their final point" in done.stdout
+        yield home, env
+
+
+#: Through ``flwr run`` in the default tier: the solo algorithm (a federated one: tests/test_flower_simulate.py).
+BY_FLWR_RUN_BY_DEFAULT = ("local-only",)
 
 
 @pytest.mark.ray
+@pytest.mark.loopback  # flwr run's local SuperLink
+@pytest.mark.timeout(300)  # about 15 s per algorithm measured, on a warm SuperLink; far more for a hang
+@pytest.mark.parametrize("algorithm", [
+    pytest.param(a, marks=() if a in BY_FLWR_RUN_BY_DEFAULT else pytest.mark.exhaustive)
+    for a in algorithm_names()  # the registry's: one registered later is run too
+])
+def test_user_app_through_flwr_run_for_every_registered_algorithm(
+    user_app: tuple[Path, dict], superlink: tuple[Path, dict[str, str]], tmp_path: Path, algorithm: str
+) -> None:
+    app_dir, config = user_app
+    _, env = superlink
+    results = tmp_path / f"{algorithm}.json"
+    command = flwr_run_command(app_dir, config["clients"],
+                               f"algorithm='{algorithm}' horizon={HORIZON} results-file='{results}'")
+    done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True, timeout=patient(240))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert results.exists(), done.stdout[-3000:]
+    expected = expected_run(app_dir, {**config, "horizon": HORIZON}, algorithm)
+    check_outcome(json.loads(results.read_text()), expected)
+    # the user's own ServerApp logs the bundled app's lines: one per phase, and the final exchange
+    logged = re.findall(r"pfxab: phase (\d+)(?: \(depth \d+\))?: \d+ (?:active nodes|candidates)", done.stdout)
+    assert logged == [str(p) for p in range(1, expected["phases"] + 1)], done.stdout[-3000:]
+    assert "pfxab: final exchange: 4 of 4 clients sent their final point" in done.stdout
+
+
+def test_the_registry_holds_the_baselines_the_flwr_run_test_runs() -> None:
+    assert {"local-only", "random-search"} <= set(algorithm_names())
+    assert set(BY_FLWR_RUN_BY_DEFAULT) <= set(algorithm_names())
+
+
+def test_an_algorithm_nobody_registered_is_the_one_line_the_page_shows() -> None:
+    """What the page's ServerApp raises for ``algorithm='pf-xba'`` (through ``flwr run``: the slow tier, below)."""
+    from pfxab_flower.errors import ConfigError
+    from pfxab_flower.strategies import STRATEGIES
+
+    with pytest.raises(ConfigError) as info:
+        STRATEGIES["pf-xba"]
+    assert str(info.value) == f"algorithm='pf-xba' is invalid; allowed: {', '.join(algorithm_names())}"
+
+
+@pytest.mark.exhaustive  # default tier: the one line (above); Flower's record of a failed run is Flower's
+@pytest.mark.ray
+@pytest.mark.loopback  # flwr run's local SuperLink
 @pytest.mark.timeout(300)
 def test_an_algorithm_nobody_registered_fails_the_serverapp_with_one_line_and_flowers_record_says_so(
-    user_app: tuple[Path, dict], tmp_path: Path
+    user_app: tuple[Path, dict], superlink: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
     """docs/flower.md: what a ``flwr run`` user sees when the ServerApp raises (``flwr run`` itself exits 0)."""
     app_dir, config = user_app
     results = tmp_path / "none.json"
-    with flower_home() as (home, env):
-        start_superlink_patiently(env, home)
-        command = flwr_run_command(app_dir, config["clients"], f"algorithm='pf-xba' results-file='{results}'")
-        done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
-                              timeout=patient(240))
-        assert done.returncode == 0, done.stdout[-3000:]  # Flower's: whatever happened to the run
-        why = f"algorithm='pf-xba' is invalid; allowed: {', '.join(algorithm_names())}"
-        assert why in done.stdout, done.stdout[-3000:]
-        assert not results.exists()
-        run_id = re.search(r"Successfully started run (\d+)", done.stdout)[1]
-        listed = subprocess.run([flwr_executable(), "ls", "--run-id", run_id, "--format", "json"], cwd=app_dir,
-                                env=env, capture_output=True, text=True, timeout=patient(60))
-        record = json.loads(listed.stdout)["runs"][0]
-        assert record["status"] == "finished:failed" and why in record["status-details"], record
+    _, env = superlink  # the module's SuperLink
+    command = flwr_run_command(app_dir, config["clients"], f"algorithm='pf-xba' results-file='{results}'")
+    done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
+                          timeout=patient(240))
+    assert done.returncode == 0, done.stdout[-3000:]  # Flower's: whatever happened to the run
+    why = f"algorithm='pf-xba' is invalid; allowed: {', '.join(algorithm_names())}"
+    assert why in done.stdout, done.stdout[-3000:]
+    assert not results.exists()
+    run_id = re.search(r"Successfully started run (\d+)", done.stdout)[1]
+    listed = subprocess.run([flwr_executable(), "ls", "--run-id", run_id, "--format", "json"], cwd=app_dir,
+                            env=env, capture_output=True, text=True, timeout=patient(60))
+    record = json.loads(listed.stdout)["runs"][0]
+    assert record["status"] == "finished:failed" and why in record["status-details"], record
 
 
+@pytest.mark.exhaustive  # default tier: the one line over the loopback grid (test_flower_message.py, too few nodes)
 @pytest.mark.ray
+@pytest.mark.loopback  # flwr run's local SuperLink
 @pytest.mark.timeout(300)
 def test_a_stopped_run_ends_with_one_line_its_record_and_a_superlink_that_stops(
     user_app: tuple[Path, dict], tmp_path: Path
@@ -278,39 +334,37 @@ def builds_per_process(log: Path) -> Counter:
 
 
 @pytest.mark.ray
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("algorithm", [pytest.param(a, marks=() if a == "pf-xab" else pytest.mark.exhaustive)
+                                       for a in ALGORITHMS])  # the others: through flwr run (every one registered)
 def test_user_app_through_run_simulation(instrumented_app: tuple[Path, dict], tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """PF-XAB and pf-sh: the in-process engine's final point at every site, each site named; each
-    node's objective built once in each Ray worker that handles it (it was built for every message)."""
+                                         monkeypatch: pytest.MonkeyPatch, algorithm: str) -> None:
+    """The in-process engine's final point at every site, each site named; each node's objective built once in
+    each Ray worker that handles it (it was built for every message). Its own Ray (not the worker's shared one):
+    Flower's backend gives Ray's workers the ``sys.path`` of the moment it starts Ray, and the app's directory is
+    on it only now."""
     from flwr.simulation import run_simulation
 
     app_dir, config = instrumented_app
     log = tmp_path / "builds.log"
+    log.write_text("")
     monkeypatch.setenv("PFXAB_BUILD_LOG", str(log))  # Ray's workers inherit this process's environment
-    sys.path.insert(0, str(app_dir))
-    try:
+    with app_modules(app_dir):
         server_app = importlib.import_module("my_app.server_app")
         client_app = importlib.import_module("my_app.instrumented_client")
-        for algorithm in ALGORITHMS:  # the others: through flwr run (every registered algorithm)
-            results = tmp_path / f"{algorithm}.json"
-            log.write_text("")
-            settings = {**config, "algorithm": algorithm, "results-file": str(results)}
-            with ray_environment() as ray_dir, warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                run_simulation(server_app.make_app(settings), client_app.app, num_supernodes=config["clients"],
-                               backend_config=backend_config(0.5, ray_dir))  # four workers on two cores
-            outcome = json.loads(results.read_text())
-            check_outcome(outcome, expected_run(app_dir, config, algorithm))
-            builds = builds_per_process(log)
-            nodes = {row["flower_node"] for row in outcome["clients"]}
-            assert set(builds.values()) == {1}, builds  # never twice in one process
-            assert {int(node) for _, node, _ in builds} == nodes  # every node built where it ran
-            assert len(builds) <= len(nodes) * len({pid for pid, _, _ in builds})
-    finally:
-        sys.path.remove(str(app_dir))
-        for name in [n for n in sys.modules if n == "my_app" or n.startswith("my_app.")]:
-            del sys.modules[name]
+        results = tmp_path / f"{algorithm}.json"
+        settings = {**config, "algorithm": algorithm, "results-file": str(results)}
+        with ray_environment() as ray_dir, warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            run_simulation(server_app.make_app(settings), client_app.app, num_supernodes=config["clients"],
+                           backend_config=backend_config(0.5, ray_dir))  # four workers on two cores
+    outcome = json.loads(results.read_text())
+    check_outcome(outcome, expected_run(app_dir, config, algorithm))
+    builds = builds_per_process(log)
+    nodes = {row["flower_node"] for row in outcome["clients"]}
+    assert set(builds.values()) == {1}, builds  # never twice in one process
+    assert {int(node) for _, node, _ in builds} == nodes  # every node built where it ran
+    assert len(builds) <= len(nodes) * len({pid for pid, _, _ in builds})
 
 
 @pytest.mark.exhaustive  # flwr run's own SuperLink; the same properties over the loopback grid: test_own_sites.py
@@ -389,16 +443,11 @@ def test_the_page_app_in_a_deployment_reads_each_sites_centre_and_name_from_its_
         assert done.returncode == 0 and results.exists(), done.stdout[-2000:] + log_tail(running)
     outcome = json.loads(results.read_text())
     assert [row["site"] for row in outcome["clients"]] == [f"ward-{m}" for m in range(4)]  # the node's own names
-    sys.path.insert(0, str(app_dir))
-    try:
+    with app_modules(app_dir):
         task = importlib.import_module("my_app.task")
         federation = Federation.from_callables([task.trials(c) for c in centres], task.DOMAIN,
                                                evaluation="stochastic", value_range=(0.0, 1.0))
         alone = run(federation, algorithm="pf-xab", alpha=config["alpha"], horizon=HORIZON, seed=config["seed"])
-    finally:
-        sys.path.remove(str(app_dir))
-        for name in [n for n in sys.modules if n == "my_app" or n.startswith("my_app.")]:
-            del sys.modules[name]
     np.testing.assert_array_equal(np.array([row["final_point"] for row in outcome["clients"]]),
                                   alone.summary["final_points"])
     builds = builds_per_process(log)

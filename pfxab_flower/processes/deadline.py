@@ -9,19 +9,20 @@ docs/reliability.md.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import pickle
 import signal
 import threading
 from collections.abc import Callable
-from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pfxab_flower.errors import ObjectiveError
 from pfxab_flower.processes.lifetime import exit_with_parent
+
+if TYPE_CHECKING:  # multiprocessing itself is imported by the first limited call: most runs have no limit
+    from multiprocessing.connection import Connection
 
 
 def call_within(seconds: float | None, fn: Callable[[np.ndarray], Any], points: np.ndarray, what: str) -> Any:
@@ -51,6 +52,8 @@ class _ObjectiveProcess:
     """A forked process that calls one objective, one call at a time, for one thread of this process."""
 
     def __init__(self, fn: Callable[[np.ndarray], Any]) -> None:
+        import multiprocessing
+
         self.fn = fn  # held: its id keys the worker, so it must not be reused by another object
         context = multiprocessing.get_context("fork")
         self.connection, theirs = context.Pipe()

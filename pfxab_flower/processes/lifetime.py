@@ -13,7 +13,6 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from importlib.metadata import entry_points
 from pathlib import Path
 
 from pfxab_flower.errors import ConfigError
@@ -53,6 +52,8 @@ def with_parent(command: Sequence[str]) -> list[str]:
     The script's entry point runs in ``python -m pfxab_flower.processes.lifetime``, which watches for this
     process as :func:`exit_with_parent` does; its command line still names the script and its arguments.
     """
+    from importlib.metadata import entry_points  # here: every ``pfxab`` start loads this module, few start programs
+
     name = Path(command[0]).name
     if not entry_points(group="console_scripts", name=name):
         raise ConfigError(f"{name!r} is not a console script of {sys.executable}; allowed: one installed in this "
@@ -62,6 +63,8 @@ def with_parent(command: Sequence[str]) -> list[str]:
 
 def _run_console_script(parent_pid: int, name: str, arguments: list[str]) -> int | str | None:
     """Run console script ``name`` with ``arguments`` here, ended (SIGTERM, then exit) when ``parent_pid`` is gone."""
+    from importlib.metadata import entry_points
+
     (script,) = entry_points(group="console_scripts", name=name)
     exit_with_parent(parent_pid, grace=TERMINATE_GRACE_SECONDS)
     sys.argv = [name, *arguments]

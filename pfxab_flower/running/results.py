@@ -21,10 +21,11 @@ from pfxab_flower.problems.federation import Federation
 from pfxab_flower.problems.optimum import Optimum
 from pfxab_flower.problems.sampling import SiteCosts
 from pfxab_flower.running.accounting import CommunicationLog, Ledger
-from pfxab_flower.storage.outputs import PathIdentity, write_files_atomically
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from pfxab_flower.storage.outputs import PathIdentity
 
 #: The columns of ``phases.csv``, one row per completed phase (the server machine's history).
 PHASE_COLUMNS = (
@@ -108,6 +109,8 @@ class RunResult:
         (a sweep's, a comparison's) only with ``replace``; a directory that is no longer what was
         ``checked`` before the run (moved, replaced) is refused.
         """
+        from pfxab_flower.storage.outputs import write_files_atomically  # here: a run that only prints writes nothing
+
         return write_files_atomically(out_dir, self.files(), kind="run", replace=replace, checked=checked)
 
 

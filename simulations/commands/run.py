@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
 
@@ -14,7 +15,6 @@ from pfxab_flower.simulations.commands.options import (
     add_run_options,
     config_from_args,
 )
-from pfxab_flower.storage.outputs import PathIdentity, check_output_dir, replaced_kind, save_or_keep
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +36,9 @@ def handle(args: argparse.Namespace) -> int:
     args.engine = parse("engine", args.engine)
     out = replaced = checked = None
     if args.out is not None:  # before the run, not after it; written where it was checked, if it is still that
+        # here: a printed run writes nothing
+        from pfxab_flower.storage.outputs import PathIdentity, check_output_dir, replaced_kind
+
         out = check_output_dir(args.out, result_files=RESULT_FILES, kind="run", replace=args.replace)
         checked = PathIdentity.of(out)
         replaced = replaced_kind(out, "run") if args.replace else None
@@ -55,14 +58,22 @@ def handle(args: argparse.Namespace) -> int:
         from tqdm import tqdm
 
         from pfxab_flower.running.engine import run_config
-        from pfxab_flower.simulations.cluster import fits_on
 
+        fits: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
+        if args.ray_address is not None:  # only then: the cluster's module is not needed by a run on this machine
+            from pfxab_flower.simulations.cluster import fits_on
+
+            fits = fits_on(args.ray_address)
         # a bar on a terminal only, and only for a run longer than a second (tqdm's delay)
-        with fits_on(args.ray_address), tqdm(total=config.horizon, desc="pfxab run", unit="pull", unit_scale=True,
-                                             file=sys.stderr, disable=None, delay=1.0, leave=False) as bar:
+        with fits, tqdm(total=config.horizon, desc="pfxab run", unit="pull", unit_scale=True,
+                        file=sys.stderr, disable=None, delay=1.0, leave=False) as bar:
             result = run_config(config, progress=lambda done: bar.update(done - bar.n))
-    written, unsaved = save_or_keep(lambda path: result.write(path, replace=args.replace, checked=checked), out,
-                                    RESULT_FILES)
+    written = unsaved = None
+    if out is not None:
+        from pfxab_flower.storage.outputs import save_or_keep
+
+        written, unsaved = save_or_keep(lambda path: result.write(path, replace=args.replace, checked=checked), out,
+                                        RESULT_FILES)
     if written is not None and replaced is not None:
         print(f"pfxab run: replaced {replaced} that was in {shown(written)} (--replace)", file=sys.stderr)
     if args.json:
