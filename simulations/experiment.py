@@ -143,12 +143,12 @@ def load_experiment(path: str | Path) -> Experiment:
             raise ConfigError(f"{path.name}: {exc}") from None
     if len({run_id(c) for c in configs}) != len(configs):
         raise ConfigError(f"{_where(path, 'grid')} has repeated values; allowed: distinct values per key")
-    for name in dict.fromkeys([*fixed, *grid]):  # an own parameter set where no run of the sweep reads it: refused
-        runs = [(c.algorithm, c.problem) for c in configs if name in away_from_default(c.options)]
+    for field in dict.fromkeys([*fixed, *grid]):  # an own parameter set where no run of the sweep reads it: refused
+        runs = [(c.algorithm, c.problem) for c in configs if field in away_from_default(c.options)]
         try:
             with spelled_as("key"):
-                refuse_unread(runs, next((c.options for c in configs if name in away_from_default(c.options)), {}),
-                              [name] if runs else [])
+                refuse_unread(runs, next((c.options for c in configs if field in away_from_default(c.options)), {}),
+                              [field] if runs else [])
         except ConfigError as exc:
             raise ConfigError(f"{path.name}: {exc}") from None
     return Experiment(str(name), kind, str(meta.get("title", name)), fixed, grid, tuple(configs), curve_points,

@@ -405,8 +405,8 @@ def test_calibrate_takes_every_parameter_of_the_algorithm_and_advises_for_it(cap
     summary = json.loads(capsys.readouterr().out)
     assert summary["algorithm"] == "pf-sh" and "candidates=32" in summary["advice"]
     line = main_error(capsys, "calibrate", "--clients", "2", "--horizon", "100000", "--candidates", "32")
-    assert line == "pfxab calibrate: error: --candidates='32' is invalid with --algorithm pf-xab; allowed: only " \
-                   "with an algorithm that takes it"
+    assert line == "pfxab calibrate: error: --candidates=32 is invalid; allowed: only with --algorithm pf-sh, " \
+                   "whose parameter it is (this run is pf-xab on garland)"
 
 
 def test_an_algorithm_that_uses_nu1_and_rho_is_pointed_to_those_that_do_not():
