@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import platform
 import shutil
@@ -32,8 +33,10 @@ from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.simulations.experiment import RUN_ID_PATTERN, Experiment, load_experiment, run_id
 from pfxab_flower.simulations.sweep_runs import (
     CONFIG_COLUMNS,
+    LATER_COLUMNS,
     REFERENCE_COLUMNS,
     SUMMARY_COLUMNS,
+    later_values,
     load_run,
     references,
     run_files,
@@ -307,6 +310,7 @@ def consolidate(experiment: Experiment, out: Path) -> tuple[pd.DataFrame, pd.Dat
                               "(run `pfxab sweep` again to redo it)") from None
         row = {"run_id": rid, **config.to_dict()}
         row.update({k: summary[k] for k in SUMMARY_COLUMNS})
+        row.update(later_values(summary))
         row.update({k: refs[k] for k in REFERENCE_COLUMNS})
         rows.append(row)
         curves.append(curve.assign(**{"run_id": rid, **config.to_dict()}))
@@ -344,6 +348,9 @@ def load_sweep(out: str | Path) -> tuple[Experiment, pd.DataFrame, pd.DataFrame]
         except (OSError, ValueError, pyarrow.ArrowException) as exc:
             raise refuse(f"{name} is unreadable: {type(exc).__name__}: {first_line(exc)}") from None
     runs, curves = tables["runs.parquet"], tables["curves.parquet"]
+    for column in LATER_COLUMNS:
+        if column not in runs.columns:  # consolidated before simple regret was kept: not known
+            runs[column] = math.nan
     needed = {"runs.parquet": ("run_id", *CONFIG_COLUMNS, *SUMMARY_COLUMNS, *REFERENCE_COLUMNS),
               "curves.parquet": ("run_id", *CONFIG_COLUMNS, "t", "regret")}
     for name, columns in needed.items():

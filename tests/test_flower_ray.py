@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from pfxab_flower.running.engine import run_config
+from pfxab_flower.running.results import RECOMMENDATION_KEYS
 from pfxab_flower.schema.catalogue import ALGORITHMS
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations.environment import ray_environment
@@ -25,6 +26,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 SAME_KEYS = (
     "algorithm", "problem", "regret", "regret_per_client", "final_nodes", "final_points", "phases",
     "communication_rounds", "values_down", "values_up", "rejected_replies",
+    *RECOMMENDATION_KEYS,
 )
 
 

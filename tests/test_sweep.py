@@ -76,6 +76,8 @@ def test_sweep_writes_both_tables_with_the_documented_columns(finished):
     row = runs.iloc[3]
     summary = json.loads((out / "runs" / row["run_id"] / "summary.json").read_text())
     assert summary["regret"] == row["regret"] and summary["seed"] == row["seed"]
+    assert [summary[key] for key in ("simple_regret", "best_simple_regret")] == [row["simple_regret"],
+                                                                                 row["best_simple_regret"]]
     assert runs["best_local"].nunique() == 1 and runs["best_local"].iloc[0] >= runs["mean_reward_local"].max()
     assert (out / "config.toml").is_file()
     record = json.loads((out / "sweep.json").read_text())
@@ -100,6 +102,10 @@ def test_plot_and_report_of_the_tiny_sweep(finished, tmp_path, capsys):
     mean = runs.loc[(runs["algorithm"] == "pf-xab") & (runs["alpha"] == 0.9), "regret"].mean()
     row = next(line for line in table.splitlines() if line.startswith("| PF-XAB |"))
     assert row.split(" | ")[2].startswith(f"{mean:,.3f} ± ")
+    simple = runs.loc[(runs["algorithm"] == "pf-xab") & (runs["alpha"] == 0.9), "simple_regret"].mean()
+    after = table[table.index("Simple regret of the final points"):]
+    row = next(line for line in after.splitlines() if line.startswith("| PF-XAB |"))
+    assert row.split(" | ")[2].startswith(f"{simple:,.4f} ± ")
 
 
 def test_running_the_same_sweep_again_does_no_new_work(finished, capsys):

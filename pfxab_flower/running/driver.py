@@ -228,22 +228,26 @@ class ServerDriver(RunOutcome):
         return self.machine.check_final(report) or self._check_final_point(report)
 
     def _check_final_point(self, report: FinishReport) -> str | None:
-        """In simulation the server knows the domain: a final point must be its node's cell centre.
+        """In simulation the server knows the domain: a final (and best observed) point must be its node's cell centre.
 
         (A deployment's server has no domain; there the points of the length most
         clients sent are kept, see :meth:`final_points`.)
         """
         if self.federation is None:
             return None
-        node = int(report.node_id)
-        if node not in self._centres:  # clients share final cells: one midpoint per distinct cell, not per client
-            self._centres[node] = self.federation.partition.midpoints(np.array([node], dtype=np.int64))[0]
-        expected = self._centres[node]
-        point = np.asarray(report.point, dtype=float)
-        if point.shape != expected.shape:
-            return f"final point has {point.size} values, expected {expected.size} (the domain's dimension)"
-        if not np.allclose(point, expected, rtol=1e-12, atol=0.0):
-            return f"final point is not the centre of node {report.node_id}'s cell"
+        pairs: list[tuple[str, int, object]] = [("final point", report.node_id, report.point)]
+        if report.best_node_id is not None:  # complete: the machine's check saw to it
+            pairs.append(("best observed point", report.best_node_id, report.best_point))
+        for what, node, given in pairs:
+            node = int(node)
+            if node not in self._centres:  # clients share final cells: one midpoint per distinct cell, not per client
+                self._centres[node] = self.federation.partition.midpoints(np.array([node], dtype=np.int64))[0]
+            expected = self._centres[node]
+            point = np.asarray(given, dtype=float)
+            if point.shape != expected.shape:
+                return f"{what} has {point.size} values, expected {expected.size} (the domain's dimension)"
+            if not np.allclose(point, expected, rtol=1e-12, atol=0.0):
+                return f"{what} is not the centre of node {node}'s cell"
         return None
 
     def record(self, phase: int, kind: str, values_down: int, bytes_down: int, values_up: int, bytes_up: int) -> None:

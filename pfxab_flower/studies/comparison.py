@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -41,16 +42,20 @@ from pfxab_flower.storage.outputs import write_files_atomically
 #: The columns of one run's row, in order.
 RUN_COLUMNS = (
     "algorithm", "seed", "problem", "alpha", "confidence", "clients", "horizon",
-    "regret", "evaluations", "phases", "pulls_per_phase", "communication_rounds",
+    "regret", "simple_regret", "best_simple_regret", "evaluations", "phases", "pulls_per_phase", "communication_rounds",
     "bytes_up", "bytes_down", "bytes_sent", "values_up", "values_down", "rejected_replies",
     "mean_reward_personalised", "mean_reward_global", "mean_reward_local", "wall_seconds",
 )
 #: The columns of the curves table (long format: one row per run and time).
 CURVE_COLUMNS = ("algorithm", "seed", "t", "regret")
 #: What the summary table reports (mean and standard deviation over seeds).
-METRICS = ("regret", "evaluations", "phases", "pulls_per_phase", "communication_rounds", "bytes_sent", "wall_seconds")
+METRICS = ("regret", "simple_regret", "evaluations", "phases", "pulls_per_phase", "communication_rounds", "bytes_sent",
+           "wall_seconds")
+#: Columns a comparison written before they existed lacks: read back as NaN (not known), not refused.
+LATER_COLUMNS = ("simple_regret", "best_simple_regret")
 _LABELS = {
-    "regret": "regret",
+    "regret": "cumulative regret",
+    "simple_regret": "simple regret",
     "evaluations": "evaluations",
     "phases": "phases",
     "pulls_per_phase": "pulls per phase",
@@ -178,6 +183,8 @@ def _run_job(source: RunConfig | int, keywords: dict[str, Any], grid: np.ndarray
     result = run_checked(_federation_of(source), **keywords)
     s = result.summary
     row = {name: s[name] for name in RUN_COLUMNS if name in s}
+    for name in LATER_COLUMNS:  # null in an unscored run
+        row[name] = math.nan if row[name] is None else row[name]
     row["bytes_sent"] = int(s["bytes_up"]) + int(s["bytes_down"])
     # each client's pulls per phase (the phase length), averaged over the phases the run reached
     row["pulls_per_phase"] = float(result.phases["phase_length"].mean()) if len(result.phases) else 0.0
@@ -361,6 +368,9 @@ def load_comparison(directory: str | os.PathLike[str]) -> Comparison:
             raise
         except (OSError, ValueError, pyarrow.ArrowException) as exc:
             raise refuse(f"{name}.parquet is unreadable: {type(exc).__name__}: {first_line(exc)}") from None
+        for column in LATER_COLUMNS if name == "runs" else ():
+            if column not in frame.columns:  # written before simple regret was kept: not known
+                frame[column] = math.nan
         missing = [c for c in columns if c not in frame.columns]
         if missing:
             raise refuse(f"{name}.parquet lacks column {missing[0]!r}")
