@@ -76,7 +76,8 @@ def from_context(make_objective: Callable[[Context], Objective]) -> FromContext:
     return FromContext(make_objective)
 
 #: The run-config keys that define the bundled app's problem (everything else is ignored by clients).
-PROBLEM_KEYS = ("problem", "clients", "noise", "noise-sigma", "evaluation", "spread", "landmine-data", "fields")
+PROBLEM_KEYS = ("problem", "clients", "noise", "noise-sigma", "evaluation", "spread", "landmine-data", "fields",
+                "seed")  # a seeded problem's federation (the shifted ones: their translation) depends on the seed
 FAULT_KEYS = ("fail-rate", "fail-clients", "straggle-seconds", "round-timeout")
 
 

@@ -68,6 +68,9 @@ class Problem:
     parameters: tuple[Parameter, ...] = ()
     #: its check of a run's values together (e.g. no more clients than landmine fields)
     check: RunCheck | None = None
+    #: whether its federation depends on the run's seed (the shifted problems' translation): runs of other
+    #: seeds do not share it (:func:`pfxab_flower.running.parallel.federation_key`)
+    seeded: bool = False
 
     def build(self, config: ProblemRun, noise: NoiseModel) -> object:
         """The federation of ``config`` (the builder is imported first if it was registered by reference)."""
@@ -82,7 +85,8 @@ _PROBLEMS: dict[str, Problem] = {}
 
 
 def register_problem(name: str, builder: Builder | str, *, help: str, dimension: int | None = None,
-                     parameters: tuple[Parameter, ...] = (), check: RunCheck | None = None) -> Problem:
+                     parameters: tuple[Parameter, ...] = (), check: RunCheck | None = None,
+                     seeded: bool = False) -> Problem:
     """Make ``name`` a problem every entry point accepts (``RunConfig(problem=name)``, ``--problem name``).
 
     ``builder(config, noise)`` returns the :class:`~pfxab_flower.problems.federation.Federation` of
@@ -90,7 +94,8 @@ def register_problem(name: str, builder: Builder | str, *, help: str, dimension:
     ``help`` is the short description ``--problem``'s help shows; ``dimension``, if given, the
     domain's dimension (read by tables that group problems by it); ``parameters`` the problem's
     own (a flag and a run-config key each, read by the builder as ``config.<name>``); ``check``
-    its check of a run's values. A name already taken is refused (:func:`unregister_problem` first).
+    its check of a run's values; ``seeded`` whether the builder reads ``config.seed`` (each seed its own
+    federation). A name already taken is refused (:func:`unregister_problem` first).
     """
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ConfigError(f"problem name {name!r} is invalid; allowed: lower-case letters, digits, '-' and '_', "
@@ -111,7 +116,9 @@ def register_problem(name: str, builder: Builder | str, *, help: str, dimension:
         if not isinstance(p, Parameter) or (other is not None and (other.kind, other.default) != (p.kind, p.default)):
             raise ConfigError(f"parameter {getattr(p, 'name', p)!r} of problem {name!r} is invalid; allowed: a "
                               "parameter.Parameter (one another problem declares: with its type and default)")
-    _PROBLEMS[name] = Problem(name, builder, help.strip(), dimension, tuple(parameters), check)
+    if not isinstance(seeded, bool):
+        raise ConfigError(f"seeded={seeded!r} of problem {name!r} is invalid; allowed: True or False")
+    _PROBLEMS[name] = Problem(name, builder, help.strip(), dimension, tuple(parameters), check, seeded)
     return _PROBLEMS[name]
 
 
@@ -202,3 +209,9 @@ for _family, _label in (("garland", "Garland"), ("doublesine", "DoubleSine")):  
         register_problem(f"{_family}-{_dimension}d", f"pfxab_flower.problems.separable:{_family}_{_dimension}d",
                          help=f"{_dimension}-D, {_label} in every coordinate, shifted per client", dimension=_dimension,
                          parameters=(SPREAD,))
+for _family, _label in (("garland", "Garland"), ("doublesine", "DoubleSine")):  # problems/translated.py
+    for _dimension in (1, 2, 3, 5):
+        register_problem(f"{_family}-shifted" + ("" if _dimension == 1 else f"-{_dimension}d"),
+                         "pfxab_flower.problems.translated:shifted_federation", dimension=_dimension,
+                         help=f"{_dimension}-D {_label}, its optima moved by a random translation drawn from the seed",
+                         parameters=(SPREAD,), seeded=True)

@@ -210,13 +210,13 @@ def _checked_list(name: str, values: Any, check_one: Any) -> tuple[Any, ...]:
 
 
 def _plan_config(base: RunConfig, algorithms: tuple[str, ...], seeds: tuple[int, ...],
-                 parameters: dict[str, Any]) -> tuple[RunConfig, list[RunConfig], dict[str, Any]]:
+                 parameters: dict[str, Any]) -> tuple[list[RunConfig], dict[str, Any]]:
     """The runs of a RunConfig comparison: every config is built (so checked) before any runs."""
     _refuse_unknown(parameters, [name for name in RunConfig.names() if name not in _PER_RUN])
     base = base.replace(**parameters)
     configs = [base.replace(algorithm=a, seed=s) for a in algorithms for s in seeds]
     setting = {k: v for k, v in base.to_dict().items() if k not in _PER_RUN}
-    return base, configs, setting
+    return configs, setting
 
 
 #: compare's own keywords with a Federation, beside the spec's (the common ones and the algorithms' own).
@@ -280,22 +280,23 @@ def compare(
     workers = parse_workers(workers)
     token: int | None = None
     if isinstance(target, RunConfig):
-        base, configs, setting = _plan_config(target, algorithms, seeds, parameters)
-        source: RunConfig | int = base
-        federation = shared_federation(base)
+        configs, setting = _plan_config(target, algorithms, seeds, parameters)
+        sources: list[RunConfig | int] = list(configs)  # a seeded problem (the shifted ones): a federation per seed
+        federations = [shared_federation(c) for c in configs]
         keywords: list[dict[str, Any]] = [
-            {"spec": AlgorithmSpec.from_config(c, federation.reward_range, federation.domain.ndim),
-             "describe": describe_problem(c)} for c in configs]
+            {"spec": AlgorithmSpec.from_config(c, f.reward_range, f.domain.ndim), "describe": describe_problem(c)}
+            for c, f in zip(configs, federations, strict=True)]
     elif isinstance(target, Federation):
         if runner is not None:
             raise ConfigError("runner=... is invalid with a Federation; allowed: a RunConfig (a remote worker "
                               "rebuilds its federation from it), or local workers=")
         keywords, setting = _plan_federation(target, algorithms, seeds, parameters)
-        federation, token = target, id(target)
-        source = token
+        federations, token = [target], id(target)
+        sources = [token] * len(keywords)
     else:
         raise ConfigError(f"target={type(target).__name__} is invalid; allowed: a Federation or a RunConfig")
-    federation.optimum(setting["alpha"])  # once, before workers fork: they inherit it
+    for federation in {id(f): f for f in federations}.values():
+        federation.optimum(setting["alpha"])  # once, before workers fork: they inherit it
     grid = time_grid(setting["horizon"], CURVE_POINTS)
     results: list[tuple[dict[str, Any], np.ndarray] | None] = [None] * len(keywords)
     errors: dict[int, BaseException] = {}
@@ -315,7 +316,8 @@ def compare(
                     errors[index] = error
                 bar.update()
 
-            (runner or local_runner(workers))(_run_job, [(source, kw, grid) for kw in keywords], done)
+            (runner or local_runner(workers))(_run_job, [(source, kw, grid) for source, kw in zip(sources, keywords,
+                                                                                                  strict=True)], done)
     finally:
         if token is not None:
             _FEDERATIONS.pop(token, None)
