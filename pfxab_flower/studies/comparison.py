@@ -23,7 +23,7 @@ import pandas as pd
 import pyarrow
 from tqdm import tqdm
 
-from pfxab_flower.algorithms.registry import COMMON, options_of
+from pfxab_flower.algorithms.registry import COMMON, available_names, options_of
 from pfxab_flower.errors import ConfigError, WorkerLostError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS
 from pfxab_flower.formatting import format_mean_sd
@@ -33,7 +33,7 @@ from pfxab_flower.processes.remote import JobRunner
 from pfxab_flower.running.engine import describe_problem, run_checked, run_spec
 from pfxab_flower.running.parallel import local_runner, shared_federation
 from pfxab_flower.running.results import time_grid
-from pfxab_flower.schema.catalogue import PARAMETERS, algorithm_names, check, parse, parse_workers
+from pfxab_flower.schema.catalogue import PARAMETERS, check, parse, parse_workers
 from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.schema.spec import AlgorithmSpec
 from pfxab_flower.storage.manifest import read_bounded
@@ -267,14 +267,15 @@ def compare(
     ``target``: a :class:`Federation` (``parameters`` are :func:`pfxab_flower.running.engine.run`'s
     keywords: ``alpha``, ``horizon``, ``nu1``, ``rho``, ``max_depth``, ``confidence``, the
     algorithms' own (``candidates``: given to the algorithms that declare it), ``min_fraction``,
-    ``faults``, ``describe``, with ``run``'s defaults; ``algorithms``: default every registered one),
+    ``faults``, ``describe``, with ``run``'s defaults; ``algorithms``: default every registered one whose modules
+    are installed),
     or a :class:`RunConfig` (its ``algorithm`` and ``seed`` are ignored; ``parameters``
     replace its other fields, e.g. ``alpha=0.9``). Every run is checked before any starts.
     ``progress`` shows a progress bar on stderr. ``runner`` runs the jobs (default:
     ``workers`` local processes; ``pfxab compare --executor ray`` passes a Ray cluster's,
     for a RunConfig only: a remote worker rebuilds the federation from it).
     """
-    algorithms = _checked_list("algorithms", algorithm_names() if algorithms is None else algorithms,
+    algorithms = _checked_list("algorithms", available_names() if algorithms is None else algorithms,
                                lambda a: check("algorithm", a, label="algorithms"))
     seeds = _checked_list("seeds", seeds, lambda s: check("seed", s, label="seeds"))
     workers = parse_workers(workers)

@@ -35,6 +35,13 @@ def best_of(nodes: np.ndarray, sums: np.ndarray, counts: np.ndarray) -> BestObse
     return BestObserved(int(nodes[best]), float(means[best]), int(counts[best]))
 
 
+def merged(nodes: np.ndarray, sums: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-node sums and counts with each node once (sorted): a node listed again adds its rewards to its own."""
+    unique, index = np.unique(np.asarray(nodes, dtype=np.int64), return_inverse=True)
+    return (unique, np.bincount(index, weights=sums, minlength=len(unique)),
+            np.bincount(index, weights=counts, minlength=len(unique)).astype(np.int64))
+
+
 class Observing:
     """An :class:`~pfxab_flower.problems.sampling.Environment` that passes every call on and notes the rewards of
     each pull (sums and counts per node; ``play``, exploitation, draws none)."""
@@ -75,10 +82,8 @@ class Observing:
         """Add what was noted to ``state``'s per-node sums and counts (a node pulled again adds to its own)."""
         if not self._parts:
             return
-        nodes = np.concatenate([state.observed_nodes, *(part[0] for part in self._parts)])
-        sums = np.concatenate([state.observed_sums, *(part[1] for part in self._parts)])
-        counts = np.concatenate([state.observed_counts, *(part[2] for part in self._parts)])
+        state.observed_nodes, state.observed_sums, state.observed_counts = merged(
+            np.concatenate([state.observed_nodes, *(part[0] for part in self._parts)]),
+            np.concatenate([state.observed_sums, *(part[1] for part in self._parts)]),
+            np.concatenate([state.observed_counts, *(part[2] for part in self._parts)]))
         self._parts = []
-        state.observed_nodes, index = np.unique(nodes, return_inverse=True)
-        state.observed_sums = np.bincount(index, weights=sums, minlength=len(state.observed_nodes))
-        state.observed_counts = np.bincount(index, weights=counts, minlength=len(state.observed_nodes)).astype(np.int64)

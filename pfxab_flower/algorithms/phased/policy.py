@@ -41,6 +41,10 @@ class Policy:
     refines_partition: ClassVar[bool] = True
     #: What :meth:`successors` are, for the server's one-line reason when a reply's active set is not among them.
     successor_kind: ClassVar[str] = "children"
+    #: The modules it needs beyond the project's own dependencies, and the optional extra that installs them
+    #: (``pip install "pfxab-flower[optuna]"``): without them, choosing it is refused in one line naming the extra.
+    requires: ClassVar[tuple[str, ...]] = ()
+    extra: ClassVar[str] = ""
 
     # -- the candidates: where every client starts, what survives a phase, what the server may hear ----------
     def depth(self, settings: Settings, phase: int) -> int:
