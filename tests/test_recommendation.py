@@ -121,3 +121,17 @@ def test_compare_on_a_users_own_federation_shows_simple_and_cumulative_regret() 
         simple = group["simple_regret"]
         assert simple.notna().all() and row[2] == format_mean_sd(simple.mean(), simple.std(ddof=1))
     assert "simple regret" in comparison.table().splitlines()[1]
+
+
+@pytest.mark.parametrize(("algorithm", "horizon", "stuck"), [
+    ("local-only", 50, True), ("local-only", 200, False), ("pf-xab-adaptive", 50, True), ("pf-xab", 50, False),
+    ("random-search", 50, False), ("pf-sh", 50, False),
+])
+def test_a_horizon_too_small_to_leave_the_first_point_is_one_warning(caplog, algorithm, horizon, stuck) -> None:
+    with caplog.at_level("WARNING", logger="pfxab_flower"):
+        summary = run(synthetic_federation("garland", 3), algorithm, horizon=horizon, seed=0).summary
+    lines = [r.getMessage() for r in caplog.records if "to leave its first point" in r.getMessage()]
+    assert lines == ([f"horizon={horizon} is too small for {algorithm} to leave its first point: no phase fits, so "
+                      f"every client pulls the domain's centre all {horizon} times (a larger horizon, or an algorithm "
+                      "that draws points from the first pull: random-search, optuna-tpe)"] if stuck else [])
+    assert (summary["final_nodes"] == [1] * 3) == stuck  # the warning says what happened: the root, all along

@@ -26,11 +26,19 @@ class LocalOnly(SoloPolicy):
 
     def alone(self, settings: Settings, client: int, env: Environment) -> tuple[int, int]:
         """The one-client PF-XAB run of this client, to the horizon: ``(node it exploited, T)``."""
-        policy = PFXAB()
-        own = Settings(settings.spec.replace(algorithm=policy.name, num_clients=1, alpha=1.0, options={},
-                                             seed=solo_seed(settings.seed, client)))
+        policy, own = PFXAB(), _one_client(settings, client)
         server, machine = ServerMachine(policy, own), ClientMachine(policy, own, 0)
         while isinstance(instruction := server.next_instruction(), PhaseInstruction):
             update = server.aggregate([machine.explore(instruction, env)])
             server.collect([machine.eliminate(update, env)])
         return machine.finish(instruction, env).node_id, settings.horizon
+
+    def searches(self, settings: Settings) -> bool:
+        """Whether the one-client PF-XAB runs a phase within the horizon (else it exploits the domain's centre)."""
+        return isinstance(ServerMachine(PFXAB(), _one_client(settings, 0)).next_instruction(), PhaseInstruction)
+
+
+def _one_client(settings: Settings, client: int) -> Settings:
+    """The settings of client ``client``'s one-client PF-XAB (alpha 1, its own seed)."""
+    return Settings(settings.spec.replace(algorithm=PFXAB.name, num_clients=1, alpha=1.0, options={},
+                                          seed=solo_seed(settings.seed, client)))

@@ -29,7 +29,7 @@ from pfxab_flower.problems.federation import Federation
 from pfxab_flower.running.accounting import CommunicationLog
 from pfxab_flower.running.driver_outcome import RunOutcome
 from pfxab_flower.running.exchanges import Exchange, Failure, Outgoing
-from pfxab_flower.running.resolution import uniform_exploration_warning
+from pfxab_flower.running.resolution import first_point_warning, uniform_exploration_warning
 from pfxab_flower.running.trust import NodeBinding, pull_log_problem, pull_log_rewritten
 
 LOGGER = logging.getLogger("pfxab_flower")
@@ -63,6 +63,8 @@ class ServerDriver(RunOutcome):
             warning = None
         if warning is not None:  # once per run, before its first exchange
             LOGGER.warning("%s", warning)
+        if (stuck := first_point_warning(settings.spec)) is not None:
+            LOGGER.warning("%s", stuck)
 
     @property
     def nodes(self) -> Mapping[int, int]:
