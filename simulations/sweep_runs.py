@@ -19,6 +19,7 @@ from pfxab_flower.printable import first_line
 from pfxab_flower.running.parallel import shared_federation
 from pfxab_flower.running.results import RESULT_FILES, RunResult, time_grid
 from pfxab_flower.schema.run_config import RunConfig
+from pfxab_flower.simulations.experiment import same_run
 from pfxab_flower.storage.manifest import verify
 from pfxab_flower.storage.outputs import write_files_atomically
 
@@ -136,7 +137,7 @@ def load_run(run_dir: Path, config: RunConfig) -> tuple[dict[str, Any], dict[str
     bad = [key for key in REFERENCE_COLUMNS if not _number(refs.get(key))]
     if bad:
         raise IncompleteRunError(f"references.json {bad[0]} is missing or not a number")
-    if saved != json.loads(json.dumps(config.to_dict())):  # as written (tuples become lists)
+    if not isinstance(saved, dict) or not same_run(saved, config):
         raise IncompleteRunError("config.json is not this run's config")
     if (list(curve.columns) != ["t", "regret"] or curve.empty
             or not all(pd.api.types.is_numeric_dtype(curve[c]) for c in curve.columns)):

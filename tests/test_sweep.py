@@ -297,5 +297,20 @@ def test_a_field_added_to_run_configs_leaves_older_run_ids_unchanged() -> None:
 
 def _other_value(name: str) -> object:
     others = {"confidence": "bernstein", "evaluation": "deterministic", "random_fraction": 0.5, "max_evaluations": 50,
-              "candidates": 64}
+              "candidates": 64, "tpe_trials": 50}
     return others[name]
+
+
+def test_a_run_written_before_a_later_field_existed_is_the_same_run() -> None:
+    """A sweep resumed after an algorithm's own parameter was added (tpe_trials, candidates, ...) keeps its runs:
+    their config.json lacks the new field, which they ran at its default."""
+    import json as json_module
+
+    from pfxab_flower.simulations.experiment import same_run
+
+    config = RunConfig(problem="garland", alpha=0.5, seed=3)
+    written = json_module.loads(json_module.dumps(config.to_dict()))
+    earlier = {k: v for k, v in written.items() if k not in ("tpe_trials", "candidates")}
+    assert same_run(written, config) and same_run(earlier, config)
+    assert not same_run(earlier, config.replace(tpe_trials=50))  # away from its default it is another run
+    assert not same_run({**written, "seed": 4}, config)
