@@ -73,7 +73,7 @@ class OptunaTPE(SoloPolicy):
         rng = np.random.default_rng(seed)  # the rewards' noise
         nodes, rewards = np.zeros(count, dtype=np.int64), np.zeros(count)
         with _quiet(optuna):
-            sampler = optuna.samplers.TPESampler(seed=seed % (1 << 32))  # Optuna's defaults (docs: why)
+            sampler = optuna.samplers.TPESampler(seed=seed % (1 << 32))  # Optuna 5's defaults: multivariate
             study = optuna.create_study(direction="maximize", sampler=sampler)
             for i in range(count):
                 trial = study.ask()
