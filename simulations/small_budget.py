@@ -16,7 +16,7 @@ import pandas as pd
 
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.simulations.experiment import ALGORITHM_LABELS
-from pfxab_flower.simulations.practice import family_and_dimension, winners_figure
+from pfxab_flower.simulations.practice import family_and_dimension, pyplot, save_figure, winners_figure
 from pfxab_flower.simulations.sweep import load_sweep
 from pfxab_flower.storage.outputs import atomic_file
 
@@ -92,6 +92,11 @@ def costs(runs: pd.DataFrame) -> pd.DataFrame:
                           total_seconds=runs.groupby("algorithm")["wall_seconds"].sum()).reset_index()
 
 
+def _measure_order(column: pd.Series) -> pd.Series:
+    """Simple regret before cumulative (the order of :data:`MEASURES`), then the clients as numbers."""
+    return column.map(list(MEASURES.values()).index) if column.name == "measure" else column
+
+
 def _label(algorithm: str) -> str:
     return ALGORITHM_LABELS.get(algorithm, algorithm)
 
@@ -123,7 +128,8 @@ def markdown(table: pd.DataFrame, duels: pd.DataFrame, runs: pd.DataFrame) -> st
         won = winners(table, measure)["best"].value_counts()
         lines += [f"Least mean {name}, settings won: " + ", ".join(f"{a} {n}" for a, n in won.items()), ""]
     cost = costs(runs)
-    horizons = sorted(c for c in cost.columns if c.startswith("seconds_per_run_T"))
+    horizons = sorted((c for c in cost.columns if c.startswith("seconds_per_run_T")),
+                      key=lambda c: int(c.removeprefix("seconds_per_run_T")))
     lines += ["Cost (wall seconds, one process): per run at each horizon, and in all", "",
               "| algorithm | runs | " + " | ".join(f"T = {c.removeprefix('seconds_per_run_T')}" for c in horizons)
               + " | total |", "|---|---|" + "---|" * (len(horizons) + 1)]
@@ -137,12 +143,14 @@ def markdown(table: pd.DataFrame, duels: pd.DataFrame, runs: pd.DataFrame) -> st
 def ratios_figure(table: pd.DataFrame, stem: Path) -> list[Path]:
     """Median ratio to random search against the horizon: a column per measure, a row per M, a line per algorithm
     (band: the middle half of the settings)."""
-    from pfxab_flower.simulations.practice import _pyplot, _save
+    from matplotlib.ticker import FuncFormatter
 
-    plt = _pyplot()
+    from pfxab_flower.simulations.plots import algorithm_colour
+
+    plt = pyplot()
     clients = sorted(table["clients"].unique())
     algorithms = sorted((a for a in table["algorithm"].unique() if a != "random-search"), key=_label)
-    colours = {a: plt.get_cmap("tab10")(i % 10) for i, a in enumerate(algorithms)}
+    colours = {a: algorithm_colour(a) for a in algorithms}  # each algorithm's colour in every figure
     fig, axes = plt.subplots(len(clients), len(MEASURES), figsize=(5.0 * len(MEASURES), 3.4 * len(clients)),
                              sharex=True, squeeze=False)
     for c, (measure, name) in enumerate(MEASURES.items()):
@@ -159,6 +167,8 @@ def ratios_figure(table: pd.DataFrame, stem: Path) -> list[Path]:
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xticks(sorted(table["horizon"].unique()), [f"{h:,}" for h in sorted(table["horizon"].unique())])
+            for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+                axis(FuncFormatter(lambda value, _: f"{value:g}"))
             ax.set_title(f"{name}, M = {m}", fontsize=10)
             ax.grid(True, which="major", alpha=0.3)
             if c == 0:
@@ -168,7 +178,7 @@ def ratios_figure(table: pd.DataFrame, stem: Path) -> list[Path]:
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
-    return _save(fig, stem)
+    return save_figure(fig, stem)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,8 +208,10 @@ def main(argv: list[str] | None = None) -> int:
         with atomic_file(out / name) as tmp:
             frame.to_csv(tmp, index=False)
     written = ratios_figure(synthetic, out / "small_budget")
+    order = [(family, noise) for family in dict.fromkeys(best.sort_values(["measure", "clients"], key=_measure_order)
+                                                         ["family"]) for noise in sorted(best["noise_sigma"].unique())]
     written += winners_figure(best, out / "small_budget_winners", ratio="random_search_ratio",
-                              ratio_label="random search's mean / the winner's")
+                              ratio_label="random search's mean / the winner's", rows=order)
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     print(markdown(synthetic, duels, runs[runs["problem"] != "landmine"]))
