@@ -78,7 +78,7 @@ def section_scaling(quick: bool) -> list[dict]:
     return rows
 
 
-SECTIONS = ("1", "2", "3", "4", "5", "6", "7")
+SECTIONS = ("1", "2", "3", "4", "5", "6", "7", "8")
 #: Sections that start Ray: they run only in a loopback-only network namespace (see ``__main__``).
 RAY_SECTIONS = ("4", "6", "7")
 
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None, no_loopback: str | None = None) -> int:
     if "3" in chosen:
         rows += section_scaling(args.quick)
     for number, module in (("4", "benchmarks.flower"), ("5", "benchmarks.landmine"), ("6", "benchmarks.flower"),
-                           ("7", "benchmarks.cluster")):
+                           ("7", "benchmarks.cluster"), ("8", "benchmarks.small_budget")):
         if number in chosen:
             try:
                 section = __import__(module, fromlist=["section"]).section

@@ -227,6 +227,16 @@ LATER_FIELDS = tuple(p.name for p in scoped("run") if p.late)
 LATER_FIELD_DEFAULTS = {name: getattr(RunConfig(), name) for name in LATER_FIELDS}
 
 
+def same_run(saved: Mapping[str, Any], config: RunConfig) -> bool:
+    """Whether a run directory's ``config.json`` is ``config``'s: a field added later (:data:`LATER_FIELDS`) that it
+    lacks counts as at its default, as :func:`run_id` leaves such a field out (both name the same run, so a sweep
+    written before an algorithm's own parameter existed resumes without redoing its runs)."""
+    expected: dict[str, Any] = json.loads(json.dumps(config.to_dict()))  # as written (tuples become lists)
+    defaults: dict[str, Any] = json.loads(json.dumps(LATER_FIELD_DEFAULTS))
+    filled: dict[str, Any] = {**{k: v for k, v in defaults.items() if k not in saved}, **saved}
+    return filled == expected
+
+
 #: What :func:`run_id` makes (the only names a sweep owns in its ``runs/``).
 RUN_ID_PATTERN = re.compile(r"[a-z]+-[a-z-]+-a[0-9.e+-]+-s[0-9]+-[0-9a-f]{12}")
 

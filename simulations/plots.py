@@ -122,34 +122,51 @@ def plot_rewards(experiment: Experiment, runs: pd.DataFrame) -> Figure:
     return fig
 
 
-def plot_comparison(comparison: Comparison) -> Figure:
-    """Final regret per algorithm (mean, sd, every seed) beside the regret curves (mean +- 1 sd, log t)."""
-    fig, (bars, curves) = plt.subplots(1, 2, figsize=(11.0, 4.2), gridspec_kw={"width_ratios": [1, 1.5]})
-    setting, seeds = comparison.setting, len(comparison.seeds)
+def _bars_with_seeds(ax: Axes, comparison: Comparison, metric: str) -> None:
+    """One bar per algorithm: the mean of ``metric`` over seeds with a +-1 sd error bar, and a dot per seed."""
+    seeds = len(comparison.seeds)
     offsets = np.linspace(-0.2, 0.2, seeds) if seeds > 1 else np.zeros(1)  # the seeds' dots, side by side
     for place, record in enumerate(comparison.summary.to_dict("records")):
         algorithm = record["algorithm"]
-        colour, label = algorithm_colour(algorithm), ALGORITHM_LABELS.get(algorithm, algorithm)
-        sd = record["regret_std"] if seeds > 1 else None
-        bars.bar(place, record["regret_mean"], width=0.6, color=colour, alpha=0.45, yerr=sd, capsize=6,
-                 edgecolor=colour, error_kw={"lw": 1.4})
+        colour = algorithm_colour(algorithm)
+        sd = record[f"{metric}_std"] if seeds > 1 else None
+        ax.bar(place, record[f"{metric}_mean"], width=0.6, color=colour, alpha=0.45, yerr=sd, capsize=6,
+               edgecolor=colour, error_kw={"lw": 1.4})
         runs = comparison.runs[comparison.runs["algorithm"] == algorithm].set_index("seed")
-        regrets = runs.loc[list(comparison.seeds), "regret"].to_numpy()
-        bars.scatter(place + offsets, regrets, s=16, color=colour, edgecolor="black", linewidth=0.5, zorder=3)
-        _mean_with_band(curves, comparison.curves[comparison.curves["algorithm"] == algorithm], label, log_x=True,
-                        colour=colour)
+        values = runs.loc[list(comparison.seeds), metric].to_numpy()
+        ax.scatter(place + offsets, values, s=16, color=colour, edgecolor="black", linewidth=0.5, zorder=3)
     names = [ALGORITHM_LABELS.get(a, a) for a in comparison.summary["algorithm"]]
-    bars.set_xticks(range(len(names)), names, rotation=30, ha="right", rotation_mode="anchor")  # long names clear
-    bars.set_ylabel(f"final regret (sum over M = {setting['clients']} clients)")
-    bars.set_title("final regret: mean ± 1 sd; dots: seeds" if seeds > 1 else "final regret (1 seed)", pad=14)
+    ax.set_xticks(range(len(names)), names, rotation=30, ha="right", rotation_mode="anchor")  # long names clear
+    ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+    ax.grid(alpha=0.3, axis="y")
+
+
+def plot_comparison(comparison: Comparison) -> Figure:
+    """Final cumulative regret and the final points' simple regret per algorithm (mean, sd, every seed) beside the
+    regret curves (mean +- 1 sd, log t); no simple-regret panel where it is not known (an unscored run)."""
+    simple = bool(np.isfinite(comparison.runs["simple_regret"].to_numpy(dtype=float)).any())
+    ratios = [1, 1, 1.5] if simple else [1, 1.5]
+    fig, axes = plt.subplots(1, len(ratios), figsize=(4.4 * sum(ratios), 4.2), gridspec_kw={"width_ratios": ratios})
+    bars, curves = axes[0], axes[-1]
+    setting, seeds = comparison.setting, len(comparison.seeds)
+    what = "mean ± 1 sd; dots: seeds" if seeds > 1 else "1 seed"
+    _bars_with_seeds(bars, comparison, "regret")
+    bars.set_ylabel(f"final cumulative regret (sum over M = {setting['clients']} clients)")
+    bars.set_title(f"cumulative regret: {what}", pad=14)
+    if simple:
+        _bars_with_seeds(axes[1], comparison, "simple_regret")
+        axes[1].set_ylabel("simple regret of the final points (mean over clients)")
+        axes[1].set_title(f"simple regret: {what}", pad=14)
+    for algorithm in comparison.summary["algorithm"]:
+        _mean_with_band(curves, comparison.curves[comparison.curves["algorithm"] == algorithm],
+                        ALGORITHM_LABELS.get(algorithm, algorithm), log_x=True, colour=algorithm_colour(algorithm))
     curves.set_xscale("log")
     curves.set_xlabel("t (pulls per client)")
     curves.set_ylabel("cumulative regret")
     curves.set_title("regret curves: mean ± 1 sd over seeds" if seeds > 1 else "regret curves (1 seed)", pad=14)
     curves.legend(loc="upper left", frameon=True)
-    for ax in (bars, curves):
-        ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
-        ax.grid(alpha=0.3, axis="y" if ax is bars else "both")
+    curves.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+    curves.grid(alpha=0.3)
     fig.suptitle(f"{setting['problem']}: M = {setting['clients']}, α = {setting['alpha']:g}, "
                  f"T = {setting['horizon']:,}, {seeds} seed{'s' if seeds > 1 else ''}")
     fig.tight_layout()

@@ -100,7 +100,8 @@ def markdown(best: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def _pyplot() -> ModuleType:
+def pyplot() -> ModuleType:
+    """matplotlib's pyplot on the Agg backend (imported when a figure is drawn)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -109,27 +110,33 @@ def _pyplot() -> ModuleType:
     return plt
 
 
-def _save(fig: Figure, stem: Path) -> list[Path]:
+def save_figure(fig: Figure, stem: Path) -> list[Path]:
+    """``fig`` as ``stem.png`` and ``stem.pdf`` (each written whole), closed; the paths."""
     written = []
     for suffix in (".png", ".pdf"):
         path = stem.with_suffix(suffix)
         with atomic_file(path) as tmp:
             fig.savefig(tmp, dpi=100, format=suffix[1:])
         written.append(path)
-    _pyplot().close(fig)
+    pyplot().close(fig)
     return written
 
 
-def winners_figure(best: pd.DataFrame, stem: Path) -> list[Path]:
-    """Where each variant wins: a panel per (family, noise) row and alpha column; horizon across, dimension up."""
+def winners_figure(best: pd.DataFrame, stem: Path, ratio: str = "pf_xab_ratio",
+                   ratio_label: str = "PF-XAB's regret / the winner's",
+                   rows: list[tuple[str, float]] | None = None) -> list[Path]:
+    """Where each variant wins: a panel per (family, noise) row and alpha column; horizon across, dimension up.
+
+    Each cell's text is its ``ratio`` column (what ``ratio_label`` says); ``rows`` orders the panels' rows
+    (default: sorted)."""
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
-    plt = _pyplot()
+    plt = pyplot()
     variants = sorted(best["best"].unique())
     code = {v: i for i, v in enumerate(variants)}
     palette = [plt.get_cmap("tab10")(i % 10) for i in range(len(variants))]
-    rows = sorted(best.groupby(["family", "noise_sigma"]).groups)
+    rows = rows if rows is not None else sorted(best.groupby(["family", "noise_sigma"]).groups)
     alphas, horizons = sorted(best["alpha"].unique()), sorted(best["horizon"].unique())
     dimensions = sorted(best["dimension"].unique())
     fig, axes = plt.subplots(len(rows), len(alphas), figsize=(3.3 * len(alphas), 2.5 * len(rows)), squeeze=False)
@@ -139,15 +146,15 @@ def winners_figure(best: pd.DataFrame, stem: Path) -> list[Path]:
             panel = best[(best["family"] == family) & (best["noise_sigma"] == noise) & (best["alpha"] == alpha)]
             grid = panel.pivot(index="dimension", columns="horizon", values="best").reindex(
                 index=dimensions, columns=horizons)
-            ratio = panel.pivot(index="dimension", columns="horizon", values="pf_xab_ratio").reindex(
+            text = panel.pivot(index="dimension", columns="horizon", values=ratio).reindex(
                 index=dimensions, columns=horizons)
             ax.imshow(grid.apply(lambda column: column.map(code)).to_numpy(dtype=float), origin="lower",
                       cmap=ListedColormap(palette), vmin=-0.5, vmax=len(variants) - 0.5, aspect="auto")
             for i in range(len(dimensions)):
                 for j in range(len(horizons)):
-                    if pd.notna(ratio.iat[i, j]):  # a family not run at this dimension and horizon: left blank
-                        ax.text(j, i, f"x{ratio.iat[i, j]:.1f}", ha="center", va="center", fontsize=7)
-            ax.set_xticks(range(len(horizons)), [f"{h:.0e}".replace("+0", "") for h in horizons], fontsize=7)
+                    if pd.notna(text.iat[i, j]):  # a family not run at this dimension and horizon: left blank
+                        ax.text(j, i, f"x{text.iat[i, j]:.1f}", ha="center", va="center", fontsize=7)
+            ax.set_xticks(range(len(horizons)), [_horizon_label(h) for h in horizons], fontsize=7)
             ax.set_yticks(range(len(dimensions)), [str(d) for d in dimensions], fontsize=7)
             ax.set_title(f"{family}, sigma {noise:g}, alpha {alpha:g}", fontsize=9)
             if c == 0:
@@ -156,14 +163,20 @@ def winners_figure(best: pd.DataFrame, stem: Path) -> list[Path]:
                 ax.set_xlabel("horizon T")
     handles = [Patch(color=palette[code[v]], label=v) for v in variants]
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False,
-               title="least mean regret (cell text: PF-XAB's regret / the winner's)", title_fontsize=8)
+               title=f"least mean regret (cell text: {ratio_label})", title_fontsize=8)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    return _save(fig, stem)
+    return save_figure(fig, stem)
+
+
+def _horizon_label(horizon: float) -> str:
+    """``1e4`` from 10,000 on where that is exact (the practice map's horizons), else the number (``200``)."""
+    text = f"{horizon:.0e}".replace("+0", "")
+    return text if horizon >= 1e4 and float(text) == horizon else f"{horizon:,.0f}"
 
 
 def curves_figure(table: pd.DataFrame, stem: Path) -> list[Path]:
     """Regret per pull against the horizon for the 1-D problems: a panel per (problem, noise) row and alpha column."""
-    plt = _pyplot()
+    plt = pyplot()
     table = table[table["dimension"] == 1]
     rows = sorted(table.groupby(["problem", "noise_sigma"]).groups)
     alphas = sorted(table["alpha"].unique())
@@ -190,7 +203,7 @@ def curves_figure(table: pd.DataFrame, stem: Path) -> list[Path]:
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.07, 1, 1))
-    return _save(fig, stem)
+    return save_figure(fig, stem)
 
 
 def main(argv: list[str] | None = None) -> int:

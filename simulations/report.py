@@ -47,10 +47,12 @@ def regret_report(experiment: Experiment, runs: pd.DataFrame) -> str:
     seeds = runs["seed"].nunique()
     clients, horizon = int(runs["clients"].iloc[0]), int(runs["horizon"].iloc[0])
     groups = list(runs.groupby(keys, sort=False)) if keys else [((), runs)]
-    rows, comm = [], []
+    rows, simple, comm = [], [], []
     for values, group in groups:
         label = series_label(experiment, values if isinstance(values, tuple) else (values,))
         rows.append([label] + [_mean_sd(group.loc[group["alpha"] == a, "regret"], scale) for a in alphas])
+        simple.append([label] + [_mean_sd(group.loc[group["alpha"] == a, "simple_regret"], decimals=4)
+                                 for a in alphas])
         comm.append([
             label,
             format_number(group["phases"].mean(), decimals=1),
@@ -62,7 +64,11 @@ def regret_report(experiment: Experiment, runs: pd.DataFrame) -> str:
     title = (f"Final cumulative regret{unit}, summed over M = {clients} clients at T = {horizon:,}; "
              f"mean ± sd over {seeds} seeds")
     comm_header = ["algorithm", "phases", "communication rounds", "kB sent (up + down)", "wall s per run"]
-    return (f"**{experiment.title}**\n\n{title}:\n\n{_table(header, rows)}\n\n"
+    simple_table = ""
+    if np.isfinite(runs["simple_regret"].to_numpy(dtype=float)).any():  # not known for runs written before it was
+        simple_table = (f"Simple regret of the final points (mean over the M = {clients} clients), mean ± sd over "
+                        f"{seeds} seeds:\n\n{_table(header, simple)}\n\n")
+    return (f"**{experiment.title}**\n\n{title}:\n\n{_table(header, rows)}\n\n{simple_table}"
             f"Communication (mean over all runs of each algorithm):\n\n{_table(comm_header, comm)}\n")
 
 
@@ -87,8 +93,9 @@ def comparison_report(comparison: Comparison) -> str:
     bold = 2  # the winner's name and regret
     rows = [[f"**{c}**" for c in row[:bold]] + row[bold:] if row[0] == winner else row for row in rows]
     clients, horizon = comparison.setting["clients"], comparison.setting["horizon"]
-    title = (f"Final cumulative regret, summed over M = {clients} clients at T = {horizon:,}, and what each run "
-             f"cost; mean ± sd over {_seeds(len(comparison.seeds))}")
+    title = (f"Final cumulative regret, summed over M = {clients} clients at T = {horizon:,}; simple regret, the "
+             f"final points' (mean over the clients); and what each run cost; mean ± sd over "
+             f"{_seeds(len(comparison.seeds))}")
     return f"**{comparison.header()}**\n\n{title}:\n\n{_table(header, rows)}\n\n{winner_line(comparison)}\n"
 
 

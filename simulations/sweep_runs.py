@@ -20,6 +20,7 @@ from pfxab_flower.printable import first_line
 from pfxab_flower.running.parallel import shared_federation
 from pfxab_flower.running.results import RESULT_FILES, RunResult, time_grid
 from pfxab_flower.schema.run_config import RunConfig
+from pfxab_flower.simulations.experiment import same_run
 from pfxab_flower.storage.manifest import verify
 from pfxab_flower.storage.outputs import write_files_atomically
 
@@ -29,6 +30,9 @@ SUMMARY_COLUMNS = (
     "phases", "communication_rounds", "values_down", "values_up", "bytes_down", "bytes_up",
     "rejected_replies", "optimum_estimated", "wall_seconds",
 )
+#: Summary columns of runs.parquet that a run written before they existed lacks (NaN there, as in an unscored
+#: run): the mean simple regret of the clients' final points and of their best observed points.
+LATER_COLUMNS = ("simple_regret", "best_simple_regret")
 #: Reference values of the federation, stored per run (see :func:`references`).
 REFERENCE_COLUMNS = ("best_local", "best_global", "best_personalised", "oracle_local", "oracle_global")
 CONFIG_COLUMNS = tuple(RunConfig.names())
@@ -86,6 +90,11 @@ def run_files(config: RunConfig, engine: str, curve_points: int) -> dict[str, st
     }
 
 
+def later_values(summary: dict[str, Any]) -> dict[str, float]:
+    """The :data:`LATER_COLUMNS` of a run's summary, NaN where it has none."""
+    return {key: math.nan if summary.get(key) is None else float(summary[key]) for key in LATER_COLUMNS}
+
+
 def write_run(run_dir: str, files: dict[str, str | bytes]) -> None:
     """The driver's write of one run's files, as a unit (replacing whatever was there)."""
     write_files_atomically(run_dir, files, kind="sweep-run", replace_all=True)
@@ -125,10 +134,13 @@ def load_run(run_dir: Path, config: RunConfig) -> tuple[dict[str, Any], dict[str
               else _number(value) or (value is None and key in _OPTIONAL_COLUMNS and key in summary))
         if not ok:
             raise IncompleteRunError(f"summary.json {key}={value!r} is missing or of the wrong type")
+    for key in LATER_COLUMNS:
+        if not (summary.get(key) is None or _number(summary[key])):
+            raise IncompleteRunError(f"summary.json {key}={summary[key]!r} is of the wrong type")
     bad = [key for key in REFERENCE_COLUMNS if not _number(refs.get(key))]
     if bad:
         raise IncompleteRunError(f"references.json {bad[0]} is missing or not a number")
-    if saved != json.loads(json.dumps(config.to_dict())):  # as written (tuples become lists)
+    if not isinstance(saved, dict) or not same_run(saved, config):
         raise IncompleteRunError("config.json is not this run's config")
     if (list(curve.columns) != ["t", "regret"] or curve.empty
             or not all(pd.api.types.is_numeric_dtype(curve[c]) for c in curve.columns)):

@@ -7,6 +7,7 @@ is refused by ``pfxab report``/``plot`` with one line, and a resume rebuilds it 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +16,14 @@ import pyarrow
 from pfxab_flower.errors import ConfigError, IncompleteRunError
 from pfxab_flower.printable import first_line
 from pfxab_flower.simulations.experiment import Experiment, load_experiment, run_id
-from pfxab_flower.simulations.sweep_runs import CONFIG_COLUMNS, REFERENCE_COLUMNS, SUMMARY_COLUMNS, load_run
+from pfxab_flower.simulations.sweep_runs import (
+    CONFIG_COLUMNS,
+    LATER_COLUMNS,
+    REFERENCE_COLUMNS,
+    SUMMARY_COLUMNS,
+    later_values,
+    load_run,
+)
 from pfxab_flower.storage.manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -61,6 +69,7 @@ def consolidate(experiment: Experiment, out: Path) -> tuple[pd.DataFrame, pd.Dat
                               "(run `pfxab sweep` again to redo it)") from None
         row = {"run_id": rid, **config.to_dict()}
         row.update({k: summary[k] for k in SUMMARY_COLUMNS})
+        row.update(later_values(summary))
         row.update({k: refs[k] for k in REFERENCE_COLUMNS})
         rows.append(row)
         curves.append(curve.assign(**{"run_id": rid, **config.to_dict()}))
@@ -106,6 +115,9 @@ def load_sweep(out: str | Path) -> tuple[Experiment, pd.DataFrame, pd.DataFrame]
         except (OSError, ValueError, pyarrow.ArrowException) as exc:
             raise refuse(f"{name} is unreadable: {type(exc).__name__}: {first_line(exc)}") from None
     runs, curves = tables["runs.parquet"], tables["curves.parquet"]
+    for column in LATER_COLUMNS:
+        if column not in runs.columns:  # consolidated before simple regret was kept: not known
+            runs[column] = math.nan
     needed = {"runs.parquet": ("run_id", *CONFIG_COLUMNS, *SUMMARY_COLUMNS, *REFERENCE_COLUMNS),
               "curves.parquet": ("run_id", *CONFIG_COLUMNS, "t", "regret")}
     for name, columns in needed.items():

@@ -109,6 +109,14 @@ class DriverStrategy:
         """Each client's final recommendation, ``(M, d)`` in the user's units."""
         return self.driver.final_points()
 
+    def best_points(self) -> np.ndarray:
+        """Each client's best observed point (highest mean of its own rewards), ``(M, d)``; NaN where none."""
+        return self.driver.best_points()
+
+    def best_observed(self) -> np.ndarray:
+        """Each client's mean of its own rewards at its best observed point and their number, ``(M, 2)``."""
+        return self.driver.best_observed()
+
     def run_result(self, describe: dict[str, Any] | None = None) -> RunResult:
         """The scored result (simulation: a federation was given), as the in-process engine builds it."""
         return self.driver.result("flower", {**(describe or {}), **self.describe()})

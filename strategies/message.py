@@ -86,8 +86,10 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
         ``final-nodes`` (their cells; 0 for a lost client), ``lost-clients`` (one row
         per lost client: client index, Flower node id (0 if unknown), phase; see
         :attr:`lost_clients` for the reasons), ``client-nodes`` (the Flower node that held
-        each client, 0 if none did: see ``docs/reliability.md``) and ``client-sites`` (the ``site``
-        label each client's node declared, ``""`` if none); ``train_metrics_clientapp[p]`` phase ``p``'s
+        each client, 0 if none did: see ``docs/reliability.md``), ``client-sites`` (the ``site``
+        label each client's node declared, ``""`` if none), ``best-points`` (``(M, d)``: each client's best
+        observed point, NaN if none) and ``best-observed`` (``(M, 2)``: the mean of its own rewards there and
+        their number); ``train_metrics_clientapp[p]`` phase ``p``'s
         metrics; with a known federation, ``evaluate_metrics_serverapp`` the regret and mean
         rewards at the last Flower round. Raises :class:`RunStoppedError` (one line: why) if
         the server stopped the run: too few nodes, or fewer than ``min_fraction`` of the
@@ -167,7 +169,8 @@ class PhasedEliminationStrategy(DriverStrategy, Strategy):
             sites = np.array([site or "" for site in self.driver.client_sites()], dtype=str)
             final = ArrayRecord({"final-points": Array(self.driver.final_points()), "final-nodes": Array(nodes),
                                  "lost-clients": Array(lost), "client-nodes": Array(holders),
-                                 "client-sites": Array(sites)})
+                                 "client-sites": Array(sites), "best-points": Array(self.driver.best_points()),
+                                 "best-observed": Array(self.driver.best_observed())})
             return final, None  # train_metrics_clientapp keeps one row per phase
         metrics = self.driver.round_metrics()
         return None, None if metrics is None else MetricRecord(_metric_values(metrics))

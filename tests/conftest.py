@@ -103,7 +103,37 @@ def xdist_group_of(item: pytest.Item) -> str | None:
                  if all(item.get_closest_marker(marker) for marker in markers)), None)
 
 
+#: Algorithms whose runs cost seconds per client at the horizons of the tests that run every algorithm (an
+#: Optuna study per site): there they are in the slow tier (``exhaustive``), and proved in the default tier by
+#: their own test file, at small horizons.
+COSTLY_ALGORITHMS = {"optuna-tpe": "test_optuna_tpe.py"}
+
+
+def _algorithm_parameters(item: pytest.Item) -> list[str]:
+    """The registered algorithms a test is parametrised with (none for a test without parameters)."""
+    from pfxab_flower.algorithms.registry import algorithm_names
+
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return [value for value in params.values() if isinstance(value, str) and value in algorithm_names()]
+
+
+def _mark_optional_algorithms(items: list[pytest.Item]) -> None:
+    """Skip a test parametrised with an algorithm whose optional extra is not installed (``pytest`` without
+    ``.[optuna]`` runs everything else); mark one of a costly algorithm outside its own file ``exhaustive``."""
+    from pfxab_flower.algorithms.registry import missing_module, policy_class
+
+    for item in items:
+        for name in _algorithm_parameters(item):
+            module = missing_module(name)
+            if module is not None:
+                item.add_marker(pytest.mark.skip(reason=f"{name} needs {module}: pip install -e "
+                                                        f"\".[test,{policy_class(name).extra}]\""))
+            elif name in COSTLY_ALGORITHMS and item.path.name != COSTLY_ALGORITHMS[name]:
+                item.add_marker(pytest.mark.exhaustive)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _mark_optional_algorithms(items)
     for item in items:
         group = xdist_group_of(item)
         if group is not None:

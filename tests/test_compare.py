@@ -13,10 +13,11 @@ import pytest
 
 import pfxab_flower.studies.comparison as compare_module
 from pfxab_flower import Federation
+from pfxab_flower.algorithms.registry import available_names, options_of
 from pfxab_flower.errors import ConfigError, WorkerLostError
 from pfxab_flower.formatting import format_mean_sd, format_number
 from pfxab_flower.running.engine import run, run_config
-from pfxab_flower.schema.catalogue import ALGORITHMS, parse_seeds
+from pfxab_flower.schema.catalogue import parse_seeds
 from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.storage.manifest import MANIFEST_NAME
@@ -24,8 +25,16 @@ from pfxab_flower.studies.comparison import COMPARE_FILES, CURVE_COLUMNS, METRIC
 from tests.conftest import PFXAB, cli_error_line, tent_federation
 from tests.patience import patient
 
-SMALL = RunConfig(problem="garland", clients=3, alpha=0.5, horizon=20_000)
-ALL = list(ALGORITHMS)
+#: Every algorithm this installation runs (optuna-tpe only with its extra), optuna-tpe with 40 trials: what these
+#: tests hold is that a comparison's runs are the single runs, not TPE's cost (1,000 trials per site by default).
+ALL = list(available_names())
+SMALL = RunConfig(problem="garland", clients=3, alpha=0.5, horizon=20_000, tpe_trials=40)
+TRIALS = {"tpe_trials": 40}
+
+
+def own(algorithm: str) -> dict[str, int]:
+    """The keywords of :data:`TRIALS` that ``algorithm`` takes (another algorithm refuses them)."""
+    return {name: value for name, value in TRIALS.items() if name in options_of(algorithm)}
 
 
 @pytest.mark.parametrize(
@@ -132,23 +141,26 @@ def test_bad_compare_input_is_one_line_exit_2_and_writes_nothing(tmp_path, flag,
 def test_compare_a_federation_from_python_like_run():
     """The must-show call: every algorithm of the one list, each row what ``run`` gives for that seed."""
     federation = tent_federation([0.2, 0.5, 0.7])
-    comparison = compare(federation, alpha=0.5, horizon=50_000, seeds=[0, 1], progress=False)
+    taken = {name: value for a in ALL for name, value in own(a).items()}  # by the algorithms compared
+    comparison = compare(federation, alpha=0.5, horizon=50_000, seeds=[0, 1], progress=False, **taken)
     runs = comparison.runs
-    assert comparison.algorithms == ALGORITHMS and comparison.seeds == (0, 1)
+    assert comparison.algorithms == tuple(ALL) and comparison.seeds == (0, 1)
     assert list(runs.columns) == list(RUN_COLUMNS)
-    assert list(zip(runs["algorithm"], runs["seed"], strict=True)) == [(a, s) for a in ALGORITHMS for s in (0, 1)]
+    assert list(zip(runs["algorithm"], runs["seed"], strict=True)) == [(a, s) for a in ALL for s in (0, 1)]
     assert set(runs["problem"]) == {"tent"} and set(runs["horizon"]) == {50_000} and set(runs["alpha"]) == {0.5}
     for row in runs.to_dict("records"):
-        single = run(federation, algorithm=row["algorithm"], alpha=0.5, horizon=50_000, seed=row["seed"]).summary
+        single = run(federation, algorithm=row["algorithm"], alpha=0.5, horizon=50_000, seed=row["seed"],
+                     **own(row["algorithm"])).summary
         if single.get("client_phases"):  # a solo baseline's phases are its clients' own
             single["phases"] = float(np.mean(single["client_phases"]))
-        for key in ("regret", "phases", "communication_rounds", "bytes_up", "bytes_down", "evaluations"):
+        for key in ("regret", "simple_regret", "phases", "communication_rounds", "bytes_up", "bytes_down",
+                    "evaluations"):
             assert row[key] == single[key], (row["algorithm"], row["seed"], key)
     summary = comparison.summary
-    assert list(summary["algorithm"]) == list(ALGORITHMS) and list(summary["runs"]) == [2] * len(ALGORITHMS)
+    assert list(summary["algorithm"]) == ALL and list(summary["runs"]) == [2] * len(ALL)
     grouped = runs.groupby("algorithm", sort=False)["regret"]
-    np.testing.assert_allclose(summary["regret_mean"], grouped.mean().loc[list(ALGORITHMS)])
-    np.testing.assert_allclose(summary["regret_std"], grouped.std(ddof=1).loc[list(ALGORITHMS)])
+    np.testing.assert_allclose(summary["regret_mean"], grouped.mean().loc[ALL])
+    np.testing.assert_allclose(summary["regret_std"], grouped.std(ddof=1).loc[ALL])
     # each run's curve ends at its regret, starts at 0 and never falls
     curves = comparison.curves
     assert list(curves.columns) == list(CURVE_COLUMNS)
@@ -158,7 +170,7 @@ def test_compare_a_federation_from_python_like_run():
         assert curve["regret"].iloc[0] == 0 and curve["regret"].iloc[-1] == pytest.approx(regret, rel=1e-12)
         assert (np.diff(curve["regret"]) >= -1e-9).all()
     assert comparison.setting["problem"] == "tent" and comparison.setting["clients"] == 3
-    assert comparison.winner() in ALGORITHMS and comparison.table().startswith("tent: M=3 alpha=0.5 T=50000")
+    assert comparison.winner() in ALL and comparison.table().startswith("tent: M=3 alpha=0.5 T=50000")
 
 
 def test_a_federation_of_lambdas_runs_in_forked_workers_with_the_same_rows():

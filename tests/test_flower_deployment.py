@@ -17,6 +17,7 @@ import pytest
 from pfxab_flower.faults import FaultPlan
 from pfxab_flower.problems import build_federation
 from pfxab_flower.running.engine import run_config
+from pfxab_flower.running.results import RECOMMENDATION_KEYS
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations import deployment as dep
 from pfxab_flower.simulations.flwr_run import run_config_argument
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SAME_KEYS = (
     "algorithm", "problem", "regret", "regret_per_client", "final_nodes", "final_points", "phases",
     "communication_rounds", "values_down", "values_up", "rejected_replies", "failures",
+    *RECOMMENDATION_KEYS,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.loopback, pytest.mark.timeout(200)]

@@ -23,6 +23,7 @@ from pfxab_flower.client_apps.store import FlowerStore
 from pfxab_flower.errors import ConfigError, RunStoppedError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.running import engine
+from pfxab_flower.running.results import RECOMMENDATION_KEYS
 from pfxab_flower.running.wire import codec
 from pfxab_flower.schema.catalogue import ALGORITHMS, APIS, CONFIDENCES
 from pfxab_flower.schema.run_config import AppOptions, RunConfig, parse_run_config, to_run_config
@@ -33,6 +34,7 @@ from tests.patience import patient
 SAME_KEYS = (
     "algorithm", "problem", "regret", "regret_per_client", "final_nodes", "final_points", "phases",
     "communication_rounds", "values_down", "values_up", "rejected_replies", "mean_reward_personalised",
+    *RECOMMENDATION_KEYS,
 )
 
 

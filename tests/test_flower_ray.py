@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from pfxab_flower.running.engine import run_config
+from pfxab_flower.running.results import RECOMMENDATION_KEYS
 from pfxab_flower.schema.catalogue import ALGORITHMS
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations.run_flower import run_flower_simulation
@@ -24,6 +25,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 SAME_KEYS = (
     "algorithm", "problem", "regret", "regret_per_client", "final_nodes", "final_points", "phases",
     "communication_rounds", "values_down", "values_up", "rejected_replies",
+    *RECOMMENDATION_KEYS,
 )
 #: On Ray in the default tier: one federated and one solo algorithm.
 ON_RAY_BY_DEFAULT = ("pf-xab", "local-only")

@@ -121,8 +121,8 @@ def test_flowers_evaluate_fn_is_called_once_per_flower_round_and_kept_beside_the
     last = strategy.run_result().summary["phases"] + 1
     assert calls == list(range(last + 1))
     assert result.evaluate_metrics_serverapp[0]["points"] == 0
-    assert result.evaluate_metrics_serverapp[last]["points"] == 5  # final-points, -nodes, lost-clients, client-nodes,
-    # client-sites
+    assert result.evaluate_metrics_serverapp[last]["points"] == 7  # final-points, -nodes, lost-clients, client-nodes,
+    # client-sites, best-points, best-observed
     assert result.evaluate_metrics_serverapp[last]["regret"] == engine.run_config(CONFIG).summary["regret"]
 
 

@@ -149,10 +149,12 @@ REPLIES = [
     FinishReport(1, 37, np.array([0.25, 0.75])),
     LocalReport(2, UNION, np.array([0.1, 0.2, 0.0, 0.4]), np.array([10, 10, 0, 30], dtype=np.int64),
                 {"variance": np.array([0.01, 0.02, 0.0, 0.04])}),
+    FinishReport(1, 37, np.array([0.25, 0.75]), 38, np.array([0.75, 0.75]), 0.8125, 12),
 ]
 
 
-@pytest.mark.parametrize("report", REPLIES, ids=["local", "active-set", "finish", "local-with-statistics"])
+@pytest.mark.parametrize("report", REPLIES, ids=["local", "active-set", "finish", "local-with-statistics",
+                                                 "finish-with-best"])
 def test_replies_round_trip_and_harness_is_carried_but_not_counted(report) -> None:
     harness = {"pull-nodes": np.array([2, 5, 37]), "pull-counts": np.array([10, 20, 970])}
     names = tuple(getattr(report, "statistics", ()))  # what the server's bound declares
@@ -201,6 +203,12 @@ def test_a_stand_by_reply_is_recognised() -> None:
         ({codec.NODE_ID: np.array([1.5]), codec.POINT: np.array([0.5])}, {codec.PARTITION_ID: 2}, FinishReport,
          "not one integer"),
         ({codec.NODE_ID: np.array([1])}, {codec.PARTITION_ID: 2}, FinishReport, "final reply has no 'point' array"),
+        ({codec.NODE_ID: np.array([1]), codec.POINT: np.array([0.5]), codec.BEST_NODE_ID: np.array([2]),
+          codec.BEST_POINT: np.array([0.25]), codec.BEST_MEAN: np.array([0.5])}, {codec.PARTITION_ID: 2},
+         FinishReport, "final reply has no 'best-pulls' array"),
+        ({codec.NODE_ID: np.array([1]), codec.POINT: np.array([0.5]), codec.BEST_NODE_ID: np.array([2]),
+          codec.BEST_POINT: np.array([0.25]), codec.BEST_MEAN: np.array([1]), codec.BEST_PULLS: np.array([3])},
+         {codec.PARTITION_ID: 2}, FinishReport, "'best-mean' is not one float"),
         ({codec.NODE_IDS: np.array([0.5])}, {codec.PARTITION_ID: 2}, ActiveSetReport, "not integers"),
         ({}, {codec.PARTITION_ID: 2}, ActiveSetReport, "active-set reply has no 'node-ids' array"),
     ],

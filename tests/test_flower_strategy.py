@@ -24,6 +24,7 @@ from pfxab_flower.client_apps import federation_sessions
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.running import engine
+from pfxab_flower.running.results import RECOMMENDATION_KEYS
 from pfxab_flower.running.wire import codec
 from pfxab_flower.schema.catalogue import ALGORITHMS, CONFIDENCES
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
@@ -41,6 +42,7 @@ from tests.flower_loopback import (
 SAME_KEYS = (
     "algorithm", "problem", "regret", "regret_per_client", "final_nodes", "final_points", "phases",
     "communication_rounds", "values_down", "values_up", "rejected_replies", "mean_reward_personalised",
+    *RECOMMENDATION_KEYS,
 )
 M = 4
 LEGACY = AppOptions(api="legacy")

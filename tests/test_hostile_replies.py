@@ -13,7 +13,7 @@ from functools import partial
 import numpy as np
 import pytest
 
-from pfxab_flower.algorithms.messages import FinishInstruction, FinishReport, LocalReport
+from pfxab_flower.algorithms.messages import FinishInstruction, LocalReport
 from pfxab_flower.algorithms.phased import pooled_means
 from pfxab_flower.errors import ObjectiveError
 from pfxab_flower.problems.federation import Federation
@@ -81,7 +81,9 @@ def replies(sessions: list[ClientSession], message) -> Exchange:
     return exchange
 
 
-def finish_with(final: dict[int, object], point: dict[int, object] | None = None) -> ServerDriver:
+def finish_with(final: dict[int, object], point: dict[int, object] | None = None,
+                best: dict[int, dict[str, object]] | None = None) -> ServerDriver:
+    """A run whose final replies carry ``final`` nodes, ``point``s or changes of their best observed point."""
     driver, sessions = start(federation())
     while not isinstance(instruction := driver.next_instruction(), FinishInstruction):
         update = driver.local_means(instruction, replies(sessions, instruction))
@@ -89,9 +91,24 @@ def finish_with(final: dict[int, object], point: dict[int, object] | None = None
     exchange = replies(sessions, instruction)
     for i, report in enumerate(exchange.reports):
         node = final.get(report.client, report.node_id)
-        exchange.reports[i] = FinishReport(report.client, node, (point or {}).get(report.client, report.point))
+        exchange.reports[i] = dataclasses.replace(report, node_id=node,
+                                                  point=(point or {}).get(report.client, report.point),
+                                                  **(best or {}).get(report.client, {}))
     driver.final_nodes(instruction, exchange)
     return driver
+
+
+@pytest.mark.parametrize("change", [
+    {"best_point": np.array([0.123])}, {"best_point": np.array([0.5, 0.5])}, {"best_mean": 1.5},
+    {"best_mean": np.nan}, {"best_pulls": 0}, {"best_pulls": 10**9}, {"best_node_id": 0}, {"best_pulls": None},
+], ids=["not-its-centre", "2-d", "mean-out-of-range", "nan-mean", "no-pulls", "pulls-beyond-T", "node-0",
+        "incomplete"])
+def test_a_hostile_best_observed_point_is_rejected(change) -> None:
+    honest = finish_with({})
+    assert honest.lost_clients() == [] and honest.best_node_ids().all()  # every client observed something
+    driver = finish_with({}, best={1: change})
+    assert driver.lost_clients() == [1] and "best observed" in driver.machine.rejected[-1]["reason"]
+    assert driver.result("inprocess").summary["best_points"][1] is None
 
 
 @pytest.mark.parametrize("node", [2**62, 2**63 - 1, 1, -7, 0, 3.9, True, "5"],

@@ -75,3 +75,18 @@ def test_log_dimension_is_halved_in_log10_space():
 def test_bad_domains_are_rejected_with_the_reason(spec, fragment):
     with pytest.raises(ConfigError, match=fragment):
         Domain.from_mapping(spec)
+
+
+@pytest.mark.parametrize("dimensions", [1, 2, 3, 5])
+def test_unit_nodes_finds_the_cell_of_a_depth_that_holds_each_point(dimensions: int) -> None:
+    from pfxab_flower.arms.partition import unit_nodes
+
+    domain = Domain.from_mapping({f"x{i}": (0.0, 1.0) for i in range(dimensions)})
+    points = np.vstack([np.random.default_rng(dimensions).random((500, dimensions)), np.zeros(dimensions),
+                        np.full(dimensions, 0.5), np.ones(dimensions)])
+    for depth in (0, 1, 7, 48):
+        nodes = unit_nodes(points, depth)
+        assert (depth_of(nodes) == depth).all()
+        lower, width = Partition(domain).unit_cells(nodes)
+        inside = (lower <= points) & ((points < lower + width) | ((points == 1.0) & (lower + width == 1.0)))
+        assert inside.all(), depth

@@ -118,12 +118,14 @@ def test_compare_then_plot_then_report(comparison_dir, tmp_path, capsys):
     comparison = load_comparison(comparison_dir)
     runs = comparison.runs
     assert report.startswith("**garland: M=3 alpha=0.5 T=30000") and "seeds=0,1" in report.splitlines()[0]
-    assert "| algorithm | regret | evaluations | phases |" in report
+    assert "| algorithm | cumulative regret | simple regret | evaluations | phases |" in report
     means = runs.groupby("algorithm")["regret"].mean()
     winner = means.idxmin()
     for algorithm, group in runs.groupby("algorithm"):
         cell = format_mean_sd(group["regret"].mean(), group["regret"].std(ddof=1))
-        row = f"| **{algorithm}** | **{cell}** |" if algorithm == winner else f"| {algorithm} | {cell} |"
+        simple = format_mean_sd(group["simple_regret"].mean(), group["simple_regret"].std(ddof=1))
+        name, cell = (f"**{algorithm}**", f"**{cell}**") if algorithm == winner else (algorithm, cell)
+        row = f"| {name} | {cell} | {simple} |"
         assert row in report, row
     last = report.strip().splitlines()[-1]
     assert last.startswith("Lowest mean regret: **") and last.endswith(" of 2 seeds.")
@@ -132,7 +134,8 @@ def test_compare_then_plot_then_report(comparison_dir, tmp_path, capsys):
 
 
 def test_the_figure_draws_what_the_tables_hold(comparison_dir):
-    """The bars are the mean regrets, the dots every seed's, the curves end at the mean final regret."""
+    """The bars are the mean regrets (cumulative, then simple), the dots every seed's, the curves end at the mean
+    final regret."""
     from matplotlib.collections import PathCollection
 
     from pfxab_flower.algorithms.registry import label as algorithm_label
@@ -141,12 +144,14 @@ def test_the_figure_draws_what_the_tables_hold(comparison_dir):
     comparison = load_comparison(comparison_dir)
     fig = plot_comparison(comparison)
     try:
-        bars_ax, curves_ax = fig.axes
-        heights = [patch.get_height() for patch in bars_ax.patches]
-        assert heights == pytest.approx(list(comparison.summary["regret_mean"]))
-        dots = sorted(y for collection in bars_ax.collections if isinstance(collection, PathCollection)
-                      for _, y in collection.get_offsets())
-        assert dots == pytest.approx(sorted(comparison.runs["regret"]))
+        bars_ax, simple_ax, curves_ax = fig.axes
+        for ax, metric in ((bars_ax, "regret"), (simple_ax, "simple_regret")):
+            heights = [patch.get_height() for patch in ax.patches]
+            assert heights == pytest.approx(list(comparison.summary[f"{metric}_mean"]))
+            dots = sorted(y for collection in ax.collections if isinstance(collection, PathCollection)
+                          for _, y in collection.get_offsets())
+            assert dots == pytest.approx(sorted(comparison.runs[metric]))
+        assert comparison.runs["simple_regret"].between(0, 1).all()  # Garland's values are in [0, 1]
         assert curves_ax.get_xscale() == "log"
         lines = {line.get_label(): line for line in curves_ax.get_lines()}
         labels = {name: algorithm_label(name) for name in comparison.summary["algorithm"]}

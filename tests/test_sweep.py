@@ -76,6 +76,8 @@ def test_sweep_writes_both_tables_with_the_documented_columns(finished):
     row = runs.iloc[3]
     summary = json.loads((out / "runs" / row["run_id"] / "summary.json").read_text())
     assert summary["regret"] == row["regret"] and summary["seed"] == row["seed"]
+    assert [summary[key] for key in ("simple_regret", "best_simple_regret")] == [row["simple_regret"],
+                                                                                 row["best_simple_regret"]]
     assert runs["best_local"].nunique() == 1 and runs["best_local"].iloc[0] >= runs["mean_reward_local"].max()
     assert (out / "config.toml").is_file()
     record = json.loads((out / "sweep.json").read_text())
@@ -100,6 +102,10 @@ def test_plot_and_report_of_the_tiny_sweep(finished, tmp_path, capsys):
     mean = runs.loc[(runs["algorithm"] == "pf-xab") & (runs["alpha"] == 0.9), "regret"].mean()
     row = next(line for line in table.splitlines() if line.startswith("| PF-XAB |"))
     assert row.split(" | ")[2].startswith(f"{mean:,.3f} ± ")
+    simple = runs.loc[(runs["algorithm"] == "pf-xab") & (runs["alpha"] == 0.9), "simple_regret"].mean()
+    after = table[table.index("Simple regret of the final points"):]
+    row = next(line for line in after.splitlines() if line.startswith("| PF-XAB |"))
+    assert row.split(" | ")[2].startswith(f"{simple:,.4f} ± ")
 
 
 def test_running_the_same_sweep_again_does_no_new_work(finished, capsys):
@@ -292,5 +298,20 @@ def test_a_field_added_to_run_configs_leaves_older_run_ids_unchanged() -> None:
 
 def _other_value(name: str) -> object:
     others = {"confidence": "bernstein", "evaluation": "deterministic", "random_fraction": 0.5, "max_evaluations": 50,
-              "candidates": 64}
+              "candidates": 64, "tpe_trials": 50}
     return others[name]
+
+
+def test_a_run_written_before_a_later_field_existed_is_the_same_run() -> None:
+    """A sweep resumed after an algorithm's own parameter was added (tpe_trials, candidates, ...) keeps its runs:
+    their config.json lacks the new field, which they ran at its default."""
+    import json as json_module
+
+    from pfxab_flower.simulations.experiment import same_run
+
+    config = RunConfig(problem="garland", alpha=0.5, seed=3)
+    written = json_module.loads(json_module.dumps(config.to_dict()))
+    earlier = {k: v for k, v in written.items() if k not in ("tpe_trials", "candidates")}
+    assert same_run(written, config) and same_run(earlier, config)
+    assert not same_run(earlier, config.replace(tpe_trials=50))  # away from its default it is another run
+    assert not same_run({**written, "seed": 4}, config)

@@ -36,6 +36,7 @@ import numpy as np
 import pytest
 
 from pfxab_flower import Federation, run
+from pfxab_flower.algorithms.registry import available_names
 from pfxab_flower.schema.catalogue import algorithm_names
 from pfxab_flower.simulations.environment import QUIET_ENV, backend_config, ray_environment, temporary_directory
 from pfxab_flower.simulations.flwr_run import flwr_executable, free_port, start_local_superlink
@@ -198,7 +199,7 @@ BY_FLWR_RUN_BY_DEFAULT = ("local-only",)
 @pytest.mark.timeout(300)  # about 15 s per algorithm measured, on a warm SuperLink; far more for a hang
 @pytest.mark.parametrize("algorithm", [
     pytest.param(a, marks=() if a in BY_FLWR_RUN_BY_DEFAULT else pytest.mark.exhaustive)
-    for a in algorithm_names()  # the registry's: one registered later is run too
+    for a in available_names()  # the registry's (those installed): one registered later is run too
 ])
 def test_user_app_through_flwr_run_for_every_registered_algorithm(
     user_app: tuple[Path, dict], superlink: tuple[Path, dict[str, str]], tmp_path: Path, algorithm: str

@@ -1,12 +1,13 @@
 """The algorithms: one :class:`~pfxab_flower.algorithms.phased.Policy` per file over a shared skeleton.
 
-Seven are registered here (:mod:`.registry`, from which every list of algorithms is derived): five
-federated ones (pf-xab, fed-pne, pf-pne, pf-xab-adaptive, pf-sh) and two baselines whose clients
-work alone (local-only, random-search: :mod:`.solo`).
+Eight are registered here (:mod:`.registry`, from which every list of algorithms is derived): five
+federated ones (pf-xab, fed-pne, pf-pne, pf-xab-adaptive, pf-sh) and three baselines whose clients
+work alone (local-only, random-search, optuna-tpe: :mod:`.solo`; optuna-tpe needs the optuna extra).
 """
 
 from pfxab_flower.algorithms.fedpne import FedPNE
 from pfxab_flower.algorithms.local_only import LocalOnly
+from pfxab_flower.algorithms.optuna_tpe import OptunaTPE
 from pfxab_flower.algorithms.pf_sh import PFSH
 from pfxab_flower.algorithms.pfpne import PFPNE
 from pfxab_flower.algorithms.pfxab import PFXAB
@@ -16,7 +17,7 @@ from pfxab_flower.algorithms.random_search import RandomSearch
 from pfxab_flower.algorithms.registry import algorithm_names, make_policy, policy_class, register_algorithm
 from pfxab_flower.algorithms.solo import SoloPolicy
 
-for _policy in (PFXAB, FedPNE, PFPNE, LocalOnly, RandomSearch, PFXABAdaptive, PFSH):
+for _policy in (PFXAB, FedPNE, PFPNE, LocalOnly, RandomSearch, PFXABAdaptive, PFSH, OptunaTPE):
     register_algorithm(_policy)
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "PFXAB",
     "FedPNE",
     "LocalOnly",
+    "OptunaTPE",
     "PFXABAdaptive",
     "Policy",
     "RandomSearch",

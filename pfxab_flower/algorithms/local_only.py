@@ -31,10 +31,17 @@ class LocalOnly(SoloPolicy):
 
     def alone(self, settings: Settings, client: int, env: Environment) -> SoloRun:
         """The one-client PF-XAB run of this client, to the horizon: ``(node it exploited, T, its phases)``."""
-        policy = PFXAB()
-        own = Settings(self.smoothness_spec(settings.spec).replace(seed=solo_seed(settings.seed, client)))
+        policy, own = PFXAB(), self._one_client(settings, client)
         server, machine = ServerMachine(policy, own), ClientMachine(policy, own, 0)
         while isinstance(instruction := server.next_instruction(), PhaseInstruction):
             update = server.aggregate([machine.explore(instruction, env)])
             server.collect([machine.eliminate(update, env)])
         return SoloRun(machine.finish(instruction, env).node_id, settings.horizon, server.completed)
+
+    def searches(self, settings: Settings) -> bool:
+        """Whether the one-client PF-XAB runs a phase within the horizon (else it exploits the domain's centre)."""
+        return isinstance(ServerMachine(PFXAB(), self._one_client(settings, 0)).next_instruction(), PhaseInstruction)
+
+    def _one_client(self, settings: Settings, client: int) -> Settings:
+        """The settings of client ``client``'s one-client PF-XAB (alpha 1, its own seed)."""
+        return Settings(self.smoothness_spec(settings.spec).replace(seed=solo_seed(settings.seed, client)))

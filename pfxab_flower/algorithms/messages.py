@@ -76,11 +76,20 @@ class FinishInstruction:
 
 @dataclass(frozen=True)
 class FinishReport:
-    """The node a client exploits until the horizon, and its centre in the user's units."""
+    """The node a client exploits until the horizon and its centre in the user's units; and its best observed point.
+
+    The best observed point is the node of highest mean of the client's own rewards among those it
+    pulled in its search (:mod:`pfxab_flower.algorithms.phased.observed`), with that mean and its
+    pulls: all four ``best_*`` parts are ``None`` if it drew no reward (no phase, no search).
+    """
 
     client: int
     node_id: int
     point: np.ndarray  # (d,) float: the node's cell centre, in the domain's units
+    best_node_id: int | None = None
+    best_point: np.ndarray | None = None  # (d,) float: the best observed node's cell centre
+    best_mean: float | None = None  # the mean of the client's own rewards there
+    best_pulls: int | None = None  # how many rewards that mean is of
 
 
 Message = PhaseInstruction | LocalReport | GlobalUpdate | ActiveSetReport | FinishInstruction | FinishReport

@@ -8,11 +8,13 @@ The CLI's choices, the Flower strategy classes, figure labels and the keywords e
 from __future__ import annotations
 
 import re
+from functools import cache
+from importlib.util import find_spec
 from typing import Any
 
 from pfxab_flower import namespace
 from pfxab_flower.algorithms.phased.policy import Policy
-from pfxab_flower.errors import ConfigError
+from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.parameter import Parameter
 
 #: The keywords every algorithm takes, with the declared parameter that checks each (``num_clients``: ``clients``).
@@ -55,6 +57,33 @@ def register_algorithm(policy: type[Policy]) -> type[Policy]:
 def algorithm_names() -> tuple[str, ...]:
     """The registered algorithms, in registration order (the built-in three, then the two baselines, first)."""
     return tuple(_ALGORITHMS)
+
+
+def available_names() -> tuple[str, ...]:
+    """The registered algorithms whose modules are installed (all but those of an optional extra not installed)."""
+    return tuple(name for name in _ALGORITHMS if missing_module(name) is None)
+
+
+def missing_module(name: str) -> str | None:
+    """The first module the algorithm ``name`` needs that is not installed (``None``: it can run here)."""
+    return next((module for module in _ALGORITHMS[name].requires if not installed(module)), None)
+
+
+@cache
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported here (looked up once, never imported: optuna's import costs ~1 s)."""
+    return find_spec(module) is not None
+
+
+def require_installed(name: str, label: str | None = None) -> None:
+    """A one-line :class:`ConfigError` if the algorithm ``name`` needs a module that is not installed (naming the
+    optional extra that installs it)."""
+    module = missing_module(name)
+    if module is not None:
+        extra = _ALGORITHMS[name].extra
+        raise ConfigError(f"{spelled(label or 'algorithm')}={name!r} is invalid without {module} installed; allowed: "
+                          f"another algorithm, or first pip install \"pfxab-flower[{extra}]\" (in a clone: "
+                          f"pip install -e \".[{extra}]\")")
 
 
 def federated_names() -> tuple[str, ...]:

@@ -55,3 +55,8 @@ class SoloPolicy(Policy):
 
     def alone(self, settings: Settings, client: int, env: Environment) -> SoloRun:
         raise NotImplementedError
+
+    def searches(self, settings: Settings) -> bool:
+        """Whether a client's search pulls anything but its first point, the domain's centre, within the horizon
+        (a baseline that always draws points: yes)."""
+        return True

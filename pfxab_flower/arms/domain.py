@@ -20,10 +20,11 @@ SCALES = ("linear", "log")
 #: How many dimensions a search space may have: at least one, and few enough to partition (``--dimensions``).
 DIMENSIONS = Parameter("dimensions", int, 1, f"an integer in [1, {MAX_DIMENSIONS}] (dimensions of the domain)",
                        "dimensions of a search space", between(1, MAX_DIMENSIONS), scope="other")
-#: Names a dimension cannot have: a result's per-client table has a column ``final_<name>`` and
-#: ``optimum_<name>`` per dimension, beside ``final_node`` and ``optimum_personalised``
+#: Names a dimension cannot have: a result's per-client table has a column ``final_<name>``, ``best_<name>`` and
+#: ``optimum_<name>`` per dimension, beside ``final_node``, ``best_node``, ``best_observed_mean``,
+#: ``best_observed_pulls``, ``best_simple_regret`` and ``optimum_personalised``
 #: (:func:`pfxab_flower.running.results.build_result`); a dimension of one of these names overwrote that column.
-RESERVED_NAMES = ("node", "personalised")
+RESERVED_NAMES = ("node", "personalised", "observed_mean", "observed_pulls", "simple_regret")
 
 
 def _number(value: object) -> float | None:

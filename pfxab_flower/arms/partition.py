@@ -50,6 +50,24 @@ def nodes_at_depth(depth: int) -> np.ndarray:
     return np.arange(1 << depth, 1 << (depth + 1), dtype=np.int64)
 
 
+def unit_nodes(unit_points: np.ndarray, depth: int) -> np.ndarray:
+    """The node of ``depth`` whose cell holds each point of the unit cube (``(n, d)``; 1 counts as in the last cell).
+
+    Depth ``h`` halves axis ``h mod d``, so the node's bits are the points' binary digits, axis by axis in
+    turn: what a search that proposes points (a model's argmax, a sampler's trial) pulls at a depth.
+    """
+    points = np.atleast_2d(np.asarray(unit_points, dtype=float))
+    n, d = points.shape
+    splits = [len(range(axis, depth, d)) for axis in range(d)]  # halvings of each axis down to depth
+    index = [np.minimum(np.floor(points[:, axis] * 2.0 ** splits[axis]).astype(np.int64), (1 << splits[axis]) - 1)
+             for axis in range(d)]  # exact: 2**splits <= 2**POINT_DEPTH fits a float's 53 bits
+    nodes = np.ones(n, dtype=np.int64)
+    for level in range(depth):
+        axis, halving = level % d, level // d
+        nodes = 2 * nodes + ((index[axis] >> (splits[axis] - 1 - halving)) & 1)
+    return nodes
+
+
 @dataclass(frozen=True)
 class Partition:
     """The binary partition of a :class:`~pfxab_flower.arms.domain.Domain`."""

@@ -76,6 +76,9 @@ class Problem:
     parameters: tuple[Parameter, ...] = ()
     #: its check of a run's values together (e.g. no more clients than landmine fields)
     check: RunCheck | None = None
+    #: whether its federation depends on the run's seed (the shifted problems' translation): runs of other
+    #: seeds do not share it (:func:`pfxab_flower.running.parallel.federation_key`)
+    seeded: bool = False
 
     def build(self, config: ProblemRun, noise: NoiseModel) -> object:
         """The federation of ``config`` (the builder is imported first if it was registered by reference)."""
@@ -90,7 +93,8 @@ _PROBLEMS: dict[str, Problem] = {}
 
 
 def register_problem(name: str, builder: Builder | str, *, help: str, dimension: int | None = None,
-                     parameters: tuple[Parameter, ...] = (), check: RunCheck | None = None) -> Problem:
+                     parameters: tuple[Parameter, ...] = (), check: RunCheck | None = None,
+                     seeded: bool = False) -> Problem:
     """Make ``name`` a problem every entry point accepts (``RunConfig(problem=name)``, ``--problem name``).
 
     ``builder(config, noise)`` returns the :class:`~pfxab_flower.problems.federation.Federation` of
@@ -98,10 +102,10 @@ def register_problem(name: str, builder: Builder | str, *, help: str, dimension:
     ``help`` is the short description ``--problem``'s help shows; ``dimension``, if given, the
     domain's dimension (read by tables that group problems by it); ``parameters`` the problem's
     own (a flag and a run-config key each, read by the builder as ``config.<name>``); ``check``
-    its check of a run's values. A name already taken is refused (:func:`unregister_problem` first),
-    and so is a parameter the one namespace refuses (:func:`pfxab_flower.namespace.checked`: a common
-    parameter's or an algorithm's name, a ``RunConfig`` attribute, not snake_case, a default that
-    fails its own check).
+    its check of a run's values; ``seeded`` whether the builder reads ``config.seed`` (each seed its own
+    federation). A name already taken is refused (:func:`unregister_problem` first), and so is a parameter
+    the one namespace refuses (:func:`pfxab_flower.namespace.checked`: a common parameter's or an
+    algorithm's name, a ``RunConfig`` attribute, not snake_case, a default that fails its own check).
     """
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ConfigError(f"problem name {name!r} is invalid; allowed: lower-case letters, digits, '-' and '_', "
@@ -121,8 +125,10 @@ def register_problem(name: str, builder: Builder | str, *, help: str, dimension:
     if check is not None and not callable(check):
         raise ConfigError(f"check={check!r} of problem {name!r} is invalid; allowed: a callable check(run) raising "
                           "ConfigError for values that do not fit the problem, or None")
+    if not isinstance(seeded, bool):
+        raise ConfigError(f"seeded={seeded!r} of problem {name!r} is invalid; allowed: True or False")
     own = namespace.checked("problem", name, parameters)  # one namespace with the common and the algorithms' own
-    _PROBLEMS[name] = Problem(name, builder, help.strip(), dimension, own, check)
+    _PROBLEMS[name] = Problem(name, builder, help.strip(), dimension, own, check, seeded)
     namespace.claim("problem", name, own)
     return _PROBLEMS[name]
 
@@ -215,3 +221,9 @@ for _family, _label in (("garland", "Garland"), ("doublesine", "DoubleSine")):  
         register_problem(f"{_family}-{_dimension}d", f"pfxab_flower.problems.separable:{_family}_{_dimension}d",
                          help=f"{_dimension}-D, {_label} in every coordinate, shifted per client", dimension=_dimension,
                          parameters=(SPREAD,))
+for _family, _label in (("garland", "Garland"), ("doublesine", "DoubleSine")):  # problems/translated.py
+    for _dimension in (1, 2, 3, 5):
+        register_problem(f"{_family}-shifted" + ("" if _dimension == 1 else f"-{_dimension}d"),
+                         "pfxab_flower.problems.translated:shifted_federation", dimension=_dimension,
+                         help=f"{_dimension}-D {_label}, its optima moved by a random translation drawn from the seed",
+                         parameters=(SPREAD,), seeded=True)

@@ -8,6 +8,7 @@ not scored: its ledger holds the pulls and NaN for regret.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,9 @@ class Ledger:
     optimum: np.ndarray
     horizon: int
     scored: bool = True  # False: no ground truth (real evaluations, no reference); regret and rewards are NaN
+    #: each client's simple regret at the nodes :func:`score` was given (``optimum - personalised value``), by name
+    #: (``final``, ``best``): NaN where a client has no such node, or the run is not scored
+    simple: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def regret(self) -> float:
@@ -65,19 +69,26 @@ class Ledger:
 
 
 def score(
-    federation: Federation, alpha: float, horizon: int, logs: list[PullLog], lost: frozenset[int] = frozenset()
+    federation: Federation, alpha: float, horizon: int, logs: list[PullLog], lost: frozenset[int] = frozenset(),
+    points: Mapping[str, np.ndarray] | None = None,
 ) -> Ledger:
     """Score every client's pull log exactly against the true personalised optimum.
 
     A client in ``lost`` (its node died before the end) is scored on the pulls it reported,
     at most ``horizon``; every other client must have pulled exactly ``horizon`` times.
+    ``points`` names nodes, one per client (0: none), whose simple regret the ledger gives
+    (:attr:`Ledger.simple`): the final and the best observed nodes. They are evaluated with the
+    pulled ones, before the optimum (an optimum estimated from evaluated points counts them).
     """
     if len(logs) != federation.num_clients:
         raise ValueError(f"{len(logs)} pull logs for {federation.num_clients} clients")
     for m, log in enumerate(logs):
         if log.total != horizon and not (m in lost and log.total <= horizon):
             raise ValueError(f"client {m} pulled {log.total} times, expected the horizon {horizon}")
-    nodes, inverse = np.unique(np.concatenate([log.node_ids for log in logs]), return_inverse=True)
+    named = {name: np.asarray(ids, dtype=np.int64) for name, ids in (points or {}).items()}
+    pulled = np.concatenate([log.node_ids for log in logs])
+    nodes, inverse = np.unique(np.concatenate([pulled, *(ids[ids > 0] for ids in named.values())]),
+                               return_inverse=True)
     truth = federation.truth()
     if truth is None:  # nothing to score against: NaN values, never an extra call of the objectives
         local = np.full((federation.num_clients, len(nodes)), np.nan)
@@ -88,6 +99,7 @@ def score(
         optimum = truth.optimum(alpha).values
     global_ = local.mean(axis=0)
     personalised = alpha * local + (1.0 - alpha) * global_
+    simple = {name: _gaps_at(ids, nodes, personalised, optimum) for name, ids in named.items()}
     ledgers = []
     offset = 0
     for m, log in enumerate(logs):
@@ -107,7 +119,15 @@ def score(
                 reward_local=float(counts @ local[m, idx]),
             )
         )
-    return Ledger(ledgers, optimum, horizon, scored=truth is not None)
+    return Ledger(ledgers, optimum, horizon, scored=truth is not None, simple=simple)
+
+
+def _gaps_at(ids: np.ndarray, nodes: np.ndarray, personalised: np.ndarray, optimum: np.ndarray) -> np.ndarray:
+    """Each client's ``optimum - personalised value`` at its node ``ids[m]`` (among ``nodes``); NaN where it is 0."""
+    gaps = np.full(len(ids), np.nan)
+    rows = np.flatnonzero(ids > 0)
+    gaps[rows] = optimum[rows] - personalised[rows, np.searchsorted(nodes, ids[rows])]
+    return gaps
 
 
 @dataclass

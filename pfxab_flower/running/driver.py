@@ -30,7 +30,7 @@ from pfxab_flower.running.accounting import CommunicationLog
 from pfxab_flower.running.client_names import ClientNames
 from pfxab_flower.running.driver_outcome import RunOutcome
 from pfxab_flower.running.exchanges import Exchange, Failure, Outgoing
-from pfxab_flower.running.resolution import uniform_exploration_warning
+from pfxab_flower.running.resolution import first_point_warning, uniform_exploration_warning
 from pfxab_flower.running.site_table import site_table
 from pfxab_flower.running.trust import NodeBinding, pull_log_problem, pull_log_rewritten
 
@@ -67,6 +67,8 @@ class ServerDriver(RunOutcome, ClientNames):
             warning = None
         if warning is not None:  # once per run, before its first exchange
             LOGGER.warning("%s", warning)
+        if (stuck := first_point_warning(settings.spec)) is not None:
+            LOGGER.warning("%s", stuck)
 
     @property
     def nodes(self) -> Mapping[int, int]:
@@ -251,22 +253,26 @@ class ServerDriver(RunOutcome, ClientNames):
         return self.machine.check_final(report) or self._check_final_point(report)
 
     def _check_final_point(self, report: FinishReport) -> str | None:
-        """In simulation the server knows the domain: a final point must be its node's cell centre.
+        """In simulation the server knows the domain: a final (and best observed) point must be its node's cell centre.
 
         (A deployment's server has no domain; there the points of the length most
         clients sent are kept, see :meth:`final_points`.)
         """
         if self.federation is None:
             return None
-        node = int(report.node_id)
-        if node not in self._centres:  # clients share final cells: one midpoint per distinct cell, not per client
-            self._centres[node] = self.federation.partition.midpoints(np.array([node], dtype=np.int64))[0]
-        expected = self._centres[node]
-        point = np.asarray(report.point, dtype=float)
-        if point.shape != expected.shape:
-            return f"final point has {point.size} values, expected {expected.size} (the domain's dimension)"
-        if not np.allclose(point, expected, rtol=1e-12, atol=0.0):
-            return f"final point is not the centre of node {report.node_id}'s cell"
+        pairs: list[tuple[str, int, object]] = [("final point", report.node_id, report.point)]
+        if report.best_node_id is not None:  # complete: the machine's check saw to it
+            pairs.append(("best observed point", report.best_node_id, report.best_point))
+        for what, node, given in pairs:
+            node = int(node)
+            if node not in self._centres:  # clients share final cells: one midpoint per distinct cell, not per client
+                self._centres[node] = self.federation.partition.midpoints(np.array([node], dtype=np.int64))[0]
+            expected = self._centres[node]
+            point = np.asarray(given, dtype=float)
+            if point.shape != expected.shape:
+                return f"{what} has {point.size} values, expected {expected.size} (the domain's dimension)"
+            if not np.allclose(point, expected, rtol=1e-12, atol=0.0):
+                return f"{what} is not the centre of node {node}'s cell"
         return None
 
     def record(self, phase: int, kind: str, values_down: int, bytes_down: int, values_up: int, bytes_up: int) -> None:

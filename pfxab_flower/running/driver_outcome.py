@@ -70,6 +70,28 @@ class RunOutcome:
         return np.array([p if p is not None and p.size == d else np.full(d, np.nan) for p in points]).reshape(
             len(points), d)
 
+    def best_node_ids(self) -> np.ndarray:
+        """Each client's best observed node in client order (0 where it reported none, or was lost)."""
+        best = self.machine.best_observed
+        return np.array([best[m][0] if m in best else 0 for m in range(self.num_clients)], dtype=np.int64)
+
+    def best_points(self) -> np.ndarray:
+        """Every client's best observed point in the user's units, ``(M, d)`` in client order (NaN if none).
+
+        As the clients reported them, of the final points' length (:meth:`final_points`)."""
+        d = self.final_points().shape[1]
+        rows = [np.asarray(self.final_reports[m].best_point, dtype=float).reshape(-1)
+                if m in self.final_reports and self.final_reports[m].best_point is not None else None
+                for m in range(self.num_clients)]
+        return np.array([row if row is not None and row.size == d else np.full(d, np.nan) for row in rows]).reshape(
+            self.num_clients, d)
+
+    def best_observed(self) -> np.ndarray:
+        """Each client's best observed mean and the pulls it rests on, ``(M, 2)`` in client order (NaN if none)."""
+        best = self.machine.best_observed
+        return np.array([best[m][1:] if m in best else (np.nan, np.nan) for m in range(self.num_clients)],
+                        dtype=float).reshape(self.num_clients, 2)
+
     def lost_clients(self) -> list[int]:
         """Clients with no usable final report: their node died (or kept failing) before the end."""
         return [m for m in range(self.num_clients) if m not in self.final_reports]
@@ -166,7 +188,8 @@ class RunOutcome:
         result = build_result(
             federation=self.federation,
             server=self.machine,
-            ledger=score(self.federation, settings.alpha, settings.horizon, self.pull_logs(), lost),
+            ledger=score(self.federation, settings.alpha, settings.horizon, self.pull_logs(), lost,
+                         points={"final": self.final_node_ids(), "best": self.best_node_ids()}),
             lost_clients=self.lost_client_records(),
             communication=self.communication,
             parameters=run_parameters(self.algorithm, self.federation.name, engine, settings, describe),

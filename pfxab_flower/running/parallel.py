@@ -18,7 +18,7 @@ from typing import Any
 
 from pfxab_flower.algorithms.registry import declared_options
 from pfxab_flower.errors import WorkerLostError
-from pfxab_flower.problems import build_federation
+from pfxab_flower.problems import build_federation, problem
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.processes.lifetime import exit_with_parent
 from pfxab_flower.processes.remote import JobRunner
@@ -32,8 +32,12 @@ ALGORITHM_FIELDS = ("algorithm", "alpha", "seed", "horizon", "nu1", "rho", "max_
 
 
 def federation_key(config: RunConfig) -> RunConfig:
-    """The config with the algorithm's own fields reset: configs that share a federation share this key."""
-    reset = {**{name: PARAMETERS[name].default for name in ALGORITHM_FIELDS}, **dict.fromkeys(declared_options())}
+    """The config with the algorithm's own fields reset: configs that share a federation share this key.
+
+    A problem whose federation depends on the run's seed (``seeded``: the shifted ones) keeps it."""
+    kept = ("seed",) if problem(config.problem).seeded else ()
+    reset = {**{name: PARAMETERS[name].default for name in ALGORITHM_FIELDS if name not in kept},
+             **dict.fromkeys(declared_options())}
     return config.replace(**{**reset, "alpha": 0.0, "horizon": 1})
 
 

@@ -121,3 +121,23 @@ def uniform_exploration_warning(spec: RunSpec, truth: Federation | None = None) 
             f"3 nu1 rho^h below the best, and the means span at most {max(spans):.4g}), but only {plan.phases} "
             f"phase(s) fit horizon={spec.horizon}: the run explores uniformly (`pfxab calibrate` measures "
             "what can eliminate; docs/flower.md#scale-resolution-and-horizon)")
+
+
+def first_point_warning(spec: RunSpec) -> str | None:
+    """One line if no client of ``spec``'s run can leave its first point, the domain's centre, within the horizon
+    (no phase fits, or a baseline's search pulls nothing), else ``None``: checked from the spec alone."""
+    from pfxab_flower.algorithms import make_policy
+    from pfxab_flower.algorithms.messages import PhaseInstruction
+    from pfxab_flower.algorithms.phased import ServerMachine, Settings
+    from pfxab_flower.algorithms.solo import SoloPolicy
+
+    policy, settings = make_policy(spec.algorithm), Settings(spec)
+    if isinstance(policy, SoloPolicy):
+        searches = policy.searches(settings)
+    else:  # a throwaway server: its first instruction is a phase if one fits
+        searches = isinstance(ServerMachine(policy, settings).next_instruction(), PhaseInstruction)
+    if searches:
+        return None
+    return (f"horizon={spec.horizon} is too small for {spec.algorithm} to leave its first point: no phase fits, so "
+            f"every client pulls the domain's centre all {spec.horizon} times (a larger horizon, or an algorithm "
+            "that draws points from the first pull: random-search, optuna-tpe)")

@@ -51,11 +51,13 @@ class RunResult:
 
     @cached_property
     def clients(self) -> pd.DataFrame:
-        """One row per client: its site label and Flower node, regret, final node and point, optimum, rewards, ..."""
+        """One row per client: its site label and Flower node, cumulative and simple regret, final node and point,
+        best observed node, point and mean (with its pulls and simple regret), optimum, rewards, ..."""
         import pandas as pd
 
         frame = pd.DataFrame(self.client_columns)
-        frame["final_node"] = pd.array(self.client_columns["final_node"], dtype="Int64")  # null for a lost client
+        for column in ("final_node", "best_node", "best_observed_pulls"):  # null for a lost client (best: or none)
+            frame[column] = pd.array(self.client_columns[column], dtype="Int64")
         if "flower_node" in frame:  # Flower's node ids are unsigned 64-bit; null in process
             frame["flower_node"] = pd.array(self.client_columns["flower_node"], dtype="UInt64")
             frame["site"] = pd.Series(self.client_columns["site"], dtype=object)  # None where no label was declared
@@ -126,6 +128,13 @@ def time_grid(horizon: int, points: int = 200) -> np.ndarray:
     return np.unique(np.rint(np.concatenate([[0], log, linear])).astype(np.int64))
 
 
+#: The summary's recommendation entries (docs/algorithms/index.md, "What a run recommends"): each client's simple
+#: regret at its final point (and their mean), its best observed node, point, mean and pulls, and that point's
+#: simple regret. Every engine gives the same values (the engine-equality tests compare them).
+RECOMMENDATION_KEYS = (
+    "simple_regret", "simple_regret_per_client", "best_nodes", "best_points", "best_observed_mean_per_client",
+    "best_observed_pulls_per_client", "best_simple_regret", "best_simple_regret_per_client",
+)
 #: The files of a written result (``pfxab run --out``, the ServerApp's ``out-dir``).
 RESULT_FILES = ("clients.csv", "curve.csv", "phases.csv", "communication.csv", "summary.json")
 
@@ -140,6 +149,37 @@ def _observed_means(federation: Federation, ledger: Ledger, costs: SiteCosts | N
     if costs is None or federation.evaluation == "simulated":
         return None
     return [total / max(c.pulls, 1) for total, c in zip(costs.observed, ledger.clients, strict=True)]
+
+
+@dataclass(frozen=True)
+class _Best:
+    """Each client's best observed node (``None``: none), its point (NaN), mean (NaN) and pulls (``None``)."""
+
+    nodes: list[int | None]
+    points: np.ndarray
+    means: np.ndarray
+    pulls: list[int | None]
+
+
+def _best_observed(federation: Federation, server: ServerMachine, num_clients: int) -> _Best:
+    """The best observed points the clients reported (:attr:`ServerMachine.best_observed`), as columns."""
+    reported = [server.best_observed.get(m) for m in range(num_clients)]
+    nodes = [None if best is None else best[0] for best in reported]
+    points = federation.partition.midpoints(np.array([node or 1 for node in nodes], dtype=np.int64))
+    points[[node is None for node in nodes]] = np.nan
+    means = np.array([np.nan if best is None else best[1] for best in reported], dtype=float)
+    return _Best(nodes, points, means, [None if best is None else best[2] for best in reported])
+
+
+def _mean(values: np.ndarray) -> float | None:
+    """The mean of the finite values (``None`` if there is none: every client lost, or none scored)."""
+    finite = np.asarray(values, dtype=float)[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else None
+
+
+def _listed(values: np.ndarray) -> list[float | None]:
+    """Per-client values for the summary: a float each, ``None`` (null) where there is none."""
+    return [float(v) if np.isfinite(v) else None for v in np.asarray(values, dtype=float)]
 
 
 def build_result(
@@ -185,10 +225,18 @@ def build_result(
     # which site each row is: its declared label and Flower node (None in process), next to the client index
     clients: dict[str, Any] = {"client": np.arange(M), "site": sites, "flower_node": flower_nodes}
     clients["regret"] = [c.regret for c in ledger.clients]
+    clients["simple_regret"] = ledger.simple.get("final", np.full(M, np.nan))
     clients["final_node"] = final_node
     clients["pulls_scored"] = [c.pulls for c in ledger.clients]
     for j, name in enumerate(names):
         clients[f"final_{name}"] = final_points[:, j]
+    best = _best_observed(federation, server, M)
+    clients["best_node"] = best.nodes
+    for j, name in enumerate(names):
+        clients[f"best_{name}"] = best.points[:, j]
+    clients["best_observed_mean"] = best.means
+    clients["best_observed_pulls"] = best.pulls
+    clients["best_simple_regret"] = ledger.simple.get("best", np.full(M, np.nan))
     clients["optimum_personalised"] = optimum.values
     for j, name in enumerate(names):
         clients[f"optimum_{name}"] = optimum.points[:, j]
@@ -211,6 +259,8 @@ def build_result(
     summary.update(
         regret=known(ledger.regret),
         regret_per_client=known(list(clients["regret"])),
+        simple_regret=known(_mean(clients["simple_regret"])),
+        simple_regret_per_client=known(_listed(clients["simple_regret"])),
         phases=server.completed,
         communication_rounds=server.communication_rounds,
         values_down=communication.total("values_down"),
@@ -226,6 +276,12 @@ def build_result(
         pulls_scored=[c.pulls for c in ledger.clients],
         pulls_unscored=settings.horizon * M - sum(c.pulls for c in ledger.clients),  # lost clients' unreported pulls
         final_points=[None if m in lost else row for m, row in enumerate(final_points.tolist())],
+        best_nodes=best.nodes,
+        best_points=[None if node is None else row for node, row in zip(best.nodes, best.points.tolist(), strict=True)],
+        best_observed_mean_per_client=_listed(best.means),
+        best_observed_pulls_per_client=best.pulls,
+        best_simple_regret=known(_mean(clients["best_simple_regret"])),
+        best_simple_regret_per_client=known(_listed(clients["best_simple_regret"])),
         dimensions=names,
         mean_reward_personalised=known(float(clients["mean_reward_personalised"].mean())),
         mean_reward_global=known(float(clients["mean_reward_global"].mean())),

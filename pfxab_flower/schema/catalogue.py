@@ -127,7 +127,7 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               between(1, _CORES), scope="other"),
     Parameter("algorithms", str, None, "a comma-separated list of distinct registered algorithm names",
               "comma-separated algorithms to compare", lambda text: _algorithm_list(text) is not None, optional=True,
-              scope="other", unset="every registered algorithm"),
+              scope="other", unset="every registered algorithm (of an optional extra: if it is installed)"),
     choice("engine", "inprocess", "engine: the in-process loop or a Flower simulation", ENGINES, scope="other"),
 )}
 
@@ -187,7 +187,10 @@ def check(name: str, value: Any, label: str | None = None) -> Any:
     :class:`ConfigError` with one line naming the value (as ``label``, e.g. a keyword
     argument's own name, if given) and what is allowed.
     """
-    return check_against(_declared(name), value, label)
+    checked = check_against(_declared(name), value, label)
+    if name == "algorithm":  # registered, but its optional extra may not be installed: one line naming it
+        registry.require_installed(checked, label)
+    return checked
 
 
 def parse(name: str, value: Any) -> Any:

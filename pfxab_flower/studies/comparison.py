@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -22,7 +23,7 @@ import pandas as pd
 import pyarrow
 from tqdm import tqdm
 
-from pfxab_flower.algorithms.registry import COMMON, options_of
+from pfxab_flower.algorithms.registry import COMMON, available_names, options_of
 from pfxab_flower.errors import ConfigError, WorkerLostError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS
 from pfxab_flower.formatting import format_mean_sd
@@ -32,7 +33,7 @@ from pfxab_flower.processes.remote import JobRunner
 from pfxab_flower.running.engine import describe_problem, run_checked, run_spec
 from pfxab_flower.running.parallel import local_runner, shared_federation
 from pfxab_flower.running.results import time_grid
-from pfxab_flower.schema.catalogue import PARAMETERS, algorithm_names, check, parse, parse_workers
+from pfxab_flower.schema.catalogue import PARAMETERS, check, parse, parse_workers
 from pfxab_flower.schema.own_options import away_from_default, refuse_unread
 from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.schema.spec import AlgorithmSpec
@@ -42,16 +43,20 @@ from pfxab_flower.storage.outputs import PathIdentity, write_files_atomically
 #: The columns of one run's row, in order.
 RUN_COLUMNS = (
     "algorithm", "seed", "problem", "alpha", "confidence", "clients", "horizon",
-    "regret", "evaluations", "phases", "pulls_per_phase", "communication_rounds",
+    "regret", "simple_regret", "best_simple_regret", "evaluations", "phases", "pulls_per_phase", "communication_rounds",
     "bytes_up", "bytes_down", "bytes_sent", "values_up", "values_down", "rejected_replies",
     "mean_reward_personalised", "mean_reward_global", "mean_reward_local", "wall_seconds",
 )
 #: The columns of the curves table (long format: one row per run and time).
 CURVE_COLUMNS = ("algorithm", "seed", "t", "regret")
 #: What the summary table reports (mean and standard deviation over seeds).
-METRICS = ("regret", "evaluations", "phases", "pulls_per_phase", "communication_rounds", "bytes_sent", "wall_seconds")
+METRICS = ("regret", "simple_regret", "evaluations", "phases", "pulls_per_phase", "communication_rounds", "bytes_sent",
+           "wall_seconds")
+#: Columns a comparison written before they existed lacks: read back as NaN (not known), not refused.
+LATER_COLUMNS = ("simple_regret", "best_simple_regret")
 _LABELS = {
-    "regret": "regret",
+    "regret": "cumulative regret",
+    "simple_regret": "simple regret",
     "evaluations": "evaluations",
     "phases": "phases",
     "pulls_per_phase": "pulls per phase",
@@ -181,6 +186,8 @@ def _run_job(source: RunConfig | int, keywords: dict[str, Any], grid: np.ndarray
     result = run_checked(_federation_of(source), **keywords)
     s = result.summary
     row = {name: s[name] for name in RUN_COLUMNS if name in s}
+    for name in LATER_COLUMNS:  # null in an unscored run
+        row[name] = math.nan if row[name] is None else row[name]
     row["bytes_sent"] = int(s["bytes_up"]) + int(s["bytes_down"])
     own = [p for p in s.get("client_phases") or [] if p is not None]
     if own:  # a solo baseline's phases are its clients' own (local-only's PF-XAB), none at the server
@@ -209,14 +216,14 @@ def _checked_list(name: str, values: Any, check_one: Any) -> tuple[Any, ...]:
 
 
 def _plan_config(base: RunConfig, algorithms: tuple[str, ...], seeds: tuple[int, ...],
-                 parameters: dict[str, Any]) -> tuple[RunConfig, list[RunConfig], dict[str, Any]]:
+                 parameters: dict[str, Any]) -> tuple[list[RunConfig], dict[str, Any]]:
     """The runs of a RunConfig comparison: every config is built (so checked) before any runs."""
     _refuse_unknown(parameters, [name for name in RunConfig.names() if name not in _PER_RUN])
     base = base.replace(**parameters)  # an own parameter that none of the algorithms (nor the problem) reads: refused
     refuse_unread([(a, base.problem) for a in algorithms], base.options, away_from_default(base.options))
     configs = [base.replace(algorithm=a, seed=s) for a in algorithms for s in seeds]
     setting = {k: v for k, v in base.to_dict().items() if k not in _PER_RUN}
-    return base, configs, setting
+    return configs, setting
 
 
 #: compare's own keywords with a Federation, beside the spec's (the common ones and the algorithms' own).
@@ -267,35 +274,37 @@ def compare(
     ``target``: a :class:`Federation` (``parameters`` are :func:`pfxab_flower.running.engine.run`'s
     keywords: ``alpha``, ``horizon``, ``nu1``, ``rho``, ``max_depth``, ``confidence``, the
     algorithms' own (``candidates``: given to the algorithms that declare it), ``min_fraction``,
-    ``faults``, ``describe``, with ``run``'s defaults; ``algorithms``: default every registered one),
+    ``faults``, ``describe``, with ``run``'s defaults; ``algorithms``: default every registered one whose modules
+    are installed),
     or a :class:`RunConfig` (its ``algorithm`` and ``seed`` are ignored; ``parameters``
     replace its other fields, e.g. ``alpha=0.9``). Every run is checked before any starts.
     ``progress`` shows a progress bar on stderr. ``runner`` runs the jobs (default:
     ``workers`` local processes; ``pfxab compare --executor ray`` passes a Ray cluster's,
     for a RunConfig only: a remote worker rebuilds the federation from it).
     """
-    algorithms = _checked_list("algorithms", algorithm_names() if algorithms is None else algorithms,
+    algorithms = _checked_list("algorithms", available_names() if algorithms is None else algorithms,
                                lambda a: check("algorithm", a, label="algorithms"))
     seeds = _checked_list("seeds", seeds, lambda s: check("seed", s, label="seeds"))
     workers = parse_workers(workers)
     token: int | None = None
     if isinstance(target, RunConfig):
-        base, configs, setting = _plan_config(target, algorithms, seeds, parameters)
-        source: RunConfig | int = base
-        federation = shared_federation(base)
+        configs, setting = _plan_config(target, algorithms, seeds, parameters)
+        sources: list[RunConfig | int] = list(configs)  # a seeded problem (the shifted ones): a federation per seed
+        federations = [shared_federation(c) for c in configs]
         keywords: list[dict[str, Any]] = [
-            {"spec": AlgorithmSpec.from_config(c, federation.reward_range, federation.domain.ndim),
-             "describe": describe_problem(c)} for c in configs]
+            {"spec": AlgorithmSpec.from_config(c, f.reward_range, f.domain.ndim), "describe": describe_problem(c)}
+            for c, f in zip(configs, federations, strict=True)]
     elif isinstance(target, Federation):
         if runner is not None:
             raise ConfigError("runner=... is invalid with a Federation; allowed: a RunConfig (a remote worker "
                               "rebuilds its federation from it), or local workers=")
         keywords, setting = _plan_federation(target, algorithms, seeds, parameters)
-        federation, token = target, id(target)
-        source = token
+        federations, token = [target], id(target)
+        sources = [token] * len(keywords)
     else:
         raise ConfigError(f"target={type(target).__name__} is invalid; allowed: a Federation or a RunConfig")
-    federation.optimum(setting["alpha"])  # once, before workers fork: they inherit it
+    for federation in {id(f): f for f in federations}.values():
+        federation.optimum(setting["alpha"])  # once, before workers fork: they inherit it
     grid = time_grid(setting["horizon"], CURVE_POINTS)
     results: list[tuple[dict[str, Any], np.ndarray] | None] = [None] * len(keywords)
     errors: dict[int, BaseException] = {}
@@ -315,7 +324,8 @@ def compare(
                     errors[index] = error
                 bar.update()
 
-            (runner or local_runner(workers))(_run_job, [(source, kw, grid) for kw in keywords], done)
+            (runner or local_runner(workers))(_run_job, [(source, kw, grid) for source, kw in zip(sources, keywords,
+                                                                                                  strict=True)], done)
     finally:
         if token is not None:
             _FEDERATIONS.pop(token, None)
@@ -368,6 +378,9 @@ def load_comparison(directory: str | os.PathLike[str]) -> Comparison:
             raise
         except (OSError, ValueError, pyarrow.ArrowException) as exc:
             raise refuse(f"{name}.parquet is unreadable: {type(exc).__name__}: {first_line(exc)}") from None
+        for column in LATER_COLUMNS if name == "runs" else ():
+            if column not in frame.columns:  # written before simple regret was kept: not known
+                frame[column] = math.nan
         missing = [c for c in columns if c not in frame.columns]
         if missing:
             raise refuse(f"{name}.parquet lacks column {missing[0]!r}")

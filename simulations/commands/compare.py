@@ -8,8 +8,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pfxab_flower.algorithms.registry import available_names
 from pfxab_flower.printable import shown
-from pfxab_flower.schema.catalogue import algorithm_names, parse_algorithms, parse_seeds, parse_workers
+from pfxab_flower.schema.catalogue import parse_algorithms, parse_seeds, parse_workers
 from pfxab_flower.simulations.cluster import executor_address, fits_on, ray_runner
 from pfxab_flower.simulations.commands.options import (
     add_parameter_flag,
@@ -25,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_options(parser, skip=("algorithm", "seed"))
     parser.add_argument("--seeds", default=None, metavar="SEEDS",
                         help="seeds: an integer, a range like 0-9, or a list like 0,3,5 (default: 0-9)")
-    add_parameter_flag(parser, "algorithms", default=",".join(algorithm_names()))
+    add_parameter_flag(parser, "algorithms", default=",".join(available_names()))  # of an extra: if installed
     add_parameter_flag(parser, "workers", default=1)
     parser.add_argument("--out", default=None, metavar="DIR",
                         help="write the comparison here (comparison.json; runs, summary and curves as CSV and "

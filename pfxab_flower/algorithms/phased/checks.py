@@ -128,4 +128,30 @@ class ReplyChecks:
         if point.ndim != 1 or point.size == 0 or not np.issubdtype(point.dtype, np.floating) or \
                 not np.all(np.isfinite(point)):
             return "final point is not a non-empty vector of finite numbers"
+        return self.check_best(report, point.size)
+
+    def check_best(self, report: FinishReport, dimensions: int) -> str | None:
+        """Why a final report's best observed point cannot be used, or ``None`` (all four parts, or none).
+
+        Its node must be a node id, its point as long as the final point, its mean within the
+        reward range and its pulls a whole number in ``[1, T]``.
+        """
+        parts = (report.best_node_id, report.best_point, report.best_mean, report.best_pulls)
+        if all(part is None for part in parts):
+            return None
+        if any(part is None for part in parts):
+            return "best observed point is incomplete (its node, point, mean and pulls come together)"
+        node, pulls, mean = report.best_node_id, report.best_pulls, report.best_mean
+        if isinstance(node, bool) or not isinstance(node, int | np.integer) or not 1 <= node < 2**MAX_DEPTH:
+            return f"best observed node {node!r} is not a node id of the partition"
+        point = np.asarray(report.best_point)
+        if point.shape != (dimensions,) or not np.issubdtype(point.dtype, np.floating) or \
+                not np.all(np.isfinite(point)):
+            return f"best observed point is not a vector of {dimensions} finite numbers (the final point's length)"
+        low, high = self.settings.reward_range
+        if isinstance(mean, bool) or not isinstance(mean, float | np.floating) or not low <= mean <= high:
+            return f"best observed mean {mean!r} is not a number in the reward range [{low:g}, {high:g}]"
+        if isinstance(pulls, bool) or not isinstance(pulls, int | np.integer) or \
+                not 1 <= pulls <= self.settings.horizon:
+            return f"best observed pulls {pulls!r} are not a whole number in [1, {self.settings.horizon}]"
         return None

@@ -21,6 +21,7 @@ from pfxab_flower.algorithms.phased.bounded import (
     check_pulls,
     check_sizes,
 )
+from pfxab_flower.algorithms.phased.observed import Observing, best_of
 from pfxab_flower.algorithms.phased.policy import Policy
 from pfxab_flower.algorithms.phased.settings import Settings
 from pfxab_flower.algorithms.phased.state import ClientState, ProtocolError
@@ -108,11 +109,13 @@ class ClientMachine:
         rng = _rng(self.settings, self.client, instruction.phase)
         bound = self.settings.bound
         samples = bound.empty(len(union))
+        observing = Observing(env)
         if instruction.global_pulls > 0:
-            samples = bound.draw(env, union, np.full(len(union), instruction.global_pulls, dtype=np.int64), rng)
+            samples = bound.draw(observing, union, np.full(len(union), instruction.global_pulls, dtype=np.int64), rng)
         if instruction.local_pulls > 0:
-            local = bound.draw(env, s.active, np.full(len(own), instruction.local_pulls, dtype=np.int64), rng)
+            local = bound.draw(observing, s.active, np.full(len(own), instruction.local_pulls, dtype=np.int64), rng)
             samples = samples.put(own, bound.merge(samples.take(own), local))
+        observing.record(s)
         counts = samples.counts
         means = np.divide(samples.sums, counts, out=np.zeros(len(union)), where=counts > 0)
         statistics = bound.client_statistics(self.settings, samples)
@@ -191,16 +194,27 @@ class ClientMachine:
         )
 
     def finish(self, instruction: FinishInstruction, env: Environment) -> FinishReport:
-        """Exploit the chosen node until the horizon (making up any pulls missed while away)."""
+        """Exploit the chosen node until the horizon (making up any pulls missed while away); report it and the
+        best observed point (of which alone the state keeps its observations from now on)."""
         s = self.state
         check_phase(self.settings, self.policy, instruction.phases, final=True)
         self.catch_up(instruction.phases + 1, sets=False)  # the sets are not used after it
         if self.policy.solo and not s.finished:  # a baseline's client searches alone, now (no phase was run)
-            s.choice, pulls, s.solo_phases = self.policy.alone(self.settings, self.client, env)
+            observing = Observing(env)
+            s.choice, pulls, s.solo_phases = self.policy.alone(self.settings, self.client, observing)
+            observing.record(s)
             s.pulls += pulls
         remaining = self.settings.horizon - s.pulls
         if remaining > 0:
             env.play(s.choice, remaining, _exploit_rng(self.settings, self.client, instruction.phases + 1))
         s.pulls = self.settings.horizon
         s.finished = True
-        return FinishReport(self.client, s.choice, np.asarray(env.point(s.choice), dtype=float))
+        best = best_of(s.observed_nodes, s.observed_sums, s.observed_counts)
+        point = np.asarray(env.point(s.choice), dtype=float)
+        if best is None:
+            return FinishReport(self.client, s.choice, point)
+        keep = np.searchsorted(s.observed_nodes, best.node_id)
+        s.observed_nodes, s.observed_sums, s.observed_counts = (
+            part[keep : keep + 1] for part in (s.observed_nodes, s.observed_sums, s.observed_counts))
+        return FinishReport(self.client, s.choice, point, best.node_id,
+                            np.asarray(env.point(best.node_id), dtype=float), best.mean, best.pulls)

@@ -44,6 +44,10 @@ class Policy:
     successor_kind: ClassVar[str] = "children"
     #: Whether ``nu1`` and ``rho`` shape its phases (``pfxab calibrate`` measures them only for such an algorithm).
     smoothness_model: ClassVar[bool] = True
+    #: The modules it needs beyond the project's own dependencies, and the optional extra that installs them
+    #: (``pip install "pfxab-flower[optuna]"``): without them, choosing it is refused in one line naming the extra.
+    requires: ClassVar[tuple[str, ...]] = ()
+    extra: ClassVar[str] = ""
 
     def phase_line(self, row: Mapping[str, Any]) -> str:
         """The log's line for a completed phase (a row of the server's history), in the algorithm's own words."""

@@ -50,6 +50,8 @@ class ServerMachine(ReplyChecks):
         self.rejected: list[dict[str, Any]] = []
         self.used: list[object] = []  # the reports the last exchange used (the driver keeps only their pull logs)
         self.final_nodes: dict[int, int] = {}
+        #: each client's best observed point as it reported it: (node, mean of its rewards there, pulls)
+        self.best_observed: dict[int, tuple[int, float, int]] = {}
         self.reported_phase = [0] * settings.num_clients  # last phase whose active set each client sent
         #: what the bound designs the next phase's length from (e.g. the largest pooled variance seen last)
         self.design = settings.bound.first_design(settings)
@@ -244,6 +246,9 @@ class ServerMachine(ReplyChecks):
         self.used = list(reports)
         for report in reports:
             self.final_nodes[int(report.client)] = int(report.node_id)
+            if report.best_node_id is not None and report.best_mean is not None and report.best_pulls is not None:
+                self.best_observed[int(report.client)] = (int(report.best_node_id), float(report.best_mean),
+                                                          int(report.best_pulls))
 
     @property
     def failures(self) -> int:

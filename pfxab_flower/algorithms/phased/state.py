@@ -38,12 +38,19 @@ class ClientState:
     finished: bool = False
     explored_phase: int = 0  # the last phase this client explored (it may have missed later messages)
     solo_phases: int = 0  # a solo baseline's client: the phases it ran alone (local-only's own PF-XAB)
+    #: every node the client drew rewards from in its search (sorted), with their sums and counts
+    #: (:mod:`.observed`; after the final exchange only its best observed node is kept)
+    observed_nodes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    observed_sums: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    observed_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     _SCALARS = ("completed", "pulls", "choice", "explored", "finished", "explored_phase", "solo_phases")
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         arrays = {k: np.array([int(getattr(self, k))], dtype=np.int64) for k in self._SCALARS}
-        arrays.update(active=self.active, union=self.union, means=self.means, counts=self.counts)
+        arrays.update(active=self.active, union=self.union, means=self.means, counts=self.counts,
+                      observed_nodes=self.observed_nodes, observed_sums=self.observed_sums,
+                      observed_counts=self.observed_counts)
         arrays.update({STATISTIC_PREFIX + name: values for name, values in self.statistics.items()})
         return arrays
 
@@ -57,6 +64,10 @@ class ClientState:
             union=np.asarray(arrays["union"], dtype=np.int64),
             means=np.asarray(arrays["means"], dtype=float),
             counts=np.asarray(arrays["counts"], dtype=np.int64),
+            # a state saved before the client kept its observations has none
+            observed_nodes=np.asarray(arrays.get("observed_nodes", np.zeros(0)), dtype=np.int64),
+            observed_sums=np.asarray(arrays.get("observed_sums", np.zeros(0)), dtype=float),
+            observed_counts=np.asarray(arrays.get("observed_counts", np.zeros(0)), dtype=np.int64),
             statistics={key[len(STATISTIC_PREFIX):]: np.asarray(values, dtype=float)
                         for key, values in arrays.items() if key.startswith(STATISTIC_PREFIX)},
         )

@@ -30,6 +30,8 @@ from pfxab_flower.schema.spec import AlgorithmSpec
 # array names
 NODE_IDS, MEANS, COUNTS, ELIMINATED, HOLDERS = "node-ids", "means", "counts", "eliminated", "holders"
 NODE_ID, POINT = "node-id", "point"
+#: A final reply's best observed point: all four arrays, or none (the client drew no reward)
+BEST_NODE_ID, BEST_POINT, BEST_MEAN, BEST_PULLS = "best-node-id", "best-point", "best-mean", "best-pulls"
 STATISTIC_PREFIX = "statistic:"
 # config keys
 PARTITION_ID = "partition-id"
@@ -149,8 +151,13 @@ def reply_payload(report: Report, harness: Mapping[str, np.ndarray] | None = Non
     for key, value in (harness or {}).items():
         config[HARNESS_PREFIX + key] = np.asarray(value, dtype="<i8").tobytes()
     if isinstance(report, FinishReport):
-        return {NODE_ID: np.array([report.node_id], dtype=np.int64),
-                POINT: np.asarray(report.point, dtype=float)}, config
+        final = {NODE_ID: np.array([report.node_id], dtype=np.int64), POINT: np.asarray(report.point, dtype=float)}
+        if report.best_node_id is not None:
+            final |= {BEST_NODE_ID: np.array([report.best_node_id], dtype=np.int64),
+                      BEST_POINT: np.asarray(report.best_point, dtype=float),
+                      BEST_MEAN: np.array([report.best_mean], dtype=float),
+                      BEST_PULLS: np.array([report.best_pulls], dtype=np.int64)}
+        return final, config
     if isinstance(report, ActiveSetReport):
         return {NODE_IDS: _ids(report.node_ids)}, config
     arrays = {NODE_IDS: _ids(report.node_ids), MEANS: np.asarray(report.means, dtype=float),
@@ -178,11 +185,14 @@ def read_reply(
     """
     client = partition_id(config)
     if expected is FinishReport:
-        part = _named(arrays, "final reply", [NODE_ID, POINT])
-        node = np.asarray(part[NODE_ID]).reshape(-1)
-        if node.size != 1 or not np.issubdtype(node.dtype, np.integer):
-            raise WireError(f"final reply's {NODE_ID!r} is not one integer")
-        return FinishReport(client, int(node[0]), np.asarray(part[POINT]).reshape(-1))
+        best = [BEST_NODE_ID, BEST_POINT, BEST_MEAN, BEST_PULLS] if BEST_NODE_ID in arrays else []
+        part = _named(arrays, "final reply", [NODE_ID, POINT, *best])
+        node, point = int(_one(part, NODE_ID, integer=True)), np.asarray(part[POINT]).reshape(-1)
+        if not best:
+            return FinishReport(client, node, point)
+        return FinishReport(client, node, point, int(_one(part, BEST_NODE_ID, integer=True)),
+                            np.asarray(part[BEST_POINT]).reshape(-1), float(_one(part, BEST_MEAN, integer=False)),
+                            int(_one(part, BEST_PULLS, integer=True)))
     if expected is ActiveSetReport:
         node_ids = np.asarray(_named(arrays, "active-set reply", [NODE_IDS])[NODE_IDS])
         if not np.issubdtype(node_ids.dtype, np.integer):
@@ -305,6 +315,15 @@ def _named(arrays: Mapping[str, np.ndarray], what: str, names: Sequence[str], wh
     if missing:
         raise WireError(f"{what} has no {missing[0]!r} array{why} (arrays: {describe_keys(arrays)})")
     return {name: arrays[name] for name in names}
+
+
+def _one(part: Arrays, name: str, integer: bool) -> int | float:
+    """The single value of a reply's array ``name``; :class:`WireError` unless it is one integer (one float)."""
+    values = np.asarray(part[name]).reshape(-1)
+    what = "integer" if integer else "float"
+    if values.size != 1 or not np.issubdtype(values.dtype, np.integer if integer else np.floating):
+        raise WireError(f"final reply's {name!r} is not one {what}")
+    return int(values[0]) if integer else float(values[0])
 
 
 def _statistics(statistics: Mapping[str, np.ndarray]) -> Arrays:
