@@ -202,3 +202,8 @@ for _family, _label in (("garland", "Garland"), ("doublesine", "DoubleSine")):  
         register_problem(f"{_family}-{_dimension}d", f"pfxab_flower.problems.separable:{_family}_{_dimension}d",
                          help=f"{_dimension}-D, {_label} in every coordinate, shifted per client", dimension=_dimension,
                          parameters=(SPREAD,))
+for _dimension in (1, 2, 3, 5):  # problems/bumps.py: the smooth family
+    register_problem("bumps" if _dimension == 1 else f"bumps-{_dimension}d",
+                     f"pfxab_flower.problems.bumps:bumps_{_dimension}d",
+                     help=f"{_dimension}-D, smooth: two Gaussian bumps, shifted per client", dimension=_dimension,
+                     parameters=(SPREAD,))
