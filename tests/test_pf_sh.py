@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from pfxab_flower import Federation, run
+from pfxab_flower.algorithms.candidates import candidate_nodes
 from pfxab_flower.algorithms.pf_sh import (
     COUNT_GRID,
     PFSH,
     candidate_count,
-    candidate_nodes,
     modelled_regret,
     round_split,
 )

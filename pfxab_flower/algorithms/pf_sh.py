@@ -11,40 +11,21 @@ import math
 
 import numpy as np
 
-from pfxab_flower.algorithms.phased import ClientView, Policy, Settings
-from pfxab_flower.algorithms.phased.state import ROOT, ProtocolError
+from pfxab_flower.algorithms.candidates import CandidatePolicy, candidate_depth
+from pfxab_flower.algorithms.phased import ClientView, Settings
+from pfxab_flower.algorithms.phased.state import ProtocolError
 from pfxab_flower.algorithms.run_spec import SpecT
 from pfxab_flower.algorithms.splits import cheapest_split
 from pfxab_flower.arms.domain import DIMENSIONS
-from pfxab_flower.arms.partition import POINT_DEPTH
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.parameter import Parameter, check_against
 
-#: The depth of the cells whose centres are the candidates (random search's resolution).
-CANDIDATE_DEPTH = POINT_DEPTH
 #: Most candidates of a run: every client holds them all in the first round (8 bytes each on the wire).
 MAX_CANDIDATES = 1_000_000
 #: Most candidates times clients (every client pulls and reports every candidate in the first round). Measured
 #: in-process, garland-5d: 1000 clients x 16,777 candidates (2**24 pairs) took 15 min and 5.8 GB; at this limit
 #: 1000 x 1,048 took 3 min and 420 MB (PF-XAB there: 4.5 min), 10 x 104,857 at T = 1e10 35 s and 390 MB.
 MAX_CANDIDATE_PAIRS = 1 << 20
-#: Keeps the candidates' stream apart from every other stream drawn from the run's seed.
-CANDIDATE_STREAM = 0x5F5E
-
-
-def candidate_depth(settings: Settings) -> int:
-    """The depth of the candidates' cells: :data:`CANDIDATE_DEPTH`, or ``max_depth`` if shallower."""
-    limit = settings.spec.max_depth
-    return CANDIDATE_DEPTH if limit is None else min(limit, CANDIDATE_DEPTH)
-
-
-def candidate_nodes(seed: int, count: int, depth: int) -> np.ndarray:
-    """``count`` distinct uniformly random cells of ``depth`` (sorted node ids), drawn from ``seed`` alone."""
-    count = min(count, 1 << depth)
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(CANDIDATE_STREAM,)))
-    return np.sort((1 << depth) + rng.choice(1 << depth, size=count, replace=False)).astype(np.int64)
-
-
 #: The Hölder exponent the candidate count assumes of a peak: a square-root cusp (Garland's). A smoother peak
 #: needs fewer candidates (the rule then over-explores by a constant factor); a sharper one more (docs/algorithms).
 PEAK_HOLDER = 0.5
@@ -109,7 +90,7 @@ def _whole(pulls: float) -> int:
     return math.ceil(round(pulls, 9))
 
 
-class PFSH(Policy):
+class PFSH(CandidatePolicy):
     name = "pf-sh"
     label = "PF-SH"
     description = ("personalised successive halving: shared random candidates, halved each round on "
@@ -120,8 +101,6 @@ class PFSH(Policy):
                   "pf-sh: candidate points K (0: the documented rule)", lambda value: 0 <= value <= MAX_CANDIDATES,
                   after="max_evaluations", late=True),
     )
-    refines_partition = False
-    successor_kind = "survivors"
 
     def resolve(self, spec: SpecT, dimensions: int | None) -> SpecT:
         """``candidates = 0`` becomes the rule's count for the run's horizon and dimensions (at most the
@@ -147,27 +126,9 @@ class PFSH(Policy):
             raise ProtocolError("candidates=0 reached a machine: the server resolves the count before it sends it")
         return count
 
-    def depth(self, settings: Settings, phase: int) -> int:
-        """Every round's candidates lie at :func:`candidate_depth`."""
-        return candidate_depth(settings)
-
-    def most_nodes(self, settings: Settings, phase: int) -> int:
-        """Every round's union is a subset of the ``K`` candidates."""
-        return self.count(settings)
-
-    def first_active_set(self, settings: Settings) -> np.ndarray:
-        return candidate_nodes(settings.seed, self.count(settings), candidate_depth(settings))
-
-    def successors(self, kept: np.ndarray) -> np.ndarray:
-        """Survivors stay as they are: the candidates are points, not cells to split."""
-        return np.sort(np.asarray(kept, dtype=np.int64))
-
-    def predecessors(self, nodes: np.ndarray) -> np.ndarray:
-        return np.asarray(nodes, dtype=np.int64)
-
-    def can_finish_on(self, own: np.ndarray, node: int, reported_phase: int) -> bool:
-        """A client exploits one of its survivors (the centre of the domain if no round ran)."""
-        return bool(np.isin(node, own)) or (node == ROOT and reported_phase == 0)
+    def most_kept(self, in_play: int) -> int:
+        """Successive halving: the better half, rounded up."""
+        return (in_play + 1) // 2
 
     def max_phases(self, settings: Settings) -> int:
         """``ceil(log2 K)`` rounds, whoever answers: a client that misses a round keeps all its survivors and

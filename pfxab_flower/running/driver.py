@@ -180,8 +180,9 @@ class ServerDriver(RunOutcome):
         reporters = len(exchange.reports)
         pending = self._take(instruction.phase, "local-means", exchange)
         self.machine.used = list(exchange.reports)
+        explorers = [m for m in map(_index, map(_claimed, exchange.reports)) if 0 <= m < self.num_clients]
         try:
-            return self.machine.aggregate_sums(sums, holders, reporters, statistic_sums)
+            return self.machine.aggregate_sums(sums, holders, reporters, statistic_sums, explorers)
         except RunStoppedError as exc:
             self.stop(str(exc), exchange)
             return None

@@ -49,9 +49,14 @@ class ClientMachine:
         if self.state.completed == 0 and self.state.explored_phase == 0:  # no phase yet: the policy's first set
             self.state.active = policy.first_active_set(settings)
 
+    def _in_play(self, union: np.ndarray) -> np.ndarray:
+        """What the client works on in a phase over ``union`` (:meth:`Policy.in_play`: all it holds, by default)."""
+        return self.policy.in_play(self.state.active, union)
+
     def _own_index(self, union: np.ndarray) -> np.ndarray:
-        index = np.searchsorted(union, self.state.active)
-        if np.any(index >= len(union)) or np.any(union[np.minimum(index, len(union) - 1)] != self.state.active):
+        own = self._in_play(union)
+        index = np.searchsorted(union, own)
+        if np.any(index >= len(union)) or np.any(union[np.minimum(index, len(union) - 1)] != own):
             raise ProtocolError(f"client {self.client}: its active set is not inside the broadcast union")
         return index
 
@@ -87,7 +92,8 @@ class ClientMachine:
         check_nodes(self.settings, self.policy, union, phase)
         if phase > s.completed:
             check_catch_up(self.policy, len(s.active), s.completed, phase, len(union))
-            own_size = caught_up_size(self.policy, len(s.active), phase - 1 - s.completed)
+            own_size = caught_up_size(self.policy, len(s.active), phase - 1 - s.completed) \
+                if self.policy.refines_partition else len(self._in_play(union.astype(np.int64)))
             check_pulls(self.settings, s.pulls, f"phase {phase}",
                         int(instruction.global_pulls) * len(union) + int(instruction.local_pulls) * own_size)
             if min(instruction.global_pulls, instruction.local_pulls) < 0:
@@ -100,8 +106,8 @@ class ClientMachine:
         samples = bound.empty(len(union))
         if instruction.global_pulls > 0:
             samples = bound.draw(env, union, np.full(len(union), instruction.global_pulls, dtype=np.int64), rng)
-        if instruction.local_pulls > 0:
-            local = bound.draw(env, s.active, np.full(len(own), instruction.local_pulls, dtype=np.int64), rng)
+        if instruction.local_pulls > 0 and own.size:
+            local = bound.draw(env, union[own], np.full(len(own), instruction.local_pulls, dtype=np.int64), rng)
             samples = samples.put(own, bound.merge(samples.take(own), local))
         counts = samples.counts
         means = np.divide(samples.sums, counts, out=np.zeros(len(union)), where=counts > 0)
@@ -137,12 +143,19 @@ class ClientMachine:
             return ActiveSetReport(self.client, s.active)
         if not np.array_equal(update.node_ids, s.union):
             raise ProtocolError(f"client {self.client}: global update does not match phase {s.completed + 1}")
-        view = self._view(update, self._own_index(s.union))
+        own = self._own_index(s.union)
         waiting = update.phase_length - s.explored
+        if own.size == 0:  # nothing it holds is in play (it missed rounds): it exploits its choice, keeps its set
+            if waiting > 0:
+                env.play(s.choice, waiting)
+            s.pulls += update.phase_length
+            s.completed = update.phase
+            return ActiveSetReport(self.client, s.active)
+        view = self._view(update, own)
         if waiting > 0:
-            env.play(int(s.active[np.argmax(view.local_means)]), waiting)
+            env.play(int(view.node_ids[np.argmax(view.local_means)]), waiting)
         keep = self.policy.keep(self.settings, view)
-        survivors = s.active[keep]
+        survivors = view.node_ids[keep]
         s.choice = int(survivors[np.argmax(self.policy.score(self.settings, view)[keep])])
         s.active = self.policy.successors(survivors)
         s.pulls += update.phase_length
@@ -168,7 +181,7 @@ class ClientMachine:
             node_holders = np.where(reported, np.asarray(update.holders, dtype=float)[own], 0.0)
         return ClientView(
             phase=update.phase,
-            node_ids=s.active,
+            node_ids=s.union[own],
             local_means=local,
             local_counts=s.counts[own],
             global_means=global_means,

@@ -41,6 +41,10 @@ class Policy:
     refines_partition: ClassVar[bool] = True
     #: What :meth:`successors` are, for the server's one-line reason when a reply's active set is not among them.
     successor_kind: ClassVar[str] = "children"
+    #: Whether the server forms the next union from the clients that completed the round only (their local means
+    #: and next set both arrived), so that a silent client's set cannot hold the union open. The paper's
+    #: algorithms count every client (a missing one by its superset of children), as the paper does.
+    counts_only_completed_rounds: ClassVar[bool] = False
 
     # -- the candidates: where every client starts, what survives a phase, what the server may hear ----------
     def depth(self, settings: Settings, phase: int) -> int:
@@ -74,6 +78,17 @@ class Policy:
         depth, own_depth = int(depth_of(np.array([node]))[0]), depth_of(own)
         held = np.any((own_depth > depth) & (np.right_shift(own, np.maximum(own_depth - depth, 0)) == node))
         return bool(held) and depth >= reported_phase
+
+    def in_play(self, held: np.ndarray, union: np.ndarray) -> np.ndarray:
+        """What a client holding ``held`` works on in a phase whose union is ``union`` (both sides compute it).
+
+        Default: all it holds, which lies in the union whenever every client is counted in it."""
+        return held
+
+    def kept_problem(self, held: np.ndarray, union: np.ndarray, kept: np.ndarray, explored: bool) -> str | None:
+        """Why a client that held ``held`` may not keep ``kept`` after a phase over ``union`` (``explored``: its
+        local means were used), beyond being among :meth:`successors`; ``None``: it may. Default: no rule."""
+        return None
 
     def resolve(self, spec: SpecT, dimensions: int | None) -> SpecT:
         """``spec`` with the options this algorithm derives from the run once, where the run is specified

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -51,6 +51,10 @@ class ServerMachine(ReplyChecks):
         self.used: list[object] = []  # the reports the last exchange used (the driver keeps only their pull logs)
         self.final_nodes: dict[int, int] = {}
         self.reported_phase = [0] * settings.num_clients  # last phase whose active set each client sent
+        #: which clients the next union is formed from (all but those that missed the last round, if the policy
+        #: counts only completed rounds: :attr:`Policy.counts_only_completed_rounds`)
+        self.counted = [True] * settings.num_clients
+        self.explored: set[int] = set()  # the clients whose local means the phase under way used
         #: what the bound designs the next phase's length from (e.g. the largest pooled variance seen last)
         self.design = settings.bound.first_design(settings)
 
@@ -64,7 +68,9 @@ class ServerMachine(ReplyChecks):
 
     # -- phase start ----------------------------------------------------------------
     def union(self) -> np.ndarray:
-        return np.unique(np.concatenate(self.client_sets))
+        """The next phase's nodes: every counted client's set (every client's if none is counted)."""
+        sets = [a for a, counted in zip(self.client_sets, self.counted, strict=True) if counted] or self.client_sets
+        return np.unique(np.concatenate(sets))
 
     def next_instruction(self) -> PhaseInstruction | FinishInstruction:
         """The next phase if its whole length fits in the budget, else the end of the run (at once if solo)."""
@@ -73,7 +79,7 @@ class ServerMachine(ReplyChecks):
             self.done = True
             return FinishInstruction(self.completed, self.parameters)
         union = self.union()
-        own = max(len(a) for a in self.client_sets)
+        own = max(len(self.policy.in_play(a, union)) for a in self.client_sets)
         n_global, n_local = self.policy.phase_pulls(self.settings, self.base_samples(phase), len(union), own)
         length = len(union) * n_global + own * n_local
         # every node of a phase is new (a new depth): a client pulls the union's (global pulls) or its own
@@ -124,6 +130,7 @@ class ServerMachine(ReplyChecks):
             else:
                 self.reject(report.client, plan.phase, "local-means", reason)
         self.used = list(valid)
+        self.explored = {int(report.client) for report in valid}
         self.require_quorum(plan.phase, "local-means", len(valid))
         statistics = pooled_statistics(plan.union, valid, self.settings.bound.statistics)
         return self._close_exploration(pooled_means(plan.union, valid), len(valid), observed_mean(valid),
@@ -131,14 +138,15 @@ class ServerMachine(ReplyChecks):
 
     def aggregate_sums(
         self, sums: np.ndarray, holders: np.ndarray, reporters: int,
-        statistic_sums: Mapping[str, np.ndarray] | None = None,
+        statistic_sums: Mapping[str, np.ndarray] | None = None, clients: Collection[int] = (),
     ) -> GlobalUpdate:
         """``aggregate`` from sums only (secure aggregation): the server never sees a client's means.
 
         ``sums[k]`` is the sum of the local means of node ``k`` over the ``reporters``
         clients that sampled it, ``holders[k]`` how many did, and ``statistic_sums[name][k]``
-        the sum of their values of each statistic the run's bound declares. An aggregate
-        that does not fit the broadcast union is rejected as a whole (every reply lost).
+        the sum of their values of each statistic the run's bound declares; ``clients`` are the
+        reporters' ids (the phase's explorers). An aggregate that does not fit the broadcast union is
+        rejected as a whole (every reply lost).
         """
         plan = self.plan
         if plan is None:
@@ -155,9 +163,11 @@ class ServerMachine(ReplyChecks):
             reason = "aggregate is not finite"
         elif np.any(holders < 0) or np.any(holders > reporters):
             reason = f"holder counts are not in [0, {reporters}]"
+        self.explored = {int(client) for client in clients}
         if reason is not None:
             self.reject("aggregate", plan.phase, "local-means", reason)
             reporters = 0
+            self.explored = set()
         self.require_quorum(plan.phase, "local-means", reporters)
         if reporters == 0:
             return self._close_exploration(np.full(plan.union.shape, np.nan), 0)
@@ -216,6 +226,9 @@ class ServerMachine(ReplyChecks):
         # no valid reply: every child of its previous set, a superset of what it kept
         self.client_sets = [new if new is not None else self.policy.successors(old)
                             for new, old in zip(new_sets, self.client_sets, strict=True)]
+        if self.policy.counts_only_completed_rounds:  # a client that missed the round does not hold the union open
+            self.counted = [m in seen and m in self.explored for m in range(self.settings.num_clients)]
+        self.explored = set()
         next_union = self.union()
         self.completed = plan.phase
         self.pulls += plan.length
