@@ -1,23 +1,8 @@
 """Policies over a finite set of candidate points every client shares, kept as they are when they survive.
 
-A candidate is the centre of one cell at :data:`~pfxab_flower.arms.partition.POINT_DEPTH` (random search's
-resolution), not a cell of a refined partition: a round ranks candidates and some survive, none is split.
-Every machine draws the first set from the run's seed (:func:`candidate_nodes`), so only ids, means and counts
-cross the network. :class:`CandidatePolicy` is the narrow base such a policy extends (``pf-sh``'s successive
-halving; a family whose clients propose new points every round can extend it too). What it fixes:
-
-- **The sets.** Every client starts with the same :meth:`~CandidatePolicy.count` candidates; survivors stay
-  as they are (:meth:`successors` is the identity); a client exploits one of those it holds.
-- **Failures.** A client that did not complete a round (its local means or its next set did not arrive) is
-  not counted when the server forms the next union (:attr:`counts_only_completed_rounds`): its survivors cannot
-  hold the union open. A client that comes back works on what it holds that is still in play, the broadcast
-  union's share of its set (:meth:`in_play`); if none is, it pulls the union for the others and keeps its set.
-- **Trust.** A client that explored a round keeps at most :meth:`most_kept` of the candidates it had in play
-  (the server rejects and counts a reply that keeps more, as any bad reply: :meth:`kept_problem`).
-
-What a subclass gives: :meth:`count` (how many candidates the run has; it may resolve it in
-:meth:`~pfxab_flower.algorithms.phased.Policy.resolve`), :meth:`most_kept`, the pulls and the decision
-(``pulls``, ``phase_pulls``, ``score``, ``keep``) and, if it has one, its own count of rounds (``max_phases``).
+A candidate is the centre of one cell at ``POINT_DEPTH`` (random search's resolution), drawn from the run's
+seed alone; :class:`CandidatePolicy` is the narrow base such a policy extends (``pf-sh``; a family whose
+clients propose new points every round can extend it too).
 """
 
 from __future__ import annotations
@@ -48,7 +33,22 @@ def candidate_nodes(seed: int, count: int, depth: int) -> np.ndarray:
 
 
 class CandidatePolicy(Policy):
-    """A policy over :meth:`count` shared candidate points (see the module docstring for what it fixes)."""
+    """A policy over :meth:`count` shared candidate points. What it fixes:
+
+    - **The sets.** Every client starts with the same :meth:`count` candidates (:func:`candidate_nodes`);
+      survivors stay as they are (:meth:`successors` is the identity); a client exploits one of those it holds.
+    - **Failures.** A client that did not complete a round (its local means or its next set did not arrive)
+      is not counted when the server forms the next union (``counts_only_completed_rounds``): its survivors
+      cannot hold the union open. A client that comes back works on what it holds that is still in play,
+      the broadcast union's share of its set (:meth:`in_play`); if none is, it pulls the union for the
+      others and keeps its set.
+    - **Trust.** A client that explored a round keeps at most :meth:`most_kept` of the candidates it had in
+      play (the server rejects and counts a reply that keeps more, as any bad reply: :meth:`kept_problem`).
+
+    What a subclass gives: :meth:`count` (it may resolve it in ``resolve``), :meth:`most_kept`, the pulls and
+    the decision (``pulls``, ``phase_pulls`` or ``round_pulls``, ``score``, ``keep``) and, if it has one, its
+    own count of rounds (``max_phases``).
+    """
 
     refines_partition = False
     successor_kind = "survivors"

@@ -1,18 +1,7 @@
 """Smooth federations: every client's objective a sum of two Gaussian bumps, shifted per client, in d dimensions.
 
-Garland and DoubleSine peak in cusps (Hölder exponent 1/2 and less); a map of cusps favours an algorithm that
-assumes them. Here every peak is smooth (locally quadratic). Client ``m`` of ``M`` sees
-
-``mu_m(x) = sum_j h_j exp(-|x - c_j - s_m|^2 / (2 w_j^2))``
-
-with ``s_m`` the synthetic problems' shift (:func:`~pfxab_flower.problems.synthetic.shifts`) added to every
-coordinate, a broad bump (``h = 0.55``, ``w = 0.2``, centred at 0.35 in every coordinate) and a narrow one
-(``h = 0.45``, ``w = 0.08``, at 0.65). The heights sum to 1, so values lie in ``[0, 1]``. Which bump holds a
-client's personalised optimum depends on ``d``, ``alpha`` and the client (the narrow one in 1-D, the broad one
-from 2-D on). The family was fixed before any algorithm was run on it.
-
-Every bump is centred on the diagonal ``(t, ..., t)``, so the personalised optimum lies on it
-(:func:`bumps_optimum`) and is found as a 1-D maximum.
+The practice map's smooth family (``bumps``, ``bumps-2d``, ``-3d``, ``-5d``) beside Garland's and DoubleSine's
+cusps. The bumps and the optimum's method: :func:`bumps_federation`, docs/practice.md.
 """
 
 from __future__ import annotations
@@ -88,7 +77,15 @@ def bumps_optimum(all_shifts: np.ndarray, dimension: int, alpha: float) -> Optim
 
 def bumps_federation(dimension: int, num_clients: int = 10, spread: float = 0.3,
                      noise: NoiseModel | None = None) -> Federation:
-    """The ``dimension``-dimensional smooth federation of ``num_clients`` clients (see the module docstring)."""
+    """The ``dimension``-dimensional smooth federation of ``num_clients`` clients.
+
+    Client ``m`` sees ``mu_m(x) = sum_j h_j exp(-|x - c_j - s_m|^2 / (2 w_j^2))``, ``s_m`` the synthetic
+    problems' shift (:func:`~pfxab_flower.problems.synthetic.shifts`) added to every coordinate: a broad bump
+    (``h = 0.55``, ``w = 0.2``, centred at 0.35 in every coordinate) and a narrow one (``h = 0.45``,
+    ``w = 0.08``, at 0.65). The heights sum to 1, so values lie in ``[0, 1]``; every peak is smooth (locally
+    quadratic). Which bump holds a client's personalised optimum depends on ``d``, ``alpha`` and the client.
+    The family was fixed before any algorithm was run on it. Its optimum: :func:`bumps_optimum`.
+    """
     num_clients, spread = check_against(CLIENTS, num_clients), check_against(SPREAD, spread)
     all_shifts = shifts(num_clients, spread)
     domain = Domain(tuple(Dimension(f"x{i + 1}", 0.0, 1.0) for i in range(dimension)))

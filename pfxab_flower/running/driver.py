@@ -137,6 +137,23 @@ class ServerDriver(RunOutcome):
         self.global_update = self.secure_sums(outgoing.message, sums, holders, exchange,  # type: ignore[arg-type]
                                               statistic_sums)
 
+    def lose_sums(self, participants: int, reason: str) -> None:
+        """The exploration under way delivered nothing (SecAgg+ could not unmask its sum): every local mean is lost.
+
+        The phase goes on without global means (each client decides on its own) if ``participants``, the clients
+        still taking part, meet the quorum; else the run stops with one line, as for too few replies.
+        """
+        outgoing, self.outgoing = self._awaited(), None
+        if outgoing.kind != "explore":
+            raise ProtocolError(f"secure sums lost for a {outgoing.kind} exchange")
+        LOGGER.warning("phase %d: %s; %d of %d clients were taking part", outgoing.phase, reason, participants,
+                       self.num_clients)
+        try:
+            self.global_update = self.machine.lose_sums(participants)
+        except RunStoppedError as exc:
+            self.global_update = None
+            self.stop(str(exc))
+
     def _awaited(self) -> Outgoing:
         if self.outgoing is None:
             raise ProtocolError("replies delivered, but no exchange is under way")

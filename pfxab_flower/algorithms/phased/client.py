@@ -38,6 +38,25 @@ def min_pulls(counts: np.ndarray) -> int:
     return int(sampled.min()) if sampled.size else 0
 
 
+def round_to_round_noise(
+    before: np.ndarray, before_means: np.ndarray, before_counts: np.ndarray,
+    after: np.ndarray, after_means: np.ndarray, after_counts: np.ndarray,
+) -> np.ndarray:
+    """``[sum, number]`` of ``(m2 - m1)^2 / (1/n1 + 1/n2)`` over the nodes a client pulled in two consecutive phases.
+
+    Two means of one node from disjoint pulls differ by noise alone, with variance ``s^2 (1/n1 + 1/n2)``; the
+    nodes that survived were chosen on a high first mean, so the estimate of ``s^2`` errs high (a wider trim).
+    """
+    _, first, second = np.intersect1d(before, after, assume_unique=True, return_indices=True)
+    n1, n2 = before_counts[first].astype(float), after_counts[second].astype(float)
+    both = (n1 > 0) & (n2 > 0)
+    if not np.any(both):
+        return np.zeros(2)
+    difference = after_means[second][both] - before_means[first][both]
+    terms = difference**2 / (1.0 / n1[both] + 1.0 / n2[both])
+    return np.array([float(terms.sum()), float(terms.size)])
+
+
 class ClientMachine:
     """One client of a phased-elimination algorithm."""
 
@@ -112,6 +131,8 @@ class ClientMachine:
         counts = samples.counts
         means = np.divide(samples.sums, counts, out=np.zeros(len(union)), where=counts > 0)
         statistics = bound.client_statistics(self.settings, samples)
+        if self.policy.estimates_noise:
+            s.noise = s.noise + round_to_round_noise(s.union, s.means, s.counts, union, means, counts)
         s.union, s.means, s.counts, s.statistics, s.explored = union, means, counts, statistics, int(counts.sum())
         s.explored_phase = instruction.phase
         return LocalReport(self.client, union, means, counts, statistics)
@@ -190,6 +211,7 @@ class ClientMachine:
             pooled_statistics={name: np.asarray(update.statistics[name], dtype=float)[own] for name in names},
             holders=node_holders,
             min_count=min_pulls(s.counts),
+            noise_variance=float(s.noise[0] / s.noise[1]) if s.noise[1] > 0 else float("nan"),
         )
 
     def finish(self, instruction: FinishInstruction, env: Environment) -> FinishReport:

@@ -45,6 +45,9 @@ class Policy:
     #: and next set both arrived), so that a silent client's set cannot hold the union open. The paper's
     #: algorithms count every client (a missing one by its superset of children), as the paper does.
     counts_only_completed_rounds: ClassVar[bool] = False
+    #: Whether its clients measure their noise from the rounds (:attr:`ClientView.noise_variance`); the paper's
+    #: algorithms take their widths from the reward range instead.
+    estimates_noise: ClassVar[bool] = False
 
     # -- the candidates: where every client starts, what survives a phase, what the server may hear ----------
     def depth(self, settings: Settings, phase: int) -> int:
@@ -109,6 +112,12 @@ class Policy:
         ``A^m(p)`` has ``own_size``: what the server asks. A policy whose split depends on the sets' sizes
         overrides this; the paper's algorithms do not look at them."""
         return self.pulls(settings, f)
+
+    def round_pulls(self, settings: Settings, phase: int, f: float, union_size: int,
+                    own_size: int) -> tuple[int, int]:
+        """:meth:`phase_pulls` for phase ``phase``: what the server asks. A policy whose budget depends on the
+        phase's number overrides this; the default is the phase's ``f`` alone."""
+        return self.phase_pulls(settings, f, union_size, own_size)
 
     def phase_fits(self, settings: Settings, length: int, remaining: int) -> bool:
         """Whether a phase of ``length`` pulls per client starts with ``remaining`` pulls of the horizon left.

@@ -80,7 +80,7 @@ class ServerMachine(ReplyChecks):
             return FinishInstruction(self.completed, self.parameters)
         union = self.union()
         own = max(len(self.policy.in_play(a, union)) for a in self.client_sets)
-        n_global, n_local = self.policy.phase_pulls(self.settings, self.base_samples(phase), len(union), own)
+        n_global, n_local = self.policy.round_pulls(self.settings, phase, self.base_samples(phase), len(union), own)
         length = len(union) * n_global + own * n_local
         # every node of a phase is new (a new depth): a client pulls the union's (global pulls) or its own
         points = len(union) if n_global > 0 else own
@@ -178,6 +178,16 @@ class ServerMachine(ReplyChecks):
 
         statistics = {name: per_holder(total) for name, total in totals.items()}
         return self._close_exploration(per_holder(sums), reporters, math.nan, statistics, holders)
+
+    def lose_sums(self, participants: int) -> GlobalUpdate:
+        """The phase's local means were all lost (secure aggregation could not unmask their sum), while
+        ``participants`` clients took part: the quorum counts them, and the phase goes on without global means."""
+        plan = self.plan
+        if plan is None:
+            raise ProtocolError("lose_sums called with no phase under way")
+        self.explored = set()
+        self.require_quorum(plan.phase, "local-means", participants)
+        return self._close_exploration(np.full(plan.union.shape, np.nan), 0)
 
     def _close_exploration(
         self, pooled: np.ndarray, usable: int, mean_reward: float = math.nan,

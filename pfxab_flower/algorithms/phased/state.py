@@ -37,12 +37,17 @@ class ClientState:
     explored: int = 0  # own exploration pulls in the current phase
     finished: bool = False
     explored_phase: int = 0  # the last phase this client explored (it may have missed later messages)
+    #: its noise as measured from consecutive rounds (``estimates_noise`` policies): ``[sum of squared
+    #: standardised differences, their number]``
+    noise: np.ndarray = field(default_factory=lambda: np.zeros(2))
 
     _SCALARS = ("completed", "pulls", "choice", "explored", "finished", "explored_phase")
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         arrays = {k: np.array([int(getattr(self, k))], dtype=np.int64) for k in self._SCALARS}
         arrays.update(active=self.active, union=self.union, means=self.means, counts=self.counts)
+        if self.noise.any():  # only a policy that measures its noise fills it
+            arrays["noise"] = self.noise
         arrays.update({STATISTIC_PREFIX + name: values for name, values in self.statistics.items()})
         return arrays
 
@@ -56,6 +61,7 @@ class ClientState:
             union=np.asarray(arrays["union"], dtype=np.int64),
             means=np.asarray(arrays["means"], dtype=float),
             counts=np.asarray(arrays["counts"], dtype=np.int64),
+            noise=np.asarray(arrays["noise"], dtype=float) if "noise" in arrays else np.zeros(2),
             statistics={key[len(STATISTIC_PREFIX):]: np.asarray(values, dtype=float)
                         for key, values in arrays.items() if key.startswith(STATISTIC_PREFIX)},
         )
