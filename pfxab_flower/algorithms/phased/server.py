@@ -79,11 +79,15 @@ class ServerMachine(ReplyChecks):
             self.done = True
             return FinishInstruction(self.completed, self.parameters)
         union = self.union()
-        own = max(len(self.policy.in_play(a, union)) for a in self.client_sets)
+        sizes = [len(self.policy.in_play(a, union)) for a in self.client_sets]
+        # the split is the counted clients' (a silent client's stale set must not set everyone's pulls); the
+        # length lets any client pull its own set in play, so one that comes back fits in the phase
+        own = max([n for n, counted in zip(sizes, self.counted, strict=True) if counted] or sizes)
+        widest = max(sizes)
         n_global, n_local = self.policy.round_pulls(self.settings, phase, self.base_samples(phase), len(union), own)
-        length = len(union) * n_global + own * n_local
+        length = len(union) * n_global + widest * n_local
         # every node of a phase is new (a new depth): a client pulls the union's (global pulls) or its own
-        points = len(union) if n_global > 0 else own
+        points = len(union) if n_global > 0 else widest
         budget = self.settings.spec.max_evaluations
         schedule = self.settings.schedule
         limit = self.policy.max_phases(self.settings)  # a policy's own count of phases is a hard limit
