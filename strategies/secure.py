@@ -14,10 +14,10 @@ from flwr.app import Context
 from flwr.common import log
 from flwr.server import History, LegacyContext, ServerConfig
 from flwr.server.workflow import SecAggPlusWorkflow
-from flwr.server.workflow.secure_aggregation.secaggplus_workflow import WorkflowState
 from flwr.serverapp import Grid
 
 from pfxab_flower.running.wire.summed import QUANTIZATION_RANGE, SECURE_CLIP
+from pfxab_flower.strategies import flower_internals
 from pfxab_flower.strategies.workflow import PhasedWorkflow
 
 
@@ -29,12 +29,12 @@ class SecAggPlusRound(SecAggPlusWorkflow):
     (:class:`~.workflow.PhasedWorkflow`) then tells the strategy how many clients were still taking part.
     """
 
-    state: WorkflowState | None = None
+    state: Any = None  # Flower's WorkflowState of the last round (flower_internals.secure_round_state)
 
     def __call__(self, grid: Grid, context: Context) -> None:
         if not isinstance(context, LegacyContext):
             raise TypeError(f"Expect a LegacyContext, but get {type(context).__name__}.")
-        self.state = state = WorkflowState()
+        self.state = state = flower_internals.secure_round_state()
         log(INFO, "Secure aggregation commencing.")
         for step in (self.setup_stage, self.share_keys_stage, self.collect_masked_vectors_stage, self.unmask_stage):
             if not step(grid, context, state):
