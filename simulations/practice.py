@@ -210,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pfxab_flower.simulations.practice",
                                      description=(__doc__ or "").splitlines()[0])
     parser.add_argument("directory", nargs="+",
-                        help="finished sweeps of simulations/configs/practice.toml (and practice_landmine.toml)")
+                        help="finished sweeps of simulations/configs/practice.toml (and practice_smooth.toml, "
+                             "practice_landmine.toml)")
     parser.add_argument("--out", default=None, help="where to write the map (default: the first DIRECTORY-map)")
     args = parser.parse_args(argv)
     frames = []

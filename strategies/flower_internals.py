@@ -68,6 +68,15 @@ def centralized_evaluation(grid: Grid, context: LegacyContext) -> None:
     default_centralized_evaluation_workflow(grid, context)
 
 
+def secure_round_state() -> Any:
+    """A fresh state of Flower's SecAgg+ protocol (``WorkflowState``): ``SecAggPlusWorkflow.__call__`` makes its own
+    and drops it, and when too few clients remain it halts the round without a word to the strategy. Keeping the
+    state is the only way to learn how many clients were still taking part (``active_node_ids``)."""
+    from flwr.server.workflow.secure_aggregation.secaggplus_workflow import WorkflowState
+
+    return WorkflowState()
+
+
 def proxy_grid(proxy: Any) -> Grid | None:
     """The grid behind one of Flower's legacy client proxies (``None`` for another proxy)."""
     return getattr(proxy, "grid", None)

@@ -117,6 +117,14 @@ class LegacyPhasedEliminationStrategy(DriverStrategy, Strategy):
         metrics: dict[str, Scalar] = {**(self.driver.round_metrics() or {})}
         return None, metrics
 
+    def fit_round_ended(self, participants: int | None) -> None:
+        """After a fit round's workflow: if SecAgg+ halted it (too few clients to unmask the sum, so
+        ``aggregate_fit`` never ran), the phase's exploration is lost; ``participants`` clients were still in it."""
+        outgoing = self.driver.outgoing
+        if outgoing is not None and outgoing.kind == "explore" and participants is not None:
+            self.driver.lose_sums(participants, "secure aggregation could not unmask the sum of the local means (fewer "
+                                  "clients than its reconstruction threshold took part)")
+
     def configure_evaluate(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, EvaluateIns]]:

@@ -42,6 +42,7 @@ class PhasedWorkflow(DefaultWorkflow):
                 log(INFO, "[ROUND %s]", flower_round)
                 flower_internals.set_round(context, flower_round)
                 self.fit_workflow(grid, context)
+                strategy.fit_round_ended(getattr(self.fit_workflow, "participants", None))
                 flower_internals.centralized_evaluation(grid, context)
                 if strategy.running:  # the final exchange has no evaluate half; a stopped run sends nothing more
                     self.evaluate_workflow(grid, context)

@@ -48,7 +48,7 @@ def test_the_internals_module_names_each_internal_it_imports() -> None:
     internal = flower_internals_imported(INTERNALS)
     assert internal == ["flwr.cli.constant", "flwr.common.constant", "flwr.server.compat.app_utils",
                         "flwr.server.workflow.constant", "flwr.server.workflow.default_workflows",
-                        "flwr.superlink.grid"]
+                        "flwr.server.workflow.secure_aggregation.secaggplus_workflow", "flwr.superlink.grid"]
 
 
 def test_a_client_app_process_does_not_load_the_superlink() -> None:

@@ -68,19 +68,24 @@ def test_a_registered_2d_problem_runs_by_name_and_reaches_its_personalised_optim
     assert run_config(config).summary["regret"] == summary["regret"]  # same seed, same numbers
 
 
+BUMPS = ("bumps", "bumps-2d", "bumps-3d", "bumps-5d")
+
+
 def test_a_registered_problem_is_a_choice_everywhere(bowl) -> None:
     shifted = tuple(f"{family}-shifted{suffix}" for family in ("garland", "doublesine") for suffix in ("", "-2d", "-3d",
                                                                                                    "-5d"))
     assert problem_names() == ("garland", "doublesine", "landmine", "garland-2d", "garland-3d", "garland-5d",
-                               "doublesine-2d", "doublesine-3d", "doublesine-5d", *shifted, "bowl")
+                               "doublesine-2d", "doublesine-3d", "doublesine-5d", *shifted, *BUMPS, "bowl")
     assert "bowl" in PARAMETERS["problem"].allowed
     with pytest.raises(ConfigError, match=r"^problem='bow' is invalid; allowed: garland, doublesine, landmine, "
                        r"garland-2d, garland-3d, "
-                       r"garland-5d, doublesine-2d, doublesine-3d, doublesine-5d, " + ", ".join(shifted) + ", bowl$"):
+                       r"garland-5d, doublesine-2d, doublesine-3d, doublesine-5d, " + ", ".join((*shifted, *BUMPS))
+                       + ", bowl$"):
         RunConfig(problem="bow")
     help_text = " ".join(build_parser()._subparsers._group_actions[0].choices["run"].format_help().split())
     assert "--problem {garland,doublesine,landmine,garland-2d,garland-3d,garland-5d,doublesine-2d,doublesine-3d," \
-        f"doublesine-5d,{','.join(shifted)},bowl}}" in help_text and "bowl: 2-D, a bowl per client" in help_text
+        f"doublesine-5d,{','.join((*shifted, *BUMPS))},bowl}}" in help_text
+    assert "bowl: 2-D, a bowl per client" in help_text
 
 
 def test_the_command_line_and_compare_run_a_registered_problem(bowl, capsys) -> None:

@@ -159,3 +159,83 @@ def test_secagg_plus_on_ray_matches_the_plain_run() -> None:
     columns = [c for c in plain.phases.columns if c != "mean_observed_reward"]
     assert result.phases[columns].equals(plain.phases[columns])
     assert result.summary["secure_aggregation"] is True
+
+
+class HaltingFit:
+    """A fit workflow that, in the chosen Flower round, takes the exploration and halts as SecAgg+ does when too
+    few clients remain to unmask the sum (``aggregate_fit`` never runs); Flower's plain fit workflow otherwise."""
+
+    def __init__(self, halt_round: int, participants: int) -> None:
+        from flwr.server.workflow import DefaultWorkflow
+
+        self.plain = DefaultWorkflow().fit_workflow
+        self.halt_round, self.halted_with, self.round = halt_round, participants, 0
+        self.participants: int | None = None  # what the loop reads after each round (None: no SecAgg+ round)
+
+    def __call__(self, grid, context) -> None:
+        self.round += 1
+        self.participants = None
+        if self.round == self.halt_round:
+            context.strategy.configure_fit(self.round, None, context.client_manager)
+            self.participants = self.halted_with
+            return
+        self.plain(grid, context)
+
+
+@pytest.mark.parametrize(("participants", "finished"), [(2, True), (1, False)])
+def test_a_secure_round_that_cannot_be_unmasked_loses_its_means_and_the_quorum_decides(participants, finished,
+                                                                                       caplog) -> None:
+    """Issue 46: a fit round SecAgg+ halted (too few clients to unmask) used to end the run with a ProtocolError in
+    the next round; now its local means are lost, the phase goes on without global means if the clients still taking
+    part meet the quorum (each client decides on its own means), and the run stops with one line if not."""
+    import logging
+
+    from flwr.app import Context, RecordDict
+    from flwr.server import LegacyContext, ServerConfig
+    from flwr.supercore.task_identity import TaskIdentity
+
+    from pfxab_flower.client_apps import federation_sessions, legacy_client_app
+    from pfxab_flower.simulations.apps import strategy_of
+    from pfxab_flower.strategies.workflow import PhasedWorkflow
+    from tests.message_loopback import LoopbackGrid
+
+    config = RunConfig(problem="garland", algorithm="pf-sh", clients=4, horizon=20_000, seed=0)
+    federation = build_federation(config)
+    strategy = strategy_of(config, AppOptions(api="legacy", min_fraction=0.5), federation)
+    grid = LoopbackGrid(4, legacy_client_app(federation_sessions(federation)))
+    context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
+    legacy = LegacyContext(context=context, config=ServerConfig(num_rounds=strategy.num_rounds, round_timeout=60.0),
+                           strategy=strategy)
+    fit = HaltingFit(halt_round=2, participants=participants)
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1  # what a ServerApp process sets
+    with caplog.at_level(logging.WARNING):
+        PhasedWorkflow(fit_workflow=fit)(grid, legacy)  # type: ignore[arg-type]
+    assert any("phase 2: secure aggregation could not unmask" in r.getMessage() and
+               f"{participants} of 4 clients were taking part" in r.getMessage() for r in caplog.records)
+    machine = strategy.driver.machine
+    if finished:
+        assert strategy.driver.finished and machine.history[1]["failed_local_means"] == 4
+        assert machine.completed > 2 and strategy.run_result().summary["regret"] > 0
+    else:
+        assert not strategy.driver.finished and machine.completed == 1
+        assert strategy.stop_reason.startswith("phase 2: only 1 of 4 clients sent a usable local-means reply")
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_pf_sh_with_secagg_plus_and_half_the_clients_dropping_finishes_on_both_apis() -> None:
+    """The issue's command (``--algorithm pf-sh --clients 4 --horizon 20000 --fail-rate 0.5 --min-fraction 0.25
+    --secure-aggregation true``) over Ray: a phase SecAgg+ cannot unmask no longer ends the run (it is the
+    default tier's loop, :func:`test_a_secure_round_that_cannot_be_unmasked_loses_its_means_and_the_quorum_decides`,
+    over the real protocol); both APIs finish with the same numbers."""
+    from pfxab_flower.simulations.run_flower import run_flower_simulation
+
+    config = RunConfig(problem="garland", algorithm="pf-sh", clients=4, horizon=20_000, seed=0)
+    results = [run_flower_simulation(config, options=AppOptions(
+        api=api, round_timeout=patient(60.0), secure_aggregation=True, fail_rate=0.5, min_fraction=0.25))
+        for api in ("legacy", "message")]
+    for result in results:
+        assert result.summary["secure_aggregation"] is True and result.summary["failures"] > 0
+        assert (result.phases["failed_local_means"] == 4).any()  # a phase whose sum could not be unmasked
+    assert results[0].summary["regret"] == results[1].summary["regret"]

@@ -1,8 +1,8 @@
 """PF-SH: personalised successive halving over ``K`` candidates every client draws from the run's seed.
 
-Each round every client pulls the union of survivors (global means) and its own survivors (local
-means), then keeps the better half by its personalised estimate; the derivation of the split, the
-candidate count and the guarantee is in docs/algorithms/pf-sh.md.
+Each round every client pulls the union of survivors (global means) and its own, then keeps at most the
+better half by its personalised estimate (fewer when its first round or its measured noise says so).
+Derivation: docs/algorithms/pf-sh.md; the model: :mod:`pfxab_flower.algorithms.pf_sh_model`.
 """
 
 from __future__ import annotations
@@ -13,74 +13,23 @@ from typing import Any
 
 import numpy as np
 
-from pfxab_flower.algorithms.phased import ClientView, Policy, Settings
-from pfxab_flower.algorithms.phased.state import ROOT, ProtocolError
+from pfxab_flower.algorithms.candidates import CandidatePolicy, candidate_depth
+from pfxab_flower.algorithms.pf_sh_model import best_count, round_split, rounds, screen_count, tail_exponent
+from pfxab_flower.algorithms.phased import ClientView, Settings
+from pfxab_flower.algorithms.phased.state import ProtocolError
 from pfxab_flower.algorithms.run_spec import SpecT
-from pfxab_flower.algorithms.splits import cheapest_split
-from pfxab_flower.arms.domain import DIMENSIONS
 from pfxab_flower.arms.partition import POINT_DEPTH
 from pfxab_flower.errors import ConfigError, spelled
-from pfxab_flower.parameter import Parameter, check_against
+from pfxab_flower.parameter import Parameter
 
-#: The depth of the cells whose centres are the candidates (random search's resolution).
-CANDIDATE_DEPTH = POINT_DEPTH
 #: Most candidates of a run: every client holds them all in the first round (8 bytes each on the wire).
 MAX_CANDIDATES = 1_000_000
 #: Most candidates times clients (every client pulls and reports every candidate in the first round). Measured
 #: in-process, garland-5d: 1000 clients x 16,777 candidates (2**24 pairs) took 15 min and 5.8 GB; at this limit
 #: 1000 x 1,048 took 3 min and 420 MB (PF-XAB there: 4.5 min), 10 x 104,857 at T = 1e10 35 s and 390 MB.
 MAX_CANDIDATE_PAIRS = 1 << 20
-#: Keeps the candidates' stream apart from every other stream drawn from the run's seed.
-CANDIDATE_STREAM = 0x5F5E
-
-
-def candidate_depth(settings: Settings) -> int:
-    """The depth of the candidates' cells: :data:`CANDIDATE_DEPTH`, or ``max_depth`` if shallower."""
-    limit = settings.spec.max_depth
-    return CANDIDATE_DEPTH if limit is None else min(limit, CANDIDATE_DEPTH)
-
-
-def candidate_nodes(seed: int, count: int, depth: int) -> np.ndarray:
-    """``count`` distinct uniformly random cells of ``depth`` (sorted node ids), drawn from ``seed`` alone."""
-    count = min(count, 1 << depth)
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(CANDIDATE_STREAM,)))
-    return np.sort((1 << depth) + rng.choice(1 << depth, size=count, replace=False)).astype(np.int64)
-
-
-#: The Hölder exponent the candidate count assumes of a peak: a square-root cusp (Garland's). A smoother peak
-#: needs fewer candidates (the rule then over-explores by a constant factor); a sharper one more (docs/algorithms).
-PEAK_HOLDER = 0.5
-#: The counts the rule chooses among: ``2**(k/8)``, rounded (steps of 9%).
-COUNT_GRID = tuple(sorted({round(2 ** (k / 8)) for k in range(8, 8 * 20 + 1)}))
-
-
-def modelled_regret(count: int, horizon: int, dimensions: int) -> float:
-    """One client's regret, in units of its objective's span, of ``count`` candidates under the rule's model.
-
-    A uniform candidate's gap ``G`` has ``P(G <= e) = e**b``, ``b = d / PEAK_HOLDER`` (the reservoir exponent of
-    a Hölder peak in ``d`` dimensions). Round ``r`` costs ``K`` pulls on the top ``2**-(r-1)`` share of the
-    candidates (mean gap ``b / (b + 1) 2**(-(r-1)/b)``); the rest of the horizon exploits the best candidate
-    (expected gap ``Gamma(K+1) Gamma(1+1/b) / Gamma(K+1+1/b)``). Noise and halving errors are left out.
-    """
-    b = dimensions / PEAK_HOLDER
-    used, cost = 0, 0.0
-    for r in range(1, rounds(count) + 1):
-        if used + count > horizon:
-            break
-        cost += count * b / (b + 1.0) * 2.0 ** (-(r - 1) / b)
-        used += count
-    best_gap = math.exp(math.lgamma(count + 1) + math.lgamma(1 + 1 / b) - math.lgamma(count + 1 + 1 / b))
-    return cost + (horizon - used) * best_gap
-
-
-def candidate_count(horizon: int, dimensions: int) -> int:
-    """``K``: the count of :data:`COUNT_GRID` (at most ``T``) with the least :func:`modelled_regret`.
-
-    The number of clients and ``alpha`` do not enter: every round costs about ``K`` pulls whatever the split
-    (the split decides how much a round tells, not what it costs), and the model leaves out the noise.
-    """
-    counts = [count for count in COUNT_GRID if count <= min(horizon, MAX_CANDIDATES)] or [min(2, horizon)]
-    return min(counts, key=lambda count: modelled_regret(count, horizon, dimensions))
+#: The chance the trimming after a round drops a client's best candidate, over the whole run (a union bound).
+TRIM_RISK = 0.05
 
 
 def most_candidates(num_clients: int) -> int:
@@ -88,43 +37,39 @@ def most_candidates(num_clients: int) -> int:
     return min(MAX_CANDIDATES, MAX_CANDIDATE_PAIRS // num_clients)
 
 
-def rounds(count: int) -> int:
-    """Rounds until one candidate is left, halving (rounding up) each round: ``ceil(log2 K)``."""
-    return max(0, math.ceil(math.log2(count))) if count > 1 else 0
+def trim_width(settings: Settings, view: ClientView, scores: np.ndarray, count: int) -> np.ndarray:
+    """How far below its best estimate a candidate may be and still be a client's best, per candidate.
+
+    The personalised estimate of a candidate pulled ``n`` times by the client and ``g`` times by each of the
+    others has variance ``s^2 (a^2 / n + k / g)`` (docs/algorithms/pf-sh.md), ``s^2`` the client's measured
+    noise; the difference of two estimates is wider than ``z`` standard deviations with probability at most
+    ``2 exp(-z^2 / 2)``, so ``z = sqrt(2 ln(2 R K / risk))`` bounds the chance of dropping the best over
+    ``R`` rounds of ``K`` candidates by :data:`TRIM_RISK`.
+    """
+    M, alpha = settings.num_clients, settings.alpha
+    a = alpha + (1.0 - alpha) / M
+    k = (M - 1) * ((1.0 - alpha) / M) ** 2
+    own = np.maximum(np.asarray(view.local_counts, dtype=float), 1.0)
+    variance = view.noise_variance * (a * a / own + k / max(view.min_count, 1))
+    best = int(np.argmax(scores))
+    z = math.sqrt(2.0 * math.log(2.0 * max(rounds(count), 1) * count / TRIM_RISK))
+    width: np.ndarray = z * np.sqrt(variance + variance[best])
+    return width
 
 
-def round_split(alpha: float, num_clients: int, budget: float, union_size: int, own_size: int) -> tuple[int, int]:
-    """``(global, local)`` pulls per candidate of a round: the cheapest split whose personalised estimate is
-    worth the most pulls for about ``budget`` pulls per client (at least one pull of every candidate held)."""
-    ratio = max(union_size / own_size, 1.0) if own_size > 0 else 1.0
-    unit_global, unit_local = cheapest_split(alpha, num_clients, 1.0, ratio)  # the split per unit of f
-    unit_cost = own_size * (ratio * unit_global + unit_local)
-    f = budget / unit_cost if unit_cost > 0 else 0.0
-    global_pulls, local_pulls = _whole(unit_global * f), _whole(unit_local * f)
-    if global_pulls == 0 and local_pulls == 0:
-        local_pulls = 1
-    return global_pulls, local_pulls
-
-
-def _whole(pulls: float) -> int:
-    """``pulls`` rounded up, after its floating-point error (``1.0000000002`` is one pull, not two)."""
-    return math.ceil(round(pulls, 9))
-
-
-class PFSH(Policy):
+class PFSH(CandidatePolicy):
     name = "pf-sh"
     label = "PF-SH"
     description = ("personalised successive halving: shared random candidates, halved each round on "
                    "alpha*local + (1-alpha)*global")
     parameters = (
         Parameter("candidates", int, 0,
-                  f"an integer in [0, {MAX_CANDIDATES:,}] (0: the rule, from the horizon and dimensions)",
+                  f"an integer in [0, {MAX_CANDIDATES:,}] (0: the rule, from the horizon, clients and alpha)",
                   "pf-sh: candidate points K (0: the documented rule)", lambda value: 0 <= value <= MAX_CANDIDATES,
                   after="max_evaluations", late=True),
     )
-    refines_partition = False
-    successor_kind = "survivors"
     smoothness_model = False
+    estimates_noise = True
 
     def phase_line(self, row: Mapping[str, Any]) -> str:
         """A round in the words of successive halving: candidates, not the partition's nodes and depth."""
@@ -142,16 +87,19 @@ class PFSH(Policy):
                               f"{MAX_CANDIDATE_PAIRS:,})")
 
     def resolve(self, spec: SpecT, dimensions: int | None) -> SpecT:
-        """``candidates = 0`` becomes the rule's count for the run's horizon and dimensions (at most the
-        clients' share of :data:`MAX_CANDIDATE_PAIRS`); a count given is checked against that share."""
+        """``candidates = 0`` becomes the rule's count (:func:`screen_count`), at most the clients' share of
+        :data:`MAX_CANDIDATE_PAIRS` and the ``2**max_depth`` cells of the candidates' depth; a count given is
+        checked against both (one line, before any work)."""
         self.check_options(spec.num_clients, spec.options)
         most, given = most_candidates(spec.num_clients), spec.options["candidates"]
+        depth = POINT_DEPTH if spec.max_depth is None else min(spec.max_depth, POINT_DEPTH)
+        if given > 1 << depth:
+            raise ConfigError(f"{spelled('candidates')}={given!r} is invalid with {spelled('max_depth')}="
+                              f"{spec.max_depth}; allowed: at most {1 << depth:,} (the cells of depth {depth}), "
+                              f"or a larger {spelled('max_depth')}")
         if given != 0:
             return spec
-        if dimensions is None:
-            raise ConfigError(f"{spelled('candidates')}=0 is invalid without the search space's dimensions; allowed: "
-                              "dimensions=d (the domain's) to derive the count, or candidates=K >= 1")
-        count = min(candidate_count(spec.horizon, check_against(DIMENSIONS, dimensions, label="dimensions")), most)
+        count = min(screen_count(spec.horizon, spec.alpha, spec.num_clients, most), 1 << depth)
         return spec.replace(options={**spec.options, "candidates": count})
 
     def count(self, settings: Settings) -> int:
@@ -159,52 +107,55 @@ class PFSH(Policy):
         count = int(settings.options["candidates"])
         if count < 1:
             raise ProtocolError("candidates=0 reached a machine: the server resolves the count before it sends it")
-        return count
+        return min(count, 1 << candidate_depth(settings))
 
-    def depth(self, settings: Settings, phase: int) -> int:
-        """Every round's candidates lie at :func:`candidate_depth`."""
-        return candidate_depth(settings)
-
-    def most_nodes(self, settings: Settings, phase: int) -> int:
-        """Every round's union is a subset of the ``K`` candidates."""
-        return self.count(settings)
-
-    def first_active_set(self, settings: Settings) -> np.ndarray:
-        return candidate_nodes(settings.seed, self.count(settings), candidate_depth(settings))
-
-    def successors(self, kept: np.ndarray) -> np.ndarray:
-        """Survivors stay as they are: the candidates are points, not cells to split."""
-        return np.sort(np.asarray(kept, dtype=np.int64))
-
-    def predecessors(self, nodes: np.ndarray) -> np.ndarray:
-        return np.asarray(nodes, dtype=np.int64)
-
-    def can_finish_on(self, own: np.ndarray, node: int, reported_phase: int) -> bool:
-        """A client exploits one of its survivors (the centre of the domain if no round ran)."""
-        return bool(np.isin(node, own)) or (node == ROOT and reported_phase == 0)
+    def most_kept(self, in_play: int) -> int:
+        """Successive halving: at most the better half, rounded up."""
+        return (in_play + 1) // 2
 
     def max_phases(self, settings: Settings) -> int:
-        """``ceil(log2 K)`` rounds, whoever answers: a client that misses a round keeps all its survivors and
-        ends with more than one, exploiting its best (a lost client cannot hold the others in exploration)."""
-        return rounds(min(self.count(settings), 1 << candidate_depth(settings)))
+        """``ceil(log2 K)`` rounds at most, whoever answers (a client that misses rounds cannot hold the others in
+        exploration: it exploits the best of the several it may still hold)."""
+        return rounds(self.count(settings))
 
     def pulls(self, settings: Settings, f: float) -> tuple[int, int]:
         return self.phase_pulls(settings, f, self.count(settings), self.count(settings))
 
     def phase_pulls(self, settings: Settings, f: float, union_size: int, own_size: int) -> tuple[int, int]:
-        """About ``K`` pulls per client each round (the first round's one pull per candidate); ``f`` is unused."""
+        """The first round's split: about ``K`` pulls per client (one per candidate); ``f`` is unused."""
+        return self.round_pulls(settings, 1, f, union_size, own_size)
+
+    def round_pulls(self, settings: Settings, phase: int, f: float, union_size: int,
+                    own_size: int) -> tuple[int, int]:
+        """Successive halving's budget: ``2**(r-1)`` pulls' worth for each candidate in play in round ``r`` (``K``
+        per round while every client halves; less once they keep fewer), at most ``K``; ``f`` is unused."""
         if own_size <= 1:  # one survivor left: nothing to halve
             return 0, 0
-        count = min(self.count(settings), 1 << candidate_depth(settings))
-        return round_split(settings.alpha, settings.num_clients, count, union_size, own_size)
+        budget = min(self.count(settings), own_size << (phase - 1))
+        return round_split(settings.alpha, settings.num_clients, budget, union_size, own_size)
 
     def score(self, settings: Settings, view: ClientView) -> np.ndarray:
         return settings.alpha * view.local_means + (1.0 - settings.alpha) * view.global_means
 
     def keep(self, settings: Settings, view: ClientView) -> np.ndarray:
-        """The better half (rounded up) by personalised estimate; ties go to the lower candidate id."""
+        """At most the better half (rounded up) by personalised estimate; ties go to the lower candidate id.
+
+        After the first round, no more than half the count the model asks for the exponent the client's
+        estimates show (:func:`tail_exponent`, :func:`best_count`); after a later one, only those within
+        :func:`trim_width` of the best (once the client has measured its noise), at least one.
+        """
         scores = self.score(settings, view)
+        kept = (len(scores) + 1) // 2
+        count = self.count(settings)
+        if view.phase == 1:
+            exponent = tail_exponent(scores)
+            if exponent is not None:
+                asked = best_count(settings.horizon, exponent, settings.alpha, settings.num_clients, count)
+                kept = min(kept, (asked + 1) // 2)
+        elif math.isfinite(view.noise_variance):
+            close = scores >= scores.max() - trim_width(settings, view, scores, count)
+            kept = min(kept, max(1, int(np.count_nonzero(close))))
         order = np.lexsort((view.node_ids, -scores))
         keep = np.zeros(scores.shape, dtype=bool)
-        keep[order[: (len(scores) + 1) // 2]] = True
+        keep[order[:kept]] = True
         return keep

@@ -227,3 +227,8 @@ for _family, _label in (("garland", "Garland"), ("doublesine", "DoubleSine")):  
                          "pfxab_flower.problems.translated:shifted_federation", dimension=_dimension,
                          help=f"{_dimension}-D {_label}, its optima moved by a random translation drawn from the seed",
                          parameters=(SPREAD,), seeded=True)
+for _dimension in (1, 2, 3, 5):  # problems/bumps.py: the smooth family
+    register_problem("bumps" if _dimension == 1 else f"bumps-{_dimension}d",
+                     f"pfxab_flower.problems.bumps:bumps_{_dimension}d",
+                     help=f"{_dimension}-D, smooth: two Gaussian bumps, shifted per client", dimension=_dimension,
+                     parameters=(SPREAD,))

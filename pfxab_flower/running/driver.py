@@ -143,6 +143,23 @@ class ServerDriver(RunOutcome, ClientNames):
         self.global_update = self.secure_sums(outgoing.message, sums, holders, exchange,  # type: ignore[arg-type]
                                               statistic_sums)
 
+    def lose_sums(self, participants: int, reason: str) -> None:
+        """The exploration under way delivered nothing (SecAgg+ could not unmask its sum): every local mean is lost.
+
+        The phase goes on without global means (each client decides on its own) if ``participants``, the clients
+        still taking part, meet the quorum; else the run stops with one line, as for too few replies.
+        """
+        outgoing, self.outgoing = self._awaited(), None
+        if outgoing.kind != "explore":
+            raise ProtocolError(f"secure sums lost for a {outgoing.kind} exchange")
+        LOGGER.warning("phase %d: %s; %d of %d clients were taking part", outgoing.phase, reason, participants,
+                       self.num_clients)
+        try:
+            self.global_update = self.machine.lose_sums(participants)
+        except RunStoppedError as exc:
+            self.global_update = None
+            self.stop(str(exc))
+
     def _awaited(self) -> Outgoing:
         if self.outgoing is None:
             raise ProtocolError("replies delivered, but no exchange is under way")
@@ -186,8 +203,9 @@ class ServerDriver(RunOutcome, ClientNames):
         reporters = len(exchange.reports)
         pending = self._take(instruction.phase, "local-means", exchange)
         self.machine.used = list(exchange.reports)
+        explorers = [m for m in map(_index, map(_claimed, exchange.reports)) if 0 <= m < self.num_clients]
         try:
-            return self.machine.aggregate_sums(sums, holders, reporters, statistic_sums)
+            return self.machine.aggregate_sums(sums, holders, reporters, statistic_sums, explorers)
         except RunStoppedError as exc:
             self.stop(str(exc), exchange)
             return None

@@ -8,6 +8,7 @@ pools by name. How to add one: docs/extending.md.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -72,6 +73,9 @@ class ClientView:
     holders: np.ndarray | None = None
     #: the fewest pulls any node of ``A(p)`` had from this client in the phase
     min_count: int = 0
+    #: the variance of one of the client's rewards around its mean, as it measured it (NaN: not measured;
+    #: only a policy that ``estimates_noise`` gets it)
+    noise_variance: float = math.nan
 
 
 class RunView(Protocol):

@@ -56,7 +56,10 @@ def caught_up_size(policy: Policy, active_size: int, missed: int) -> int:
 
 def check_catch_up(policy: Policy, active_size: int, completed: int, phase: int, room: int) -> None:
     """Catching up from ``completed`` to just before ``phase`` grows the active set (:func:`caught_up_size`): the
-    result must fit in ``room`` nodes (the union it must lie in), so the growth is never done when it would not."""
+    result must fit in ``room`` nodes (the union it must lie in), so the growth is never done when it would not.
+    Fixed candidates do not grow: a client works on its share of the union (:meth:`Policy.in_play`)."""
+    if not policy.refines_partition:
+        return
     grown = caught_up_size(policy, active_size, phase - 1 - completed)
     if grown > room:
         raise ProtocolError(f"phase {phase} after {completed} would hold {grown} nodes, more than "

@@ -26,6 +26,7 @@ class ReplyChecks:
     plan: PhasePlan | None  # the phase under way
     client_sets: list[np.ndarray]  # each client's active set as the server knows it
     reported_phase: list[int]  # the last phase whose active set each client sent
+    explored: set[int]  # the clients whose local means the phase under way used
 
     def check_client_id(self, client: object) -> str | None:
         """Why ``client`` is not one of the run's client indices, or ``None``."""
@@ -100,11 +101,13 @@ class ReplyChecks:
         ids = np.asarray(report.node_ids)
         if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
             return "active set is not a non-empty vector of node ids"
-        allowed = self.policy.successors(self.client_sets[report.client])
+        held = self.client_sets[report.client]
+        allowed = self.policy.successors(held)
         if not np.all(np.isin(ids, allowed)) or np.unique(ids).size != ids.size:
             return (f"active set holds node ids that are not distinct {self.policy.successor_kind} of the client's "
                     "previous set")
-        return None
+        union = self.plan.union if self.plan is not None else held
+        return self.policy.kept_problem(held, union, ids, int(report.client) in self.explored)
 
     # -- final exchange ----------------------------------------------------------------------
     def check_final(self, report: FinishReport) -> str | None:

@@ -49,6 +49,25 @@ def min_pulls(counts: np.ndarray) -> int:
     return int(sampled.min()) if sampled.size else 0
 
 
+def round_to_round_noise(
+    before: np.ndarray, before_means: np.ndarray, before_counts: np.ndarray,
+    after: np.ndarray, after_means: np.ndarray, after_counts: np.ndarray,
+) -> np.ndarray:
+    """``[sum, number]`` of ``(m2 - m1)^2 / (1/n1 + 1/n2)`` over the nodes a client pulled in two consecutive phases.
+
+    Two means of one node from disjoint pulls differ by noise alone, with variance ``s^2 (1/n1 + 1/n2)``; the
+    nodes that survived were chosen on a high first mean, so the estimate of ``s^2`` errs high (a wider trim).
+    """
+    _, first, second = np.intersect1d(before, after, assume_unique=True, return_indices=True)
+    n1, n2 = before_counts[first].astype(float), after_counts[second].astype(float)
+    both = (n1 > 0) & (n2 > 0)
+    if not np.any(both):
+        return np.zeros(2)
+    difference = after_means[second][both] - before_means[first][both]
+    terms = difference**2 / (1.0 / n1[both] + 1.0 / n2[both])
+    return np.array([float(terms.sum()), float(terms.size)])
+
+
 class ClientMachine:
     """One client of a phased-elimination algorithm."""
 
@@ -60,9 +79,14 @@ class ClientMachine:
         if self.state.completed == 0 and self.state.explored_phase == 0:  # no phase yet: the policy's first set
             self.state.active = policy.first_active_set(settings)
 
+    def _in_play(self, union: np.ndarray) -> np.ndarray:
+        """What the client works on in a phase over ``union`` (:meth:`Policy.in_play`: all it holds, by default)."""
+        return self.policy.in_play(self.state.active, union)
+
     def _own_index(self, union: np.ndarray) -> np.ndarray:
-        index = np.searchsorted(union, self.state.active)
-        if np.any(index >= len(union)) or np.any(union[np.minimum(index, len(union) - 1)] != self.state.active):
+        own = self._in_play(union)
+        index = np.searchsorted(union, own)
+        if np.any(index >= len(union)) or np.any(union[np.minimum(index, len(union) - 1)] != own):
             raise ProtocolError(f"client {self.client}: its active set is not inside the broadcast union")
         return index
 
@@ -98,7 +122,8 @@ class ClientMachine:
         check_nodes(self.settings, self.policy, union, phase)
         if phase > s.completed:
             check_catch_up(self.policy, len(s.active), s.completed, phase, len(union))
-            own_size = caught_up_size(self.policy, len(s.active), phase - 1 - s.completed)
+            own_size = caught_up_size(self.policy, len(s.active), phase - 1 - s.completed) \
+                if self.policy.refines_partition else len(self._in_play(union.astype(np.int64)))
             check_pulls(self.settings, s.pulls, f"phase {phase}",
                         int(instruction.global_pulls) * len(union) + int(instruction.local_pulls) * own_size)
             if min(instruction.global_pulls, instruction.local_pulls) < 0:
@@ -112,13 +137,15 @@ class ClientMachine:
         observing = Observing(env)
         if instruction.global_pulls > 0:
             samples = bound.draw(observing, union, np.full(len(union), instruction.global_pulls, dtype=np.int64), rng)
-        if instruction.local_pulls > 0:
-            local = bound.draw(observing, s.active, np.full(len(own), instruction.local_pulls, dtype=np.int64), rng)
+        if instruction.local_pulls > 0 and own.size:
+            local = bound.draw(observing, union[own], np.full(len(own), instruction.local_pulls, dtype=np.int64), rng)
             samples = samples.put(own, bound.merge(samples.take(own), local))
         observing.record(s)
         counts = samples.counts
         means = np.divide(samples.sums, counts, out=np.zeros(len(union)), where=counts > 0)
         statistics = bound.client_statistics(self.settings, samples)
+        if self.policy.estimates_noise:
+            s.noise = s.noise + round_to_round_noise(s.union, s.means, s.counts, union, means, counts)
         s.union, s.means, s.counts, s.statistics, s.explored = union, means, counts, statistics, int(counts.sum())
         s.explored_phase = instruction.phase
         return LocalReport(self.client, union, means, counts, statistics)
@@ -150,13 +177,20 @@ class ClientMachine:
             return ActiveSetReport(self.client, s.active)
         if not np.array_equal(update.node_ids, s.union):
             raise ProtocolError(f"client {self.client}: global update does not match phase {s.completed + 1}")
-        view = self._view(update, self._own_index(s.union))
+        own = self._own_index(s.union)
         waiting = update.phase_length - s.explored
+        if own.size == 0:  # nothing it holds is in play (it missed rounds): it exploits its choice, keeps its set
+            if waiting > 0:
+                env.play(s.choice, waiting, _exploit_rng(self.settings, self.client, update.phase))
+            s.pulls += update.phase_length
+            s.completed = update.phase
+            return ActiveSetReport(self.client, s.active)
+        view = self._view(update, own)
         if waiting > 0:
-            env.play(int(s.active[np.argmax(view.local_means)]), waiting,
+            env.play(int(view.node_ids[np.argmax(view.local_means)]), waiting,
                      _exploit_rng(self.settings, self.client, update.phase))
         keep = self.policy.keep(self.settings, view)
-        survivors = s.active[keep]
+        survivors = view.node_ids[keep]
         s.choice = int(survivors[np.argmax(self.policy.score(self.settings, view)[keep])])
         s.active = self.policy.successors(survivors)
         s.pulls += update.phase_length
@@ -182,7 +216,7 @@ class ClientMachine:
             node_holders = np.where(reported, np.asarray(update.holders, dtype=float)[own], 0.0)
         return ClientView(
             phase=update.phase,
-            node_ids=s.active,
+            node_ids=s.union[own],
             local_means=local,
             local_counts=s.counts[own],
             global_means=global_means,
@@ -191,6 +225,7 @@ class ClientMachine:
             pooled_statistics={name: np.asarray(update.statistics[name], dtype=float)[own] for name in names},
             holders=node_holders,
             min_count=min_pulls(s.counts),
+            noise_variance=float(s.noise[0] / s.noise[1]) if s.noise[1] > 0 else float("nan"),
         )
 
     def finish(self, instruction: FinishInstruction, env: Environment) -> FinishReport:

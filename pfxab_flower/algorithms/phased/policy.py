@@ -48,6 +48,13 @@ class Policy:
     #: (``pip install "pfxab-flower[optuna]"``): without them, choosing it is refused in one line naming the extra.
     requires: ClassVar[tuple[str, ...]] = ()
     extra: ClassVar[str] = ""
+    #: Whether the server forms the next union from the clients that completed the round only (their local means
+    #: and next set both arrived), so that a silent client's set cannot hold the union open. The paper's
+    #: algorithms count every client (a missing one by its superset of children), as the paper does.
+    counts_only_completed_rounds: ClassVar[bool] = False
+    #: Whether its clients measure their noise from the rounds (:attr:`ClientView.noise_variance`); the paper's
+    #: algorithms take their widths from the reward range instead.
+    estimates_noise: ClassVar[bool] = False
 
     def phase_line(self, row: Mapping[str, Any]) -> str:
         """The log's line for a completed phase (a row of the server's history), in the algorithm's own words."""
@@ -97,6 +104,17 @@ class Policy:
         option alone is checked by its declaration). Called where a run's values enter (``RunConfig``), so a
         sweep's grid is refused before any work. Default: nothing to check together."""
 
+    def in_play(self, held: np.ndarray, union: np.ndarray) -> np.ndarray:
+        """What a client holding ``held`` works on in a phase whose union is ``union`` (both sides compute it).
+
+        Default: all it holds, which lies in the union whenever every client is counted in it."""
+        return held
+
+    def kept_problem(self, held: np.ndarray, union: np.ndarray, kept: np.ndarray, explored: bool) -> str | None:
+        """Why a client that held ``held`` may not keep ``kept`` after a phase over ``union`` (``explored``: its
+        local means were used), beyond being among :meth:`successors`; ``None``: it may. Default: no rule."""
+        return None
+
     def resolve(self, spec: SpecT, dimensions: int | None) -> SpecT:
         """``spec`` with the options this algorithm derives from the run once, where the run is specified
         (``dimensions``: the search space's, ``None`` if unknown there). Default: nothing to derive."""
@@ -116,6 +134,12 @@ class Policy:
         ``A^m(p)`` has ``own_size``: what the server asks. A policy whose split depends on the sets' sizes
         overrides this; the paper's algorithms do not look at them."""
         return self.pulls(settings, f)
+
+    def round_pulls(self, settings: Settings, phase: int, f: float, union_size: int,
+                    own_size: int) -> tuple[int, int]:
+        """:meth:`phase_pulls` for phase ``phase``: what the server asks. A policy whose budget depends on the
+        phase's number overrides this; the default is the phase's ``f`` alone."""
+        return self.phase_pulls(settings, f, union_size, own_size)
 
     def phase_fits(self, settings: Settings, length: int, remaining: int) -> bool:
         """Whether a phase of ``length`` pulls per client starts with ``remaining`` pulls of the horizon left.

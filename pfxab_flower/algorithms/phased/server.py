@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -53,6 +53,10 @@ class ServerMachine(ReplyChecks):
         #: each client's best observed point as it reported it: (node, mean of its rewards there, pulls)
         self.best_observed: dict[int, tuple[int, float, int]] = {}
         self.reported_phase = [0] * settings.num_clients  # last phase whose active set each client sent
+        #: which clients the next union is formed from (all but those that missed the last round, if the policy
+        #: counts only completed rounds: :attr:`Policy.counts_only_completed_rounds`)
+        self.counted = [True] * settings.num_clients
+        self.explored: set[int] = set()  # the clients whose local means the phase under way used
         #: what the bound designs the next phase's length from (e.g. the largest pooled variance seen last)
         self.design = settings.bound.first_design(settings)
 
@@ -66,7 +70,9 @@ class ServerMachine(ReplyChecks):
 
     # -- phase start ----------------------------------------------------------------
     def union(self) -> np.ndarray:
-        return np.unique(np.concatenate(self.client_sets))
+        """The next phase's nodes: every counted client's set (every client's if none is counted)."""
+        sets = [a for a, counted in zip(self.client_sets, self.counted, strict=True) if counted] or self.client_sets
+        return np.unique(np.concatenate(sets))
 
     def next_instruction(self) -> PhaseInstruction | FinishInstruction:
         """The next phase if its whole length fits in the budget, else the end of the run (at once if solo)."""
@@ -75,11 +81,15 @@ class ServerMachine(ReplyChecks):
             self.done = True
             return FinishInstruction(self.completed, self.parameters)
         union = self.union()
-        own = max(len(a) for a in self.client_sets)
-        n_global, n_local = self.policy.phase_pulls(self.settings, self.base_samples(phase), len(union), own)
-        length = len(union) * n_global + own * n_local
+        sizes = [len(self.policy.in_play(a, union)) for a in self.client_sets]
+        # the split is the counted clients' (a silent client's stale set must not set everyone's pulls); the
+        # length lets any client pull its own set in play, so one that comes back fits in the phase
+        own = max([n for n, counted in zip(sizes, self.counted, strict=True) if counted] or sizes)
+        widest = max(sizes)
+        n_global, n_local = self.policy.round_pulls(self.settings, phase, self.base_samples(phase), len(union), own)
+        length = len(union) * n_global + widest * n_local
         # every node of a phase is new (a new depth): a client pulls the union's (global pulls) or its own
-        points = len(union) if n_global > 0 else own
+        points = len(union) if n_global > 0 else widest
         budget = self.settings.spec.max_evaluations
         schedule = self.settings.schedule
         limit = self.policy.max_phases(self.settings)  # a policy's own count of phases is a hard limit
@@ -126,6 +136,7 @@ class ServerMachine(ReplyChecks):
             else:
                 self.reject(report.client, plan.phase, "local-means", reason)
         self.used = list(valid)
+        self.explored = {int(report.client) for report in valid}
         self.require_quorum(plan.phase, "local-means", len(valid))
         statistics = pooled_statistics(plan.union, valid, self.settings.bound.statistics)
         return self._close_exploration(pooled_means(plan.union, valid), len(valid), observed_mean(valid),
@@ -133,14 +144,15 @@ class ServerMachine(ReplyChecks):
 
     def aggregate_sums(
         self, sums: np.ndarray, holders: np.ndarray, reporters: int,
-        statistic_sums: Mapping[str, np.ndarray] | None = None,
+        statistic_sums: Mapping[str, np.ndarray] | None = None, clients: Collection[int] = (),
     ) -> GlobalUpdate:
         """``aggregate`` from sums only (secure aggregation): the server never sees a client's means.
 
         ``sums[k]`` is the sum of the local means of node ``k`` over the ``reporters``
         clients that sampled it, ``holders[k]`` how many did, and ``statistic_sums[name][k]``
-        the sum of their values of each statistic the run's bound declares. An aggregate
-        that does not fit the broadcast union is rejected as a whole (every reply lost).
+        the sum of their values of each statistic the run's bound declares; ``clients`` are the
+        reporters' ids (the phase's explorers). An aggregate that does not fit the broadcast union is
+        rejected as a whole (every reply lost).
         """
         plan = self.plan
         if plan is None:
@@ -157,9 +169,11 @@ class ServerMachine(ReplyChecks):
             reason = "aggregate is not finite"
         elif np.any(holders < 0) or np.any(holders > reporters):
             reason = f"holder counts are not in [0, {reporters}]"
+        self.explored = {int(client) for client in clients}
         if reason is not None:
             self.reject("aggregate", plan.phase, "local-means", reason)
             reporters = 0
+            self.explored = set()
         self.require_quorum(plan.phase, "local-means", reporters)
         if reporters == 0:
             return self._close_exploration(np.full(plan.union.shape, np.nan), 0)
@@ -170,6 +184,16 @@ class ServerMachine(ReplyChecks):
 
         statistics = {name: per_holder(total) for name, total in totals.items()}
         return self._close_exploration(per_holder(sums), reporters, math.nan, statistics, holders)
+
+    def lose_sums(self, participants: int) -> GlobalUpdate:
+        """The phase's local means were all lost (secure aggregation could not unmask their sum), while
+        ``participants`` clients took part: the quorum counts them, and the phase goes on without global means."""
+        plan = self.plan
+        if plan is None:
+            raise ProtocolError("lose_sums called with no phase under way")
+        self.explored = set()
+        self.require_quorum(plan.phase, "local-means", participants)
+        return self._close_exploration(np.full(plan.union.shape, np.nan), 0)
 
     def _close_exploration(
         self, pooled: np.ndarray, usable: int, mean_reward: float = math.nan,
@@ -218,6 +242,9 @@ class ServerMachine(ReplyChecks):
         # no valid reply: every child of its previous set, a superset of what it kept
         self.client_sets = [new if new is not None else self.policy.successors(old)
                             for new, old in zip(new_sets, self.client_sets, strict=True)]
+        if self.policy.counts_only_completed_rounds:  # a client that missed the round does not hold the union open
+            self.counted = [m in seen and m in self.explored for m in range(self.settings.num_clients)]
+        self.explored = set()
         next_union = self.union()
         self.completed = plan.phase
         self.pulls += plan.length

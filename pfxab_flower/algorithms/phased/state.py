@@ -43,6 +43,9 @@ class ClientState:
     observed_nodes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     observed_sums: np.ndarray = field(default_factory=lambda: np.zeros(0))
     observed_counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: its noise as measured from consecutive rounds (``estimates_noise`` policies): ``[sum of squared
+    #: standardised differences, their number]``
+    noise: np.ndarray = field(default_factory=lambda: np.zeros(2))
 
     _SCALARS = ("completed", "pulls", "choice", "explored", "finished", "explored_phase", "solo_phases")
 
@@ -51,6 +54,8 @@ class ClientState:
         arrays.update(active=self.active, union=self.union, means=self.means, counts=self.counts,
                       observed_nodes=self.observed_nodes, observed_sums=self.observed_sums,
                       observed_counts=self.observed_counts)
+        if self.noise.any():  # only a policy that measures its noise fills it
+            arrays["noise"] = self.noise
         arrays.update({STATISTIC_PREFIX + name: values for name, values in self.statistics.items()})
         return arrays
 
@@ -68,6 +73,7 @@ class ClientState:
             observed_nodes=np.asarray(arrays.get("observed_nodes", np.zeros(0)), dtype=np.int64),
             observed_sums=np.asarray(arrays.get("observed_sums", np.zeros(0)), dtype=float),
             observed_counts=np.asarray(arrays.get("observed_counts", np.zeros(0)), dtype=np.int64),
+            noise=np.asarray(arrays["noise"], dtype=float) if "noise" in arrays else np.zeros(2),
             statistics={key[len(STATISTIC_PREFIX):]: np.asarray(values, dtype=float)
                         for key, values in arrays.items() if key.startswith(STATISTIC_PREFIX)},
         )
