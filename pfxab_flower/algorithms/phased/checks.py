@@ -97,14 +97,10 @@ class ReplyChecks:
             return reason
         if report.client in seen:
             return f"client {report.client} replied twice"
-        ids = np.asarray(report.node_ids)
-        if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
-            return "active set is not a non-empty vector of node ids"
-        allowed = self.policy.successors(self.client_sets[report.client])
-        if not np.all(np.isin(ids, allowed)) or np.unique(ids).size != ids.size:
-            return (f"active set holds node ids that are not distinct {self.policy.successor_kind} of the client's "
-                    "previous set")
-        return None
+        plan = self.plan
+        phase = plan.phase if plan is not None else 0
+        return self.policy.check_next_set(self.settings, phase, int(report.client), self.client_sets[report.client],
+                                          np.asarray(report.node_ids))
 
     # -- final exchange ----------------------------------------------------------------------
     def check_final(self, report: FinishReport) -> str | None:

@@ -74,7 +74,7 @@ class ServerMachine(ReplyChecks):
             return FinishInstruction(self.completed, self.parameters)
         union = self.union()
         own = max(len(a) for a in self.client_sets)
-        n_global, n_local = self.policy.phase_pulls(self.settings, self.base_samples(phase), len(union), own)
+        n_global, n_local = self.policy.plan_pulls(self.settings, phase, self.base_samples(phase), len(union), own)
         length = len(union) * n_global + own * n_local
         # every node of a phase is new (a new depth): a client pulls the union's (global pulls) or its own
         points = len(union) if n_global > 0 else own
@@ -214,7 +214,7 @@ class ServerMachine(ReplyChecks):
                 self.reject(report.client, plan.phase, "active-set", reason)
         self.require_quorum(plan.phase, "active-set", len(seen))
         # no valid reply: every child of its previous set, a superset of what it kept
-        self.client_sets = [new if new is not None else self.policy.successors(old)
+        self.client_sets = [new if new is not None else self.policy.lost(old)
                             for new, old in zip(new_sets, self.client_sets, strict=True)]
         next_union = self.union()
         self.completed = plan.phase

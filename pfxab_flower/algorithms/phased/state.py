@@ -15,6 +15,8 @@ ROOT = 1
 FIRST_ACTIVE_SET = np.array([2, 3], dtype=np.int64)
 #: Key prefix of a reported statistic in a saved client state (``statistic:variance``).
 STATISTIC_PREFIX = "statistic:"
+#: Key prefix of an array of the policy's own memory in a saved client state (``memory:points``).
+MEMORY_PREFIX = "memory:"
 
 
 class ProtocolError(RuntimeError):
@@ -37,6 +39,8 @@ class ClientState:
     explored: int = 0  # own exploration pulls in the current phase
     finished: bool = False
     explored_phase: int = 0  # the last phase this client explored (it may have missed later messages)
+    #: what a policy keeps across phases beyond the sets (a proposal policy's history), as named arrays
+    memory: dict[str, np.ndarray] = field(default_factory=dict)
 
     _SCALARS = ("completed", "pulls", "choice", "explored", "finished", "explored_phase")
 
@@ -44,6 +48,7 @@ class ClientState:
         arrays = {k: np.array([int(getattr(self, k))], dtype=np.int64) for k in self._SCALARS}
         arrays.update(active=self.active, union=self.union, means=self.means, counts=self.counts)
         arrays.update({STATISTIC_PREFIX + name: values for name, values in self.statistics.items()})
+        arrays.update({MEMORY_PREFIX + name: values for name, values in self.memory.items()})
         return arrays
 
     @classmethod
@@ -58,6 +63,8 @@ class ClientState:
             counts=np.asarray(arrays["counts"], dtype=np.int64),
             statistics={key[len(STATISTIC_PREFIX):]: np.asarray(values, dtype=float)
                         for key, values in arrays.items() if key.startswith(STATISTIC_PREFIX)},
+            memory={key[len(MEMORY_PREFIX):]: np.asarray(values)
+                    for key, values in arrays.items() if key.startswith(MEMORY_PREFIX)},
         )
 
 
