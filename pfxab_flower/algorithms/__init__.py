@@ -8,6 +8,7 @@ work alone (local-only, random-search: :mod:`.solo`).
 from pfxab_flower.algorithms.fedpne import FedPNE
 from pfxab_flower.algorithms.local_only import LocalOnly
 from pfxab_flower.algorithms.pf_sh import PFSH
+from pfxab_flower.algorithms.pf_smbo import PFSMBO
 from pfxab_flower.algorithms.pfpne import PFPNE
 from pfxab_flower.algorithms.pfxab import PFXAB
 from pfxab_flower.algorithms.pfxab_adaptive import PFXABAdaptive
@@ -16,12 +17,13 @@ from pfxab_flower.algorithms.random_search import RandomSearch
 from pfxab_flower.algorithms.registry import algorithm_names, make_policy, policy_class, register_algorithm
 from pfxab_flower.algorithms.solo import SoloPolicy
 
-for _policy in (PFXAB, FedPNE, PFPNE, LocalOnly, RandomSearch, PFXABAdaptive, PFSH):
+for _policy in (PFXAB, FedPNE, PFPNE, LocalOnly, RandomSearch, PFXABAdaptive, PFSH, PFSMBO):
     register_algorithm(_policy)
 
 __all__ = [
     "PFPNE",
     "PFSH",
+    "PFSMBO",
     "PFXAB",
     "FedPNE",
     "LocalOnly",
