@@ -7,6 +7,7 @@ work alone (local-only, random-search: :mod:`.solo`).
 
 from pfxab_flower.algorithms.fedpne import FedPNE
 from pfxab_flower.algorithms.local_only import LocalOnly
+from pfxab_flower.algorithms.optuna_tpe_fed import OptunaTPEFed
 from pfxab_flower.algorithms.pf_sh import PFSH
 from pfxab_flower.algorithms.pf_smbo import PFSMBO
 from pfxab_flower.algorithms.pfpne import PFPNE
@@ -17,7 +18,7 @@ from pfxab_flower.algorithms.random_search import RandomSearch
 from pfxab_flower.algorithms.registry import algorithm_names, make_policy, policy_class, register_algorithm
 from pfxab_flower.algorithms.solo import SoloPolicy
 
-for _policy in (PFXAB, FedPNE, PFPNE, LocalOnly, RandomSearch, PFXABAdaptive, PFSH, PFSMBO):
+for _policy in (PFXAB, FedPNE, PFPNE, LocalOnly, RandomSearch, PFXABAdaptive, PFSH, PFSMBO, OptunaTPEFed):
     register_algorithm(_policy)
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "PFXAB",
     "FedPNE",
     "LocalOnly",
+    "OptunaTPEFed",
     "PFXABAdaptive",
     "Policy",
     "RandomSearch",
