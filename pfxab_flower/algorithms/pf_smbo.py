@@ -39,7 +39,7 @@ DRAW_GAP: float = 2.0 ** (PEAK_HOLDER / 2.0)
 GROWTH = 4
 #: Random Fourier features of a Thompson draw's prior.
 FEATURES = 256
-#: A bound on the phases whatever the horizon (the skeleton's phases are at most 61: a phase's number is a depth).
+#: A bound on the phases whatever the horizon (the plan's own stop comes far sooner: 36 phases at T = 1e7).
 MAX_ROUNDS = 60
 
 

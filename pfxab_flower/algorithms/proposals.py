@@ -225,6 +225,10 @@ class ProposalPolicy(Policy):
     def max_phases(self, settings: Settings) -> int:
         return len(self.plan(settings))
 
+    def phase_allowed(self, settings: Settings, phase: int) -> bool:
+        """A phase is not a depth here (every point is at :func:`proposal_depth`): the plan says which may run."""
+        return 1 <= phase <= len(self.plan(settings))
+
     def pulls(self, settings: Settings, f: float) -> tuple[int, int]:
         raise NotImplementedError(f"{self.name} plans each phase's pulls from its plan (plan_pulls)")
 

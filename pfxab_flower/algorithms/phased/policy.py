@@ -152,6 +152,11 @@ class Policy:
         overrides this; the paper's algorithms do not look at them."""
         return self.pulls(settings, f)
 
+    def phase_allowed(self, settings: Settings, phase: int) -> bool:
+        """Whether phase ``phase`` may run at all: its depth ``h = p`` within ``max_depth`` and an ``int64`` node id
+        (a policy whose phases are not depths says otherwise)."""
+        return settings.schedule.depth_allowed(phase)
+
     def plan_pulls(self, settings: Settings, phase: int, f: float, union_size: int, own_size: int) -> tuple[int, int]:
         """:meth:`phase_pulls` of phase ``phase``: what the server asks (a policy whose split changes from phase to
         phase otherwise than through ``f`` overrides this)."""

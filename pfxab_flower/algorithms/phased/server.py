@@ -81,7 +81,7 @@ class ServerMachine(ReplyChecks):
         budget = self.settings.spec.max_evaluations
         schedule = self.settings.schedule
         limit = self.policy.max_phases(self.settings)  # a policy's own count of phases is a hard limit
-        if (schedule.depth_allowed(phase) and length >= 1 and (limit is None or phase <= limit)
+        if (self.policy.phase_allowed(self.settings, phase) and length >= 1 and (limit is None or phase <= limit)
                 and self.policy.phase_fits(self.settings, length, schedule.horizon - self.pulls)
                 and (budget is None or self.points + points <= budget)):
             self.points += points
