@@ -59,5 +59,6 @@ def test_a_run_is_the_same_twice() -> None:
 
 def test_without_optuna_the_run_is_refused_in_one_line(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna raises ImportError
-    with pytest.raises(ConfigError, match=r'^algorithm=optuna-tpe-fed needs optuna; allowed: pip install -e "\.\[optuna\]"'):
+    refusal = r'^algorithm=optuna-tpe-fed needs optuna; allowed: pip install -e "\.\[optuna\]"'
+    with pytest.raises(ConfigError, match=refusal):
         run(synthetic_federation("garland", 2), "optuna-tpe-fed", horizon=100)
