@@ -106,7 +106,7 @@ def xdist_group_of(item: pytest.Item) -> str | None:
 #: Algorithms whose runs cost seconds per client at the horizons of the tests that run every algorithm (an
 #: Optuna study per site): there they are in the slow tier (``exhaustive``), and proved in the default tier by
 #: their own test file, at small horizons.
-COSTLY_ALGORITHMS = {"optuna-tpe": "test_optuna_tpe.py"}
+COSTLY_ALGORITHMS = {"optuna-tpe": "test_optuna_tpe.py", "optuna-tpe-fed": "test_optuna_tpe_fed.py"}
 
 
 def _algorithm_parameters(item: pytest.Item) -> list[str]:

@@ -169,7 +169,8 @@ def test_api_key_is_validated_and_round_trips() -> None:
 def test_client_state_survives_context_state() -> None:
     state = ClientState(completed=2, pulls=70, active=np.array([8, 9, 12]), choice=5, union=np.array([4, 5, 7]),
                         means=np.array([0.1, 0.2, 0.3]), counts=np.array([4, 4, 2]), explored=10,
-                        statistics={"variance": np.array([0.01, 0.0, 0.25])})
+                        statistics={"variance": np.array([0.01, 0.0, 0.25])},
+                        memory={"points": np.array([2**48 + 5, 2**48 + 9]), "hyper": np.array([-1.5, 0.25, -3.0])})
     environment = {"pull-nodes": np.array([2, 3, 2]), "pull-counts": np.array([5, 5, 7])}
     record = RecordDict()
     FlowerStore(record).save(state, environment)
@@ -180,6 +181,8 @@ def test_client_state_survives_context_state() -> None:
     for key, value in environment.items():
         np.testing.assert_array_equal(back_env[key], value)
     np.testing.assert_array_equal(back.statistics["variance"], state.statistics["variance"])
+    assert back.memory.keys() == state.memory.keys()  # a proposal policy's history, bit for bit
+    assert all(back.memory[k].tobytes() == v.tobytes() for k, v in state.memory.items())
 
 
 def test_the_reply_polling_slows_with_the_number_of_messages_awaited() -> None:

@@ -45,6 +45,22 @@ def parent(node_ids: np.ndarray) -> np.ndarray:
     return np.asarray(node_ids, dtype=np.int64) // 2
 
 
+def containing_nodes(unit_points: np.ndarray, depth: int) -> np.ndarray:
+    """The node of ``depth`` whose cell holds each point of the unit cube (``(n, d)``; 1 on an axis: the last cell).
+
+    Level ``h`` halves axis ``h mod d`` for the ``k``-th time (``k = h // d``): its bit is that of
+    ``floor(u * 2**(k + 1))``, exact in floating point for every depth an ``int64`` id holds.
+    """
+    points = np.clip(np.asarray(unit_points, dtype=float), 0.0, 1.0)
+    n, d = points.shape
+    ids = np.ones(n, dtype=np.int64)
+    for level in range(depth):
+        scaled = np.floor(points[:, level % d] * float(1 << (level // d + 1)))
+        bit = np.minimum(scaled, float((1 << (level // d + 1)) - 1)).astype(np.int64) & 1
+        ids = 2 * ids + bit
+    return ids
+
+
 def nodes_at_depth(depth: int) -> np.ndarray:
     """All ``2**depth`` node ids of one depth, in increasing order."""
     return np.arange(1 << depth, 1 << (depth + 1), dtype=np.int64)

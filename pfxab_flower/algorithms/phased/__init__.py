@@ -8,13 +8,14 @@ the seed, so every engine gives the same numbers. Widths come from :mod:`pfxab_f
 
 from pfxab_flower.algorithms.bounds import ClientView
 from pfxab_flower.algorithms.phased.client import ClientMachine, min_pulls
-from pfxab_flower.algorithms.phased.policy import Policy
+from pfxab_flower.algorithms.phased.policy import Policy, Proposal, RoundEstimates
 from pfxab_flower.algorithms.phased.pooling import holders, observed_mean, pooled_means, pooled_statistics
 from pfxab_flower.algorithms.phased.server import ServerMachine
 from pfxab_flower.algorithms.phased.settings import Settings
 from pfxab_flower.algorithms.phased.state import FIRST_ACTIVE_SET, ROOT, ClientState, PhasePlan, ProtocolError
 
 __all__ = [
-    "FIRST_ACTIVE_SET", "ROOT", "ClientMachine", "ClientState", "ClientView", "PhasePlan", "Policy", "ProtocolError",
-    "ServerMachine", "Settings", "holders", "min_pulls", "observed_mean", "pooled_means", "pooled_statistics",
+    "FIRST_ACTIVE_SET", "ROOT", "ClientMachine", "ClientState", "ClientView", "PhasePlan", "Policy", "Proposal",
+    "ProtocolError", "RoundEstimates", "ServerMachine", "Settings", "holders", "min_pulls", "observed_mean",
+    "pooled_means", "pooled_statistics",
 ]

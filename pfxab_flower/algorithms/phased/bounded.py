@@ -49,9 +49,9 @@ def check_nodes(settings: Settings, policy: Policy, node_ids: np.ndarray, phase:
 
 
 def caught_up_size(policy: Policy, active_size: int, missed: int) -> int:
-    """The size of an active set of ``active_size`` nodes after ``missed`` phases are caught up: each doubles it
-    on a refined partition (every child kept); survivors of fixed candidates stay as they are."""
-    return active_size << max(missed, 0) if policy.refines_partition else active_size
+    """The size of an active set of ``active_size`` nodes after ``missed`` phases are caught up
+    (:meth:`~pfxab_flower.algorithms.phased.Policy.caught_up_size`)."""
+    return policy.caught_up_size(active_size, missed)
 
 
 def check_catch_up(policy: Policy, active_size: int, completed: int, phase: int, room: int) -> None:

@@ -98,15 +98,12 @@ class ReplyChecks:
             return reason
         if report.client in seen:
             return f"client {report.client} replied twice"
-        ids = np.asarray(report.node_ids)
-        if ids.ndim != 1 or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
-            return "active set is not a non-empty vector of node ids"
-        held = self.client_sets[report.client]
-        allowed = self.policy.successors(held)
-        if not np.all(np.isin(ids, allowed)) or np.unique(ids).size != ids.size:
-            return (f"active set holds node ids that are not distinct {self.policy.successor_kind} of the client's "
-                    "previous set")
-        union = self.plan.union if self.plan is not None else held
+        plan, held, ids = self.plan, self.client_sets[report.client], np.asarray(report.node_ids)
+        reason = self.policy.check_next_set(self.settings, plan.phase if plan is not None else 0, int(report.client),
+                                            held, ids)
+        if reason is not None:
+            return reason
+        union = plan.union if plan is not None else held
         return self.policy.kept_problem(held, union, ids, int(report.client) in self.explored)
 
     # -- final exchange ----------------------------------------------------------------------

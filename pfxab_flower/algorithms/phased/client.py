@@ -22,9 +22,9 @@ from pfxab_flower.algorithms.phased.bounded import (
     check_sizes,
 )
 from pfxab_flower.algorithms.phased.observed import Observing, best_of
-from pfxab_flower.algorithms.phased.policy import Policy
+from pfxab_flower.algorithms.phased.policy import Policy, RoundEstimates
 from pfxab_flower.algorithms.phased.settings import Settings
-from pfxab_flower.algorithms.phased.state import ClientState, ProtocolError
+from pfxab_flower.algorithms.phased.state import ROOT, ClientState, ProtocolError
 from pfxab_flower.problems.sampling import Environment
 
 
@@ -80,8 +80,9 @@ class ClientMachine:
             self.state.active = policy.first_active_set(settings)
 
     def _in_play(self, union: np.ndarray) -> np.ndarray:
-        """What the client works on in a phase over ``union`` (:meth:`Policy.in_play`: all it holds, by default)."""
-        return self.policy.in_play(self.state.active, union)
+        """What the client works on in a phase over ``union``: of its own nodes (:meth:`Policy.own_nodes`: a
+        proposal policy's lost proposals are not), those in play (:meth:`Policy.in_play`: all, by default)."""
+        return self.policy.in_play(self.policy.own_nodes(self.state.active, union), union)
 
     def _own_index(self, union: np.ndarray) -> np.ndarray:
         own = self._in_play(union)
@@ -108,7 +109,7 @@ class ClientMachine:
             if s.explored_phase == missed:
                 s.pulls += s.explored
             if sets:
-                s.active = self.policy.successors(s.active)
+                s.active = self.policy.lost(s.active)
             s.completed = missed
 
     def explore(self, instruction: PhaseInstruction, env: Environment) -> LocalReport:
@@ -121,15 +122,16 @@ class ClientMachine:
         check_phase(self.settings, self.policy, phase)
         check_nodes(self.settings, self.policy, union, phase)
         if phase > s.completed:
-            check_catch_up(self.policy, len(s.active), s.completed, phase, len(union))
-            own_size = caught_up_size(self.policy, len(s.active), phase - 1 - s.completed) \
-                if self.policy.refines_partition else len(self._in_play(union.astype(np.int64)))
+            held = len(self._in_play(union.astype(np.int64)))  # lost proposals and candidates not in play: not held
+            check_catch_up(self.policy, held, s.completed, phase, len(union))
+            own_size = caught_up_size(self.policy, held, phase - 1 - s.completed)
             check_pulls(self.settings, s.pulls, f"phase {phase}",
                         int(instruction.global_pulls) * len(union) + int(instruction.local_pulls) * own_size)
             if min(instruction.global_pulls, instruction.local_pulls) < 0:
                 raise ProtocolError(f"phase {phase} asks a negative number of pulls")
         self.catch_up(phase)
         union = union.astype(np.int64)
+        s.active = self.policy.own_nodes(s.active, union)
         own = self._own_index(union)
         rng = _rng(self.settings, self.client, instruction.phase)
         bound = self.settings.bound
@@ -166,17 +168,19 @@ class ClientMachine:
                     len(union), phase)
         check_pulls(self.settings, s.pulls, f"the global update of phase {phase}", int(update.phase_length))
         if phase > s.completed:
-            check_catch_up(self.policy, len(s.active), s.completed, phase, len(union))
+            check_catch_up(self.policy, len(self.policy.own_nodes(s.active, union)), s.completed, phase, len(union))
         self.catch_up(update.phase)
         if s.explored_phase != update.phase:
             if update.phase_length > 0:
                 env.play(s.choice, update.phase_length, _exploit_rng(self.settings, self.client, update.phase))
-            s.active = self.policy.successors(s.active)
+            s.active = self.policy.lost(s.active)
             s.pulls += update.phase_length
             s.completed = update.phase
             return ActiveSetReport(self.client, s.active)
         if not np.array_equal(update.node_ids, s.union):
             raise ProtocolError(f"client {self.client}: global update does not match phase {s.completed + 1}")
+        if self.policy.proposes:
+            return self._propose(update, env)
         own = self._own_index(s.union)
         waiting = update.phase_length - s.explored
         if own.size == 0:  # nothing it holds is in play (it missed rounds): it exploits its choice, keeps its set
@@ -193,6 +197,25 @@ class ClientMachine:
         survivors = view.node_ids[keep]
         s.choice = int(survivors[np.argmax(self.policy.score(self.settings, view)[keep])])
         s.active = self.policy.successors(survivors)
+        s.pulls += update.phase_length
+        s.completed = update.phase
+        return ActiveSetReport(self.client, s.active)
+
+    def _propose(self, update: GlobalUpdate, env: Environment) -> ActiveSetReport:
+        """A proposal policy's step: its new choice and next own nodes from the phase's means over the whole union;
+        it exploits the new choice while the others explore."""
+        s = self.state
+        union = np.asarray(s.union, dtype=np.int64)
+        estimates = RoundEstimates(
+            phase=update.phase, node_ids=union, local_means=s.means, local_counts=s.counts,
+            global_means=np.asarray(update.global_means, dtype=float), own=np.isin(union, s.active),
+            holders=None if update.holders is None else np.asarray(update.holders, dtype=float),
+            dimensions=int(np.asarray(env.point(ROOT)).size))
+        step = self.policy.propose(self.settings, self.client, s.memory, estimates)
+        waiting = update.phase_length - s.explored
+        if waiting > 0:
+            env.play(step.choice, waiting, _exploit_rng(self.settings, self.client, update.phase))
+        s.choice, s.active, s.memory = int(step.choice), np.asarray(step.nodes, dtype=np.int64), step.memory
         s.pulls += update.phase_length
         s.completed = update.phase
         return ActiveSetReport(self.client, s.active)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -16,6 +17,32 @@ from pfxab_flower.parameter import Parameter
 
 if TYPE_CHECKING:
     from pfxab_flower.problems.sampling import Environment
+
+
+@dataclass(frozen=True)
+class RoundEstimates:
+    """What a client knows after a phase's global update, over the whole union ``A(p)`` (a proposal policy's input).
+
+    ``own`` marks the client's own nodes of the union; ``holders`` is ``None`` unless the bound pools statistics.
+    """
+
+    phase: int
+    node_ids: np.ndarray
+    local_means: np.ndarray
+    local_counts: np.ndarray
+    global_means: np.ndarray
+    own: np.ndarray
+    holders: np.ndarray | None
+    dimensions: int  # of the search space (the partition's cells are cut in turn along each)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A proposal policy's step: the node to exploit now, the next phase's own nodes, the memory to keep."""
+
+    choice: int
+    nodes: np.ndarray
+    memory: dict[str, np.ndarray]
 
 
 class Policy:
@@ -55,6 +82,9 @@ class Policy:
     #: Whether its clients measure their noise from the rounds (:attr:`ClientView.noise_variance`); the paper's
     #: algorithms take their widths from the reward range instead.
     estimates_noise: ClassVar[bool] = False
+    #: A proposal policy: after each phase a client proposes new nodes (:meth:`propose`) instead of keeping
+    #: some of its own and splitting them (:meth:`keep`, :meth:`successors`).
+    proposes: ClassVar[bool] = False
 
     def phase_line(self, row: Mapping[str, Any]) -> str:
         """The log's line for a completed phase (a row of the server's history), in the algorithm's own words."""
@@ -83,6 +113,32 @@ class Policy:
 
         It is also the superset the server and a client assume for a phase whose active set was lost."""
         return children(kept)
+
+    def lost(self, active: np.ndarray) -> np.ndarray:
+        """The next set both sides assume for a client whose set for the next phase is unknown (its reply was lost,
+        or it missed the phase): every successor of ``active``, a superset of whatever it could have kept."""
+        return self.successors(active)
+
+    def caught_up_size(self, active_size: int, missed: int) -> int:
+        """The size of an active set of ``active_size`` nodes after ``missed`` phases are caught up (:meth:`lost`
+        applied ``missed`` times): each doubles it on a refined partition; survivors of fixed candidates stay."""
+        return active_size << max(missed, 0) if self.refines_partition else active_size
+
+    def check_next_set(self, settings: Settings, phase: int, client: int, previous: np.ndarray,
+                       node_ids: np.ndarray) -> str | None:
+        """Why ``node_ids`` cannot be client ``client``'s set for phase ``phase + 1`` when its set of ``phase`` was
+        ``previous`` (the server's check of an active-set reply), or ``None``: distinct successors of it."""
+        if node_ids.ndim != 1 or node_ids.size == 0 or not np.issubdtype(node_ids.dtype, np.integer):
+            return "active set is not a non-empty vector of node ids"
+        allowed = self.successors(previous)
+        if not np.all(np.isin(node_ids, allowed)) or np.unique(node_ids).size != node_ids.size:
+            return (f"active set holds node ids that are not distinct {self.successor_kind} of the client's "
+                    "previous set")
+        return None
+
+    def own_nodes(self, active: np.ndarray, union: np.ndarray) -> np.ndarray:
+        """A client's own nodes of a phase whose union is ``union``: its active set (the union must hold it)."""
+        return active
 
     def predecessors(self, nodes: np.ndarray) -> np.ndarray:
         """The nodes of this phase that ``nodes`` of the next phase descend from (each node's parent)."""
@@ -135,6 +191,11 @@ class Policy:
         overrides this; the paper's algorithms do not look at them."""
         return self.pulls(settings, f)
 
+    def phase_allowed(self, settings: Settings, phase: int) -> bool:
+        """Whether phase ``phase`` may run at all: its depth ``h = p`` within ``max_depth`` and an ``int64`` node id
+        (a policy whose phases are not depths says otherwise)."""
+        return settings.schedule.depth_allowed(phase)
+
     def round_pulls(self, settings: Settings, phase: int, f: float, union_size: int,
                     own_size: int) -> tuple[int, int]:
         """:meth:`phase_pulls` for phase ``phase``: what the server asks. A policy whose budget depends on the
@@ -161,6 +222,12 @@ class Policy:
     def keep(self, settings: Settings, view: ClientView) -> np.ndarray:
         """Which nodes of ``A^m(p)`` survive the client's elimination."""
         raise NotImplementedError
+
+    def propose(self, settings: Settings, client: int, memory: Mapping[str, np.ndarray],
+                estimates: RoundEstimates) -> Proposal:
+        """A proposal policy's step after a phase (:attr:`proposes` policies only): what to exploit, what to propose
+        for the next phase, what to remember. Deterministic given its inputs and the run's seed."""
+        raise NotImplementedError(f"{self.name} is not a proposal policy")
 
     def alone(self, settings: Settings, client: int, env: Environment) -> tuple[int, int, int]:
         """A solo client's own search (``solo`` policies only): ``(node to exploit, pulls made, phases it ran)``.

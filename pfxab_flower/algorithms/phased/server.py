@@ -93,7 +93,7 @@ class ServerMachine(ReplyChecks):
         budget = self.settings.spec.max_evaluations
         schedule = self.settings.schedule
         limit = self.policy.max_phases(self.settings)  # a policy's own count of phases is a hard limit
-        if (schedule.depth_allowed(phase) and length >= 1 and (limit is None or phase <= limit)
+        if (self.policy.phase_allowed(self.settings, phase) and length >= 1 and (limit is None or phase <= limit)
                 and self.policy.phase_fits(self.settings, length, schedule.horizon - self.pulls)
                 and (budget is None or self.points + points <= budget)):
             self.points += points
@@ -240,7 +240,7 @@ class ServerMachine(ReplyChecks):
                 self.reject(report.client, plan.phase, "active-set", reason)
         self.require_quorum(plan.phase, "active-set", len(seen))
         # no valid reply: every child of its previous set, a superset of what it kept
-        self.client_sets = [new if new is not None else self.policy.successors(old)
+        self.client_sets = [new if new is not None else self.policy.lost(old)
                             for new, old in zip(new_sets, self.client_sets, strict=True)]
         if self.policy.counts_only_completed_rounds:  # a client that missed the round does not hold the union open
             self.counted = [m in seen and m in self.explored for m in range(self.settings.num_clients)]

@@ -15,6 +15,8 @@ ROOT = 1
 FIRST_ACTIVE_SET = np.array([2, 3], dtype=np.int64)
 #: Key prefix of a reported statistic in a saved client state (``statistic:variance``).
 STATISTIC_PREFIX = "statistic:"
+#: Key prefix of an array of the policy's own memory in a saved client state (``memory:points``).
+MEMORY_PREFIX = "memory:"
 
 
 class ProtocolError(RuntimeError):
@@ -46,6 +48,8 @@ class ClientState:
     #: its noise as measured from consecutive rounds (``estimates_noise`` policies): ``[sum of squared
     #: standardised differences, their number]``
     noise: np.ndarray = field(default_factory=lambda: np.zeros(2))
+    #: what a policy keeps across phases beyond the sets (a proposal policy's history), as named arrays
+    memory: dict[str, np.ndarray] = field(default_factory=dict)
 
     _SCALARS = ("completed", "pulls", "choice", "explored", "finished", "explored_phase", "solo_phases")
 
@@ -57,6 +61,7 @@ class ClientState:
         if self.noise.any():  # only a policy that measures its noise fills it
             arrays["noise"] = self.noise
         arrays.update({STATISTIC_PREFIX + name: values for name, values in self.statistics.items()})
+        arrays.update({MEMORY_PREFIX + name: values for name, values in self.memory.items()})
         return arrays
 
     @classmethod
@@ -76,6 +81,8 @@ class ClientState:
             noise=np.asarray(arrays["noise"], dtype=float) if "noise" in arrays else np.zeros(2),
             statistics={key[len(STATISTIC_PREFIX):]: np.asarray(values, dtype=float)
                         for key, values in arrays.items() if key.startswith(STATISTIC_PREFIX)},
+            memory={key[len(MEMORY_PREFIX):]: np.asarray(values)
+                    for key, values in arrays.items() if key.startswith(MEMORY_PREFIX)},
         )
 
 
