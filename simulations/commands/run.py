@@ -55,8 +55,6 @@ def handle(args: argparse.Namespace) -> int:
         options = AppOptions() if args.api is None else AppOptions(api=args.api)
         result = run_flower_simulation(config, options=options, ray_address=args.ray_address)
     else:  # the in-process engine runs here; with an address, landmine's SVM fits go to the cluster
-        from tqdm import tqdm
-
         from pfxab_flower.running.engine import run_config
 
         fits: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
@@ -64,10 +62,16 @@ def handle(args: argparse.Namespace) -> int:
             from pfxab_flower.simulations.cluster import fits_on
 
             fits = fits_on(args.ray_address)
-        # a bar on a terminal only, and only for a run longer than a second (tqdm's delay)
-        with fits, tqdm(total=config.horizon, desc="pfxab run", unit="pull", unit_scale=True,
-                        file=sys.stderr, disable=None, delay=1.0, leave=False) as bar:
-            result = run_config(config, progress=lambda done: bar.update(done - bar.n))
+        with fits:
+            if sys.stderr.isatty():  # a bar on a terminal only (tqdm is not even imported: it imports multiprocessing)
+                from tqdm import tqdm
+
+                # and only for a run longer than a second (tqdm's delay)
+                with tqdm(total=config.horizon, desc="pfxab run", unit="pull", unit_scale=True, file=sys.stderr,
+                          delay=1.0, leave=False) as bar:
+                    result = run_config(config, progress=lambda done: bar.update(done - bar.n))
+            else:
+                result = run_config(config)
     written = unsaved = None
     if out is not None:
         from pfxab_flower.storage.outputs import save_or_keep

@@ -11,8 +11,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import cho_solve, solve_triangular
-from scipy.optimize import minimize
 
 SQRT5 = math.sqrt(5.0)
 #: The Matérn smoothness: 2 nu is 1, 3 or 5.
@@ -82,6 +80,8 @@ class Hyper:
 
 def _objective(vector: np.ndarray, x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> tuple[float, np.ndarray]:
     """Negative log posterior of the hyperparameters (marginal likelihood and Gamma priors) and its gradient."""
+    from scipy.linalg import cho_solve  # here: scipy costs every command ~0.3 s
+
     d = x.shape[1]
     lengths, signal, noise = np.exp(vector[:d]), math.exp(vector[d]), math.exp(vector[d + 1])
     squares, r = _distances(x, x, lengths)
@@ -146,6 +146,8 @@ class Posterior:
 
     def variance(self, points: np.ndarray) -> np.ndarray:
         """Posterior variance of the function (not of an observation) at ``points``."""
+        from scipy.linalg import solve_triangular  # here: scipy costs every command ~0.3 s
+
         v = solve_triangular(self.chol, self.cross(points).T, lower=True)
         spread: np.ndarray = np.maximum(self.signal - np.sum(v * v, axis=0), 0.0)
         return self.scale**2 * spread
@@ -156,6 +158,8 @@ class Posterior:
         A prior draw from ``features`` random Fourier features of the Matérn-5/2 kernel is moved to the
         posterior through the exact kernel (Wilson et al., ICML 2020): ``f + k(., X) K^-1 (y - f(X) - e)``.
         """
+        from scipy.linalg import cho_solve  # here: scipy costs every command ~0.3 s
+
         d = self.x.shape[1]
         # Matérn-5/2's spectral density: a Student t with 5 degrees of freedom over the scaled frequencies
         normal = rng.standard_normal((features, d))
@@ -180,6 +184,9 @@ def fit(x: np.ndarray, y: np.ndarray, weights: np.ndarray, start: Hyper | None =
     ``start`` (the last round's hyperparameters) is tried beside the default start; the better optimum wins.
     Deterministic given its inputs (run it under one BLAS thread: the caller does).
     """
+    from scipy.linalg import cho_solve  # here: scipy costs every command ~0.3 s
+    from scipy.optimize import minimize
+
     x, y, weights = np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(weights, dtype=float)
     d = x.shape[1]
     offset = float(y.mean())
