@@ -60,7 +60,7 @@ RUN = {"alpha": 0.5, "horizon": 200_000, "seed": 2}
 
 def test_a_registered_algorithm_is_everywhere_names_are_listed(slack) -> None:
     assert config.ALGORITHMS == ("pf-xab", "fed-pne", "pf-pne", "local-only", "random-search", "pf-xab-adaptive",
-                                "pf-sh", "pf-smbo", "optuna-tpe", "optuna-tpe-fed", "pf-xab-slack")
+                                "pf-sh", "optuna-tpe", "pf-smbo", "optuna-tpe-fed", "pf-xab-slack")
     assert config.parse_algorithms("pf-xab,pf-xab-slack") == ["pf-xab", "pf-xab-slack"]
     assert config.check("algorithm", "pf-xab-slack") == "pf-xab-slack"
     assert STRATEGIES["pf-xab-slack"].__name__ == "PFXABslack" and STRATEGIES["pf-xab-slack"].algorithm == slack.name

@@ -298,7 +298,7 @@ def test_a_field_added_to_run_configs_leaves_older_run_ids_unchanged() -> None:
 
 def _other_value(name: str) -> object:
     others = {"confidence": "bernstein", "evaluation": "deterministic", "random_fraction": 0.5, "max_evaluations": 50,
-              "candidates": 64, "tpe_trials": 50}
+              "candidates": 64, "tpe_trials": 50, "exploration_share": 0.5, "initial_points": 8, "model_points": 64}
     return others[name]
 
 

@@ -20,7 +20,7 @@ from pfxab_flower.algorithms.random_search import RandomSearch
 from pfxab_flower.algorithms.registry import algorithm_names, make_policy, policy_class, register_algorithm
 from pfxab_flower.algorithms.solo import SoloPolicy
 
-for _policy in (PFXAB, FedPNE, PFPNE, LocalOnly, RandomSearch, PFXABAdaptive, PFSH, PFSMBO, OptunaTPE, OptunaTPEFed):
+for _policy in (PFXAB, FedPNE, PFPNE, LocalOnly, RandomSearch, PFXABAdaptive, PFSH, OptunaTPE, PFSMBO, OptunaTPEFed):
     register_algorithm(_policy)
 
 __all__ = [

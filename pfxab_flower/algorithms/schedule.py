@@ -26,8 +26,10 @@ class Schedule:
     max_depth: int | None = None
 
     def f(self, phase: int) -> float:
-        """``f(p)``: the base number of samples per node in phase ``p`` (depth ``p``)."""
-        return C**2 * math.log(self.horizon) / (self.num_clients * self.nu1**2 * self.rho ** (2 * phase))
+        """``f(p)``: the base number of samples per node in phase ``p`` (depth ``p``); infinite where ``rho**(2p)``
+        underflows (a policy whose phases are not depths can reach such a phase: its split ignores ``f``)."""
+        denominator = self.num_clients * self.nu1**2 * self.rho ** (2 * phase)
+        return C**2 * math.log(self.horizon) / denominator if denominator > 0 else math.inf
 
     def confidence_width(self, phase: int) -> float:
         """``B_p = c sqrt(log(T) / (M f(p)))``."""

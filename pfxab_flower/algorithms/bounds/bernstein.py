@@ -56,7 +56,8 @@ def mean_spread(counts: np.ndarray | float) -> np.ndarray:
 
 def hoeffding_samples(target: float, span: float, log_4_delta: float) -> float:
     """The (real) ``n`` whose :func:`hoeffding_width` ``b sqrt(log(4 / delta) / (2 n))`` is ``target``."""
-    return span * span * log_4_delta / (2.0 * target * target) if target > 0 else math.inf
+    denominator = 2.0 * target * target  # 0 where the target's square underflows: no finite n reaches it
+    return span * span * log_4_delta / denominator if denominator > 0 else math.inf
 
 
 def width(variance: np.ndarray | float, count: np.ndarray | float, span: float, log_3_delta: float) -> np.ndarray:
