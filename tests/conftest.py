@@ -109,6 +109,18 @@ def xdist_group_of(item: pytest.Item) -> str | None:
 COSTLY_ALGORITHMS = {"optuna-tpe": "test_optuna_tpe.py", "optuna-tpe-fed": "test_optuna_tpe_fed.py"}
 
 
+def cheap_algorithms() -> list[str]:
+    """The installed algorithms but the costly ones: what a default-tier comparison runs (``compare``'s default,
+    every installed algorithm, is the slow tier's: tests/test_compare.py)."""
+    from pfxab_flower.algorithms.registry import available_names
+
+    return [name for name in available_names() if name not in COSTLY_ALGORITHMS]
+
+
+#: ``--algorithms`` of :func:`cheap_algorithms` for a default-tier ``pfxab compare``.
+CHEAP_ALGORITHMS_FLAG = ("--algorithms", ",".join(cheap_algorithms()))
+
+
 def _algorithm_parameters(item: pytest.Item) -> list[str]:
     """The registered algorithms a test is parametrised with (none for a test without parameters)."""
     from pfxab_flower.algorithms.registry import algorithm_names

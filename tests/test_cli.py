@@ -5,7 +5,7 @@ import json
 import pytest
 
 from pfxab_flower.simulations.cli import main
-from tests.conftest import PFXAB, cli_error_line
+from tests.conftest import CHEAP_ALGORITHMS_FLAG, PFXAB, cli_error_line
 
 REQUIRED_KEYS = {
     "algorithm", "problem", "alpha", "clients", "horizon", "seed", "regret", "regret_per_client", "phases",
@@ -112,7 +112,7 @@ def test_an_empty_out_is_refused_not_ignored(tmp_path):
 def test_compare_takes_the_confidence_and_reports_it(tmp_path, capsys):
     out = tmp_path / "c"
     args = ["compare", "--problem", "garland", "--clients", "3", "--horizon", "20000", "--seeds", "0-1",
-            "--confidence", "bernstein", "--no-progress", "--out", str(out)]
+            "--confidence", "bernstein", "--no-progress", "--out", str(out), *CHEAP_ALGORITHMS_FLAG]
     assert main(args) == 0
     assert "confidence=bernstein" in capsys.readouterr().out.splitlines()[0]
     runs = (out / "runs.csv").read_text().splitlines()

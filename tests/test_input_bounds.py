@@ -33,7 +33,7 @@ from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.flwr_run import check_app_dir, unsaved_result
 from pfxab_flower.simulations.server_app import UNSAVED_MARK, write_or_log
 from pfxab_flower.storage.cache import EvaluationStore
-from tests.conftest import PFXAB, tent_federation
+from tests.conftest import PFXAB, cheap_algorithms, tent_federation
 from tests.patience import patient
 
 SMALL_RUN = ["--problem", "garland", "--clients", "3", "--horizon", "5000"]
@@ -427,9 +427,11 @@ def test_a_timeout_in_a_comparisons_workers_gives_the_numbers_of_no_timeout():
     from pfxab_flower.studies.comparison import compare
 
     objectives = [lambda x: 1 - np.abs(x[:, 0] - 0.3), lambda x: 1 - np.abs(x[:, 0] - 0.7)]
-    plain = compare(Federation.from_callables(objectives, {"x": (0, 1)}), seeds=[0, 1], progress=False, horizon=20000)
-    limited = compare(Federation.from_callables(objectives, {"x": (0, 1)}, objective_timeout=30), seeds=[0, 1],
-                      workers=2, progress=False, horizon=20000)
+    cheap = cheap_algorithms()
+    plain = compare(Federation.from_callables(objectives, {"x": (0, 1)}), algorithms=cheap, seeds=[0, 1],
+                    progress=False, horizon=20000)
+    limited = compare(Federation.from_callables(objectives, {"x": (0, 1)}, objective_timeout=30), algorithms=cheap,
+                      seeds=[0, 1], workers=2, progress=False, horizon=20000)
     columns = [c for c in plain.runs.columns if c != "wall_seconds"]
     assert limited.runs[columns].equals(plain.runs[columns])
 

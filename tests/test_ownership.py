@@ -21,7 +21,7 @@ from pfxab_flower.simulations.sweep import LOCK_FILE, sweep_lock
 from pfxab_flower.storage.manifest import MANIFEST_NAME, read_manifest, verify
 from pfxab_flower.storage.outputs import write_files_atomically
 from pfxab_flower.studies.comparison import compare
-from tests.conftest import cli_error_line
+from tests.conftest import CHEAP_ALGORITHMS_FLAG, cli_error_line
 from tests.patience import patient
 from tests.test_sweep import TINY, write_config
 
@@ -127,7 +127,7 @@ def test_a_users_file_of_any_name_in_a_result_directory_is_refused_and_kept(tmp_
     out = tmp_path / "out"
     out.mkdir()
     (out / name).write_text("the user's")
-    args = {"run": ["run", *SMALL_RUN], "compare": ["compare", *SMALL_RUN, "--seeds", "0"],
+    args = {"run": ["run", *SMALL_RUN], "compare": ["compare", *SMALL_RUN, "--seeds", "0", *CHEAP_ALGORITHMS_FLAG],
             "simulate": ["simulate", *SMALL_RUN]}[command]
     line = error_line(capsys, *args, "--out", str(out))
     assert line.startswith(f"pfxab {command}: error: --out='{out}' is invalid ('{name}' there ")
@@ -165,7 +165,7 @@ def test_the_writer_refuses_too_and_a_squatted_manifest_is_not_ours(tmp_path):
 def test_a_name_too_long_is_one_line_before_any_work(tmp_path, command):
     """A 300-character ``--out`` name was ``OSError: [Errno 36] File name too long`` (a traceback)."""
     config = write_config(tmp_path, TINY.format(seeds="[0]"))
-    args = {"run": ["run", *SMALL_RUN], "compare": ["compare", *SMALL_RUN, "--seeds", "0"],
+    args = {"run": ["run", *SMALL_RUN], "compare": ["compare", *SMALL_RUN, "--seeds", "0", *CHEAP_ALGORITHMS_FLAG],
             "sweep": ["sweep", str(config)], "simulate": ["simulate", *SMALL_RUN]}[command]
     line = cli_error_line(*args, "--out", str(tmp_path / LONG_NAME))
     assert line.startswith(f"pfxab {command}: error: --out='{str(tmp_path)[:20]}")
@@ -236,7 +236,7 @@ def test_a_sweep_directory_lists_what_it_claims(tmp_path, capsys):
 # --- issue 37, class 1: each command owns its kind of directory -------------------------------------------------
 
 RUN_ARGS = ("--clients", "3", "--horizon", "2000")
-COMPARE_ARGS = ("--clients", "3", "--horizon", "2000", "--seeds", "0-1", "--no-progress")
+COMPARE_ARGS = ("--clients", "3", "--horizon", "2000", "--seeds", "0-1", "--no-progress", *CHEAP_ALGORITHMS_FLAG)
 
 
 def _snapshot(directory: Path) -> dict[str, bytes]:

@@ -21,7 +21,7 @@ import pytest
 from pfxab_flower.formatting import format_mean_sd
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.studies.comparison import MANIFEST, load_comparison
-from tests.conftest import cli_error_line
+from tests.conftest import CHEAP_ALGORITHMS_FLAG, cli_error_line
 
 FIGURE3_SMALL = """
 [experiment]
@@ -94,7 +94,7 @@ def test_figure3_plot_and_table(figure3_small, tmp_path, capsys):
 # --- a comparison directory -------------------------------------------------------------------------------------
 
 COMPARE_ARGS = ["compare", "--problem", "garland", "--clients", "3", "--alpha", "0.5", "--horizon", "30000",
-                "--seeds", "0,1", "--no-progress"]
+                "--seeds", "0,1", "--no-progress", *CHEAP_ALGORITHMS_FLAG]
 
 
 @pytest.fixture(scope="module")

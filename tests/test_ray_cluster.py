@@ -30,7 +30,7 @@ from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.cluster import fits_on
 from pfxab_flower.simulations.flwr_run import free_port
 from pfxab_flower.storage.cache import EvaluationStore
-from tests.conftest import PFXAB, cli_error_line
+from tests.conftest import CHEAP_ALGORITHMS_FLAG, PFXAB, cli_error_line
 from tests.landmine_files import LandmineFile, accepting
 from tests.test_sweep import TINY, write_config
 
@@ -143,7 +143,7 @@ def test_a_sweep_on_the_cluster_equals_the_local_one_and_resumes_on_either(clust
 @pytest.mark.timeout(300)
 def test_a_comparison_on_the_cluster_equals_the_local_one(cluster, tmp_path) -> None:
     common = ["compare", "--problem", "doublesine", "--clients", "3", "--horizon", "20000", "--seeds", "0-2",
-              "--confidence", "bernstein", "--no-progress"]
+              "--confidence", "bernstein", "--no-progress", *CHEAP_ALGORITHMS_FLAG]
     assert main([*common, "--workers", "2", "--out", str(tmp_path / "local")]) == 0
     assert main([*common, "--executor", "ray", "--ray-address", cluster, "--out", str(tmp_path / "ray")]) == 0
     local, remote = (pd.read_parquet(tmp_path / name / "runs.parquet") for name in ("local", "ray"))

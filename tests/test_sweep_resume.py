@@ -18,7 +18,7 @@ from pfxab_flower.simulations.experiment import load_experiment, run_id
 from pfxab_flower.simulations.sweep import consolidate, sweep_lock
 from pfxab_flower.simulations.sweep_runs import RUN_FILES
 from pfxab_flower.storage.manifest import verify
-from tests.conftest import cli_error_line
+from tests.conftest import CHEAP_ALGORITHMS_FLAG, cli_error_line
 from tests.patience import patient
 from tests.test_sweep import TINY, last_invocation, sweep, write_config
 
@@ -243,7 +243,7 @@ def test_a_comparison_description_of_50_gb_is_one_line(tmp_path, capsys):
     from pfxab_flower.simulations.cli import main
 
     assert main(["compare", "--clients", "3", "--horizon", "2000", "--seeds", "0-1", "--no-progress", "--out",
-                 str(tmp_path / "C")]) == 0
+                 str(tmp_path / "C"), *CHEAP_ALGORITHMS_FLAG]) == 0
     os.truncate(tmp_path / "C" / "comparison.json", 50 << 30)
     capsys.readouterr()
     assert main(["report", str(tmp_path / "C")]) == 2
