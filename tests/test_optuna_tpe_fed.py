@@ -39,7 +39,9 @@ def test_every_client_pulls_every_proposal_and_its_study_is_told_the_personalise
     assert (sim.server.history[0]["global_pulls"], sim.server.history[0]["local_pulls"]) == (1, 0)
     for phase in range(1, 20):
         proposals = sim.messages[2 * phase - 1][1]
-        assert [r.node_ids.size for r in proposals] == [1, 1, 1]
+        assert [r.node_ids.size for r in proposals] == [2, 2, 2]  # its point, then a spare (ceil(3 / 2) in all)
+        union = sim.messages[2 * phase][0].node_ids  # with every reply there: every client's point, no spare
+        assert np.array_equal(union, np.sort([r.node_ids[0] for r in proposals]))
         reports = sim.messages[2 * phase][1]
         assert all(np.array_equal(r.counts, np.ones(3, dtype=np.int64)) for r in reports)
     for m, store in enumerate(sim.stores):

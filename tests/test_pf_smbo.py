@@ -3,9 +3,10 @@
 What is checked here is what the algorithm and the skeleton claim of themselves: phase 1 is a shared initial
 design and every later union is the clients' proposals dealt in turn; only ids, means and counts travel; the
 server bounds a reply's proposals (count, depth) and assumes none for a lost one, and a client whose proposals
-were lost knows it, so the run goes on; the plan follows its documented rules and bounds the phases; the split
-is the cheapest whole one; the model is fitted under one BLAS thread. That every engine gives the same numbers
-is checked by the suites that run every registered algorithm (tests/test_flower_message.py & co.).
+were lost knows it, so the run goes on; a lost proposer's share is dealt to the others' spares; the plan follows
+its documented rules and bounds the phases; the split is the cheapest whole one; the model is fitted under one
+BLAS thread. That every engine gives the same numbers is checked by the suites that run every registered
+algorithm (tests/test_flower_message.py & co.).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pfxab_flower.algorithms.pf_smbo import (
     smbo_plan,
 )
 from pfxab_flower.algorithms.phased import ClientMachine, ProtocolError, ServerMachine
-from pfxab_flower.algorithms.proposals import History, initial_design, integer_split, quota
+from pfxab_flower.algorithms.proposals import History, deal, initial_design, integer_split, offered, quota
 from pfxab_flower.arms.partition import depth_of
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import synthetic_federation
@@ -63,10 +64,15 @@ def test_phase_one_is_a_shared_design_and_later_unions_are_the_proposals_dealt_i
     held: set[int] = set(design.tolist())
     for phase in range(1, len(sim.server.history)):
         proposals = sim.messages[2 * phase - 1][1]  # the replies to phase's global update: proposals for phase + 1
-        for report in proposals:
-            assert report.node_ids.size == quota(plan, phase + 1, 4, report.client)
+        shares = []
+        for report in proposals:  # its share (sorted), then spares up to what every client offers
+            share = quota(plan, phase + 1, 4, report.client)
+            assert report.node_ids.size == offered(plan, phase + 1, 4) >= share
+            assert np.array_equal(report.node_ids[:share], np.sort(report.node_ids[:share]))
+            assert np.unique(report.node_ids).size == report.node_ids.size
             assert np.all(depth_of(report.node_ids) == 48) and not held & set(report.node_ids.tolist())
-        union = np.unique(np.concatenate([r.node_ids for r in proposals]))
+            shares.append(report.node_ids[:share])
+        union = np.unique(np.concatenate(shares))  # with every reply there, the shares alone
         assert np.array_equal(sim.messages[2 * phase][0].node_ids, union) and union.size == plan[phase].points
         held |= set(union.tolist())
     dealt = [quota(plan, phase, 4, m) for phase in range(2, len(plan) + 1) for m in range(4)]
@@ -164,12 +170,12 @@ def server_after_phase_one(seed: int = 1):
 def test_the_server_bounds_proposals_by_quota_and_depth_and_accepts_none() -> None:
     server, clients, envs, update, plan = server_after_phase_one()
     honest = [c.eliminate(update, e) for c, e in zip(clients, envs, strict=True)]
-    allowed = quota(plan, 2, 3, 0)
+    allowed = offered(plan, 2, 3)
     too_many = ActiveSetReport(0, (1 << 48) + np.arange(allowed + 1, dtype=np.int64))
     shallow = ActiveSetReport(1, np.array([5], dtype=np.int64))
     server.collect([too_many, shallow, ActiveSetReport(2, np.zeros(0, dtype=np.int64))])
     reasons = {row["client"]: row["reason"] for row in server.rejected}
-    assert reasons[0] == f"{allowed + 1} proposals for phase 2, more than the client's {allowed}"
+    assert reasons[0] == f"{allowed + 1} proposals for phase 2, more than the {allowed} a client offers"
     assert reasons[1] == "proposals are not distinct nodes of depth 48" and 2 not in reasons
     assert all(s.size == 0 for s in server.client_sets)  # a rejected reply: the server assumes no proposals
     assert honest[0].node_ids.size == allowed
@@ -187,6 +193,37 @@ def test_a_client_whose_proposals_were_lost_knows_it_and_the_run_goes_on() -> No
     assert clients[lost].state.active.size == 0  # it knows: its own nodes are none, as the server assumed
     server.aggregate(reports)
     assert [row for row in server.rejected if row["stage"] == "local-means"] == []  # its counts follow the plan
+
+
+def test_the_points_are_dealt_in_turn_and_a_missing_clients_turns_pass_to_the_next() -> None:
+    plan = smbo_plan(10**5, 4, 0.5, 0.5, 8, 512, 48)  # phases of 2, 2, 3, 3, 4, ... points
+    for phase in range(2, 8):
+        full = [np.arange(offered(plan, phase, 4), dtype=np.int64)] * 4
+        assert deal(plan, phase, 4, full) == [quota(plan, phase, 4, m) for m in range(4)]
+    # phase 4: 4 points, one each, dealt from client 1 (phases 2 and 3 dealt 5); every client offers 2
+    assert [quota(plan, 4, 4, m) for m in range(4)] == [1, 1, 1, 1] and offered(plan, 4, 4) == 2
+    two = np.arange(2, dtype=np.int64)
+    assert deal(plan, 4, 4, [None, two, two, two]) == [0, 2, 1, 1]  # client 0's turn passes on, from client 1
+    assert deal(plan, 4, 4, [None, None, two, np.zeros(0, dtype=np.int64)]) == [0, 0, 2, 0]  # what is on offer
+    assert deal(plan, 4, 4, [None] * 4) == [0] * 4
+    assert deal(plan, len(plan) + 1, 4, [two] * 4) == [0] * 4
+
+
+def test_a_lost_proposers_share_is_a_spare_of_another_and_the_phase_keeps_its_points() -> None:
+    server, clients, envs, update, plan = server_after_phase_one(seed=4)
+    replies = [c.eliminate(update, e) for c, e in zip(clients, envs, strict=True)]
+    shares = [quota(plan, 2, 3, m) for m in range(3)]
+    assert shares == [1, 1, 0] and all(r.node_ids.size == offered(plan, 2, 3) == 1 for r in replies)
+    server.collect(replies[1:])  # client 0, a proposer, is lost: client 2's spare takes its turn
+    instruction = server.next_instruction()
+    assert isinstance(instruction, PhaseInstruction) and instruction.node_ids.size == plan[1].points == 2
+    assert np.array_equal(instruction.node_ids, np.sort(np.concatenate([r.node_ids for r in replies[1:]])))
+    reports = [c.explore(instruction, e) for c, e in zip(clients, envs, strict=True)]
+    assert clients[2].state.active.size == 0  # a taken spare is nobody's own: pulled g times by everyone
+    assert np.array_equal(clients[1].state.active, replies[1].node_ids)
+    server.aggregate(reports)
+    assert server.rejected == []
+    # and without the spares the phase would have had one point; with none the run would have ended
 
 
 def test_a_client_bounds_a_servers_phase_by_the_plan() -> None:

@@ -68,12 +68,12 @@ class OptunaTPEFed(ProposalPolicy):
         plan = self.plan(settings)
         return (plan[phase - 1].precision, 0) if 1 <= phase <= len(plan) and union_size else (0, 0)
 
-    def suggest(self, settings: Settings, client: int, phase: int, history: History, count: int, dimensions: int,
-                memory: Mapping[str, np.ndarray]) -> tuple[int, np.ndarray, dict[str, np.ndarray]]:
-        """The study's best trial is the choice; its next ask, the proposal."""
+    def suggest(self, settings: Settings, client: int, phase: int, history: History, count: int, spares: int,
+                dimensions: int, memory: Mapping[str, np.ndarray]) -> tuple[int, np.ndarray, dict[str, np.ndarray]]:
+        """The study's best trial is the choice; its next asks, the proposals (the share's, then the spares')."""
         window = history.latest(history.points.size)
         choice = int(window.points[np.lexsort((window.points, -window.estimates))[0]])
-        if count == 0:
+        if count + spares == 0:
             return choice, np.zeros(0, dtype=np.int64), {}
         optuna = optuna_module()
         names = [f"x{i + 1}" for i in range(dimensions)]
@@ -88,22 +88,23 @@ class OptunaTPEFed(ProposalPolicy):
         depth = proposal_depth(settings)
         rng = self.rng(settings, client, phase)
         picks: list[int] = []
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for _ in range(ASKS * count):
-                trial = study.ask(space)
-                point = np.array([[trial.params[name] for name in names]])
-                study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                node = int(nodes_of(point, depth)[0])
+        for wanted in (count, count + spares):  # the share's asks first: spares never change them
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for _ in range(ASKS * (wanted - len(picks))):
+                    trial = study.ask(space)
+                    point = np.array([[trial.params[name] for name in names]])
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    node = int(nodes_of(point, depth)[0])
+                    if node not in held:
+                        picks.append(node)
+                        held.add(node)
+                    if len(picks) == wanted:
+                        break
+            while len(picks) < wanted:  # every ask fell in a held cell: a uniform point
+                node = int(nodes_of(rng.random((1, dimensions)), depth)[0])
                 if node not in held:
                     picks.append(node)
                     held.add(node)
-                if len(picks) == count:
-                    break
-        while len(picks) < count:  # every ask fell in a held cell: a uniform point
-            node = int(nodes_of(rng.random((1, dimensions)), depth)[0])
-            if node not in held:
-                picks.append(node)
-                held.add(node)
         return choice, np.array(picks, dtype=np.int64), {}
 

@@ -146,12 +146,12 @@ class PFSMBO(ProposalPolicy):
     def first_active_set(self, settings: Settings) -> np.ndarray:
         return initial_design(settings.seed, self.plan(settings)[0].points, proposal_depth(settings))
 
-    def suggest(self, settings: Settings, client: int, phase: int, history: History, count: int, dimensions: int,
-                memory: Mapping[str, np.ndarray]) -> tuple[int, np.ndarray, dict[str, np.ndarray]]:
+    def suggest(self, settings: Settings, client: int, phase: int, history: History, count: int, spares: int,
+                dimensions: int, memory: Mapping[str, np.ndarray]) -> tuple[int, np.ndarray, dict[str, np.ndarray]]:
         """Fit the process on the latest ``model_points`` points; the choice is the best posterior mean among them;
         each proposal is the best candidate of one Thompson draw, never a point already held. Once the history
         holds more points than the model, the candidates are local ones only (the model no longer sees the
-        whole domain)."""
+        whole domain). The spares are further draws, taken after the share's from the same stream."""
         model = self._options(settings)[2]
         window = history.latest(model)
         x = unit_centres(window.points, dimensions)
@@ -163,11 +163,15 @@ class PFSMBO(ProposalPolicy):
             means = posterior.mean(x)
             choice = int(window.points[np.lexsort((window.points, -means))[0]])
             proposals = np.zeros(0, dtype=np.int64)
-            if count > 0:
+            if count + spares > 0:
                 best = x[np.argsort(-means, kind="stable")[:LOCAL_CENTRES]]
                 pool = candidates(rng, dimensions, best, posterior.lengths, uniform=history.points.size <= model)
-                draws = posterior.samples(pool, count, rng, FEATURES)
-                proposals = self._picks(draws, nodes_of(pool, proposal_depth(settings)), history.points)
+                nodes = nodes_of(pool, proposal_depth(settings))
+                for draws in (count, spares):  # the share's draws first: spares never change them
+                    if draws > 0:
+                        picks = self._picks(posterior.samples(pool, draws, rng, FEATURES), nodes,
+                                            np.concatenate([history.points, proposals]))
+                        proposals = np.concatenate([proposals, picks])
         return choice, proposals, {"hyper": posterior.hyper.vector()}
 
     @staticmethod

@@ -2,8 +2,10 @@
 
 Over the phased skeleton, a phase's union is the clients' proposals (phase 1: an initial design every client
 holds); every client pulls every point ``g`` times and its own ``l`` more, then adds the union's personalised
-estimates to its history (``ClientState.memory``) and proposes (:meth:`ProposalPolicy.suggest`). Trust, catch-up
-and the split: docs/algorithms/pf-smbo.md ("The proposal skeleton").
+estimates to its history (``ClientState.memory``) and proposes (:meth:`ProposalPolicy.suggest`): its share of the
+next phase's points first, then spares, and the server deals the phase's points among the replies that arrived
+(:func:`deal`), so a lost proposer's share is proposed by the others. Trust, catch-up, failures and the split:
+docs/algorithms/pf-smbo.md ("The proposal skeleton").
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pfxab_flower.algorithms.bounds import ClientView
 from pfxab_flower.algorithms.phased import Policy, Proposal, RoundEstimates, Settings
 from pfxab_flower.algorithms.phased.state import ROOT
 from pfxab_flower.arms.partition import POINT_DEPTH, depth_of
+from pfxab_flower.faults import DEFAULT_MIN_FRACTION, required_replies
 
 #: Keeps the initial design's and the proposals' randomness apart from every other stream of the run's seed.
 DESIGN_STREAM, PROPOSAL_STREAM = 0x1D51, 0x5E5D
@@ -66,6 +69,45 @@ def quota(plan: tuple[Round, ...], phase: int, num_clients: int, client: int) ->
     points = plan[phase - 1].points
     first = dealt % num_clients
     return points // num_clients + (1 if (client - first) % num_clients < points % num_clients else 0)
+
+
+def offered(plan: tuple[Round, ...], phase: int, num_clients: int) -> int:
+    """How many points every client proposes for phase ``phase`` (``>= 2``): its :func:`quota` first, then spares, up
+    to the most it is dealt when only half the clients answer (the default quorum): ``ceil(n_p / ceil(M / 2))``.
+
+    Why spares: the quota deals a phase's few points to few clients (phase 2 of pf-smbo has one point, so one
+    proposer); when they all fail, the phase would have no point and the search would end for everyone. With
+    spares the server deals the points among the replies that arrived (:func:`deal`): a phase keeps all its points
+    while half the clients answer, and has at least one while one that explored answers. Why not the quorum the
+    server runs with: it is the server's own setting (``min-fraction``), which the clients are not sent, and the
+    spares cost a proposer only draws and node ids. Why not deal among the clients that answered the last phase:
+    the clients do not know who did (a global update is the same for all and names no client).
+    """
+    if not 2 <= phase <= len(plan):
+        return 0
+    return math.ceil(plan[phase - 1].points / max(required_replies(DEFAULT_MIN_FRACTION, num_clients), 1))
+
+
+def deal(plan: tuple[Round, ...], phase: int, num_clients: int, offers: list[np.ndarray | None]) -> list[int]:
+    """How many of each client's proposals (as sent: its share, then its spares; ``None``: no usable reply) phase
+    ``phase`` takes: its points dealt one at a time in turn, from where :func:`quota` starts, to the clients that
+    still have one on offer.
+
+    With every reply there, each client is dealt its :func:`quota` (its own draws, so a run without failures
+    is the one the quotas give); a missing client's turns pass to the next ones, which give their spares. A
+    client that answers is never dealt less than its quota (or its whole offer if shorter): its share is taken."""
+    taken = [0] * num_clients
+    if not 2 <= phase <= len(plan):
+        return taken
+    first = sum(r.points for r in plan[1:phase - 1]) % num_clients
+    sizes = [0 if offer is None else int(offer.size) for offer in offers]
+    left = plan[phase - 1].points
+    while left > 0 and any(taken[m] < sizes[m] for m in range(num_clients)):
+        for m in ((first + i) % num_clients for i in range(num_clients)):
+            if left > 0 and taken[m] < sizes[m]:
+                taken[m] += 1
+                left -= 1
+    return taken
 
 
 def integer_split(alpha: float, num_clients: int, precision: float, union_size: int, own_size: int) -> tuple[int, int]:
@@ -162,10 +204,12 @@ class ProposalPolicy(Policy):
         """The pulls per client the phases may use together; the rest of the horizon exploits."""
         raise NotImplementedError
 
-    def suggest(self, settings: Settings, client: int, phase: int, history: History, count: int, dimensions: int,
-                memory: Mapping[str, np.ndarray]) -> tuple[int, np.ndarray, dict[str, np.ndarray]]:
-        """``(choice, proposals, own memory)`` after phase ``phase``: the node to exploit (one of the history), at
-        most ``count`` new nodes of :func:`proposal_depth` for the next phase, and the policy's arrays to keep."""
+    def suggest(self, settings: Settings, client: int, phase: int, history: History, count: int, spares: int,
+                dimensions: int, memory: Mapping[str, np.ndarray]) -> tuple[int, np.ndarray, dict[str, np.ndarray]]:
+        """``(choice, proposals, own memory)`` after phase ``phase``: the node to exploit (one of the history), new
+        distinct nodes of :func:`proposal_depth` for the next phase (first the client's share: ``count`` of them,
+        fewer only if no new node is left, and then no spare; then at most ``spares`` more, drawn after the share's,
+        so that the share is the same whether or not spares are asked), and the policy's arrays to keep."""
         raise NotImplementedError
 
     def rng(self, settings: Settings, client: int, phase: int) -> np.random.Generator:
@@ -196,6 +240,21 @@ class ProposalPolicy(Policy):
         """A client whose proposals did not arrive (or that missed the phase) proposes nothing: both sides know."""
         return np.zeros(0, dtype=np.int64)
 
+    def next_sets(self, settings: Settings, phase: int, replies: list[np.ndarray | None],
+                  previous: list[np.ndarray]) -> list[np.ndarray]:
+        """What the next phase takes of each offer that arrived (:func:`deal`), sorted; none for a client without a
+        reply. The next union is these sets' union.
+
+        A client's own nodes (its ``l`` pulls) are its share only (:meth:`own_nodes`), a subset of this set, as the
+        server's count check allows: a spare the server takes is pulled ``g`` times by every client and is nobody's
+        own, since its proposer cannot tell it from a spare another client happened to propose too (a point clipped
+        to the domain's edge is one cell for everyone), and owning it would need a message naming the taken spares.
+        The split of such a phase is the cheapest for these larger sets: each precision is still met, the cost at
+        most overestimated (the rest of the phase a client exploits)."""
+        taken = deal(self.plan(settings), phase + 1, settings.num_clients, replies)
+        return [self.lost(old) if offer is None else np.sort(offer[:count])
+                for offer, old, count in zip(replies, previous, taken, strict=True)]
+
     def caught_up_size(self, active_size: int, missed: int) -> int:
         return 0 if missed > 0 else active_size
 
@@ -206,12 +265,13 @@ class ProposalPolicy(Policy):
 
     def check_next_set(self, settings: Settings, phase: int, client: int, previous: np.ndarray,
                        node_ids: np.ndarray) -> str | None:
-        """Proposals for phase ``phase + 1``: at most the client's quota of distinct nodes of the proposal depth."""
+        """Proposals for phase ``phase + 1``: at most what a client offers (:func:`offered`), distinct nodes of the
+        proposal depth."""
         if node_ids.ndim != 1 or not np.issubdtype(node_ids.dtype, np.integer):
             return "proposals are not a vector of node ids"
-        allowed = quota(self.plan(settings), phase + 1, settings.num_clients, client)
+        allowed = offered(self.plan(settings), phase + 1, settings.num_clients)
         if node_ids.size > allowed:
-            return f"{node_ids.size} proposals for phase {phase + 1}, more than the client's {allowed}"
+            return f"{node_ids.size} proposals for phase {phase + 1}, more than the {allowed} a client offers"
         depth = proposal_depth(settings)
         if node_ids.size and (node_ids.min() < 1 or np.any(depth_of(node_ids) != depth)
                               or np.unique(node_ids).size != node_ids.size):
@@ -252,12 +312,16 @@ class ProposalPolicy(Policy):
 
     def propose(self, settings: Settings, client: int, memory: Mapping[str, np.ndarray],
                 estimates: RoundEstimates) -> Proposal:
-        """Add the phase's estimates to the history, then ask :meth:`suggest` for the choice and the proposals."""
+        """Add the phase's estimates to the history, then ask :meth:`suggest` for the choice and the proposals: the
+        client's quota (its own nodes, sorted), then spares up to what it offers (:func:`offered`)."""
         history = History.of(memory).add(settings.alpha, settings.num_clients, estimates)
-        phase = estimates.phase
-        count = quota(self.plan(settings), phase + 1, settings.num_clients, client)
-        choice, nodes, own = self.suggest(settings, client, phase, history, count, estimates.dimensions, memory)
-        return Proposal(choice, np.sort(np.asarray(nodes, dtype=np.int64)), {**own, **history.memory()})
+        phase, plan = estimates.phase, self.plan(settings)
+        count = quota(plan, phase + 1, settings.num_clients, client)
+        spares = max(offered(plan, phase + 1, settings.num_clients) - count, 0)
+        choice, nodes, own = self.suggest(settings, client, phase, history, count, spares, estimates.dimensions,
+                                          memory)
+        nodes = np.asarray(nodes, dtype=np.int64)
+        return Proposal(choice, np.sort(nodes[:count]), {**own, **history.memory()}, spares=nodes[count:])
 
 
 @lru_cache(maxsize=256)

@@ -218,7 +218,7 @@ class ClientMachine:
         s.choice, s.active, s.memory = int(step.choice), np.asarray(step.nodes, dtype=np.int64), step.memory
         s.pulls += update.phase_length
         s.completed = update.phase
-        return ActiveSetReport(self.client, s.active)
+        return ActiveSetReport(self.client, np.concatenate([s.active, np.asarray(step.spares, dtype=np.int64)]))
 
     def _view(self, update: GlobalUpdate, own: np.ndarray) -> ClientView:
         """What the client decides on: its own means and statistics, and the server's, over its own nodes."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -38,11 +38,13 @@ class RoundEstimates:
 
 @dataclass(frozen=True)
 class Proposal:
-    """A proposal policy's step: the node to exploit now, the next phase's own nodes, the memory to keep."""
+    """A proposal policy's step: the node to exploit now, the next phase's own nodes, the memory to keep, and spares:
+    further nodes the client offers after its own, for the server to take in place of a lost proposer's."""
 
     choice: int
     nodes: np.ndarray
     memory: dict[str, np.ndarray]
+    spares: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 class Policy:
@@ -118,6 +120,15 @@ class Policy:
         """The next set both sides assume for a client whose set for the next phase is unknown (its reply was lost,
         or it missed the phase): every successor of ``active``, a superset of whatever it could have kept."""
         return self.successors(active)
+
+    def next_sets(self, settings: Settings, phase: int, replies: list[np.ndarray | None],
+                  previous: list[np.ndarray]) -> list[np.ndarray]:
+        """Each client's set for phase ``phase + 1`` as the server keeps it, from the usable replies of phase
+        ``phase`` (node ids as sent; ``None``: no usable reply) and the sets of phase ``phase``.
+
+        Default: a reply's set, sorted; for a client without one, :meth:`lost`. A proposal policy deals the next
+        phase's points among the replies instead (:class:`~pfxab_flower.algorithms.proposals.ProposalPolicy`)."""
+        return [np.sort(new) if new is not None else self.lost(old) for new, old in zip(replies, previous, strict=True)]
 
     def caught_up_size(self, active_size: int, missed: int) -> int:
         """The size of an active set of ``active_size`` nodes after ``missed`` phases are caught up (:meth:`lost`

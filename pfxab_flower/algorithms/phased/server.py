@@ -234,14 +234,13 @@ class ServerMachine(ReplyChecks):
             if reason is None:
                 seen.add(int(report.client))
                 self.used.append(report)
-                new_sets[int(report.client)] = np.sort(np.asarray(report.node_ids, dtype=np.int64))
+                new_sets[int(report.client)] = np.asarray(report.node_ids, dtype=np.int64)  # as sent
                 self.reported_phase[int(report.client)] = plan.phase
             else:
                 self.reject(report.client, plan.phase, "active-set", reason)
         self.require_quorum(plan.phase, "active-set", len(seen))
-        # no valid reply: every child of its previous set, a superset of what it kept
-        self.client_sets = [new if new is not None else self.policy.lost(old)
-                            for new, old in zip(new_sets, self.client_sets, strict=True)]
+        # no valid reply: every child of its previous set, a superset of what it kept (Policy.next_sets)
+        self.client_sets = self.policy.next_sets(self.settings, plan.phase, new_sets, self.client_sets)
         if self.policy.counts_only_completed_rounds:  # a client that missed the round does not hold the union open
             self.counted = [m in seen and m in self.explored for m in range(self.settings.num_clients)]
         self.explored = set()
