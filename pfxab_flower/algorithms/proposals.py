@@ -1,11 +1,9 @@
 """The proposal family: clients that keep a history and propose new points each phase (``pf-smbo``, ``optuna-tpe-fed``).
 
-Over the phased skeleton, a phase's union is the clients' proposals (phase 1: an initial design every client
-holds); every client pulls every point ``g`` times and its own ``l`` more, then adds the union's personalised
-estimates to its history (``ClientState.memory``) and proposes (:meth:`ProposalPolicy.suggest`): its share of the
-next phase's points first, then spares, and the server deals the phase's points among the replies that arrived
-(:func:`deal`), so a lost proposer's share is proposed by the others. Trust, catch-up, failures and the split:
-docs/algorithms/pf-smbo.md ("The proposal skeleton").
+A phase's union is the clients' proposals (phase 1: an initial design every client holds); each client adds the
+union's personalised estimates to its history (``ClientState.memory``) and proposes its share of the next phase's
+points, then spares, which the server deals among the replies that arrived (:func:`deal`). Trust, catch-up,
+failures and the split: docs/algorithms/pf-smbo.md ("The proposal skeleton").
 """
 
 from __future__ import annotations
