@@ -143,7 +143,7 @@ def markdown(table: pd.DataFrame, duels: pd.DataFrame, runs: pd.DataFrame) -> st
 def ratios_figure(table: pd.DataFrame, stem: Path) -> list[Path]:
     """Median ratio to random search against the horizon: a column per measure, a row per M, a line per algorithm
     (band: the middle half of the settings)."""
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     from pfxab_flower.simulations.plots import algorithm_colour
 
@@ -167,6 +167,7 @@ def ratios_figure(table: pd.DataFrame, stem: Path) -> list[Path]:
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xticks(sorted(table["horizon"].unique()), [f"{h:,}" for h in sorted(table["horizon"].unique())])
+            ax.xaxis.set_minor_formatter(NullFormatter())  # the horizons run are the only ticks labelled
             for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
                 axis(FuncFormatter(lambda value, _: f"{value:g}"))
             ax.set_title(f"{name}, M = {m}", fontsize=10)
