@@ -117,6 +117,18 @@ def cheap_algorithms() -> list[str]:
     return [name for name in available_names() if name not in COSTLY_ALGORITHMS]
 
 
+#: Optuna studies of 40 trials a site instead of 1,000: a test of what the engines or a comparison do with a run,
+#: not of TPE's cost.
+CHEAP_TRIALS = {"tpe_trials": 40}
+
+
+def cheap_options(algorithm: str) -> dict[str, int]:
+    """The keywords of :data:`CHEAP_TRIALS` that ``algorithm`` takes (another algorithm refuses them)."""
+    from pfxab_flower.algorithms.registry import options_of
+
+    return {name: value for name, value in CHEAP_TRIALS.items() if name in options_of(algorithm)}
+
+
 #: ``--algorithms`` of :func:`cheap_algorithms` for a default-tier ``pfxab compare``.
 CHEAP_ALGORITHMS_FLAG = ("--algorithms", ",".join(cheap_algorithms()))
 

@@ -14,7 +14,7 @@ import pytest
 
 import pfxab_flower.studies.comparison as compare_module
 from pfxab_flower import Federation
-from pfxab_flower.algorithms.registry import available_names, options_of
+from pfxab_flower.algorithms.registry import available_names
 from pfxab_flower.errors import ConfigError, WorkerLostError
 from pfxab_flower.formatting import format_mean_sd, format_number
 from pfxab_flower.running.engine import run, run_config
@@ -23,27 +23,22 @@ from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.storage.manifest import MANIFEST_NAME
 from pfxab_flower.studies.comparison import COMPARE_FILES, CURVE_COLUMNS, METRICS, RUN_COLUMNS, compare, load_comparison
-from tests.conftest import COSTLY_ALGORITHMS, PFXAB, cli_error_line, tent_federation
+from tests.conftest import COSTLY_ALGORITHMS, PFXAB, cheap_options, cli_error_line, tent_federation
 from tests.patience import patient
 
 #: Every algorithm this installation runs but the costly ones (an Optuna study per site: tests/conftest.py), which
 #: their own files compare at small horizons and the slow tier's test below compares with the others.
 ALL = [name for name in available_names() if name not in COSTLY_ALGORITHMS]
 SMALL = RunConfig(problem="garland", clients=3, alpha=0.5, horizon=20_000)
-TRIALS = {"tpe_trials": 40}
 #: Every algorithm this installation runs, the costly ones too (the slow tier).
 EVERY = list(available_names())
 
 
 def with_trials(config: RunConfig, algorithms: list[str]) -> RunConfig:
-    """``config`` with :data:`TRIALS` that ``algorithms`` read (a parameter none of a comparison's algorithms
-    reads is refused)."""
-    return config.replace(**{name: value for a in algorithms for name, value in own(a).items()})
+    """``config`` with :data:`tests.conftest.CHEAP_TRIALS` that ``algorithms`` read (a parameter none of a
+    comparison's algorithms reads is refused)."""
+    return config.replace(**{name: value for a in algorithms for name, value in cheap_options(a).items()})
 
-
-def own(algorithm: str) -> dict[str, int]:
-    """The keywords of :data:`TRIALS` that ``algorithm`` takes (another algorithm refuses them)."""
-    return {name: value for name, value in TRIALS.items() if name in options_of(algorithm)}
 
 
 @pytest.mark.parametrize(
@@ -153,7 +148,7 @@ def test_bad_compare_input_is_one_line_exit_2_and_writes_nothing(tmp_path, flag,
 def test_compare_a_federation_from_python_like_run():
     """The must-show call: every algorithm of the one list, each row what ``run`` gives for that seed."""
     federation = tent_federation([0.2, 0.5, 0.7])
-    taken = {name: value for a in ALL for name, value in own(a).items()}  # by the algorithms compared
+    taken = {name: value for a in ALL for name, value in cheap_options(a).items()}  # by the algorithms compared
     comparison = compare(federation, algorithms=ALL, alpha=0.5, horizon=50_000, seeds=[0, 1], progress=False,
                          **taken)
     runs = comparison.runs
@@ -163,7 +158,7 @@ def test_compare_a_federation_from_python_like_run():
     assert set(runs["problem"]) == {"tent"} and set(runs["horizon"]) == {50_000} and set(runs["alpha"]) == {0.5}
     for row in runs.to_dict("records"):
         single = run(federation, algorithm=row["algorithm"], alpha=0.5, horizon=50_000, seed=row["seed"],
-                     **own(row["algorithm"])).summary
+                     **cheap_options(row["algorithm"])).summary
         if single.get("client_phases"):  # a solo baseline's phases are its clients' own
             single["phases"] = float(np.mean(single["client_phases"]))
         for key in ("regret", "simple_regret", "phases", "communication_rounds", "bytes_up", "bytes_down",

@@ -12,13 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pfxab_flower.algorithms.registry import options_of
 from pfxab_flower.running.engine import run_config
 from pfxab_flower.running.results import RECOMMENDATION_KEYS
 from pfxab_flower.schema.catalogue import ALGORITHMS
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations.run_flower import run_flower_simulation
-from tests.conftest import shared_ray  # noqa: F401  (tests/conftest.py's; still importable from here)
+from tests.conftest import cheap_options, shared_ray  # noqa: F401  (tests/conftest.py's; still importable from here)
 from tests.patience import patient
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
@@ -40,8 +39,8 @@ ON_RAY_BY_DEFAULT = ("pf-xab", "local-only")
 def test_ray_simulation_matches_inprocess(algorithm: str, api: str) -> None:
     # optuna-tpe's 1,000 default trials a site took longer than a round's timeout beside two busy loops; what is
     # tested is the engines' equality, which 40 trials show as well
-    trials = {"tpe_trials": 40} if "tpe_trials" in options_of(algorithm) else {}
-    config = RunConfig(problem="garland", algorithm=algorithm, clients=3, alpha=0.5, horizon=10_000, seed=0, **trials)
+    config = RunConfig(problem="garland", algorithm=algorithm, clients=3, alpha=0.5, horizon=10_000, seed=0,
+                       **cheap_options(algorithm))
     flower = run_flower_simulation(config, options=AppOptions(round_timeout=patient(60.0), api=api))
     inprocess = run_config(config)
     for key in SAME_KEYS:
