@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -122,6 +122,15 @@ def save_figure(fig: Figure, stem: Path) -> list[Path]:
     return written
 
 
+def save_with_shared_legend(fig: Figure, axes: Any, stem: Path, columns: int) -> list[Path]:
+    """``fig`` with the first panel's legend below every panel (at most ``columns`` a row), saved by
+    :func:`save_figure`: the map's grids of panels all share their lines."""
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), columns), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return save_figure(fig, stem)
+
+
 def winners_figure(best: pd.DataFrame, stem: Path, ratio: str = "pf_xab_ratio",
                    ratio_label: str = "PF-XAB's regret / the winner's",
                    rows: list[tuple[str, float]] | None = None) -> list[Path]:
@@ -200,10 +209,7 @@ def curves_figure(table: pd.DataFrame, stem: Path) -> list[Path]:
                 ax.set_ylabel("regret / T (sum of M clients)")
             if r == len(rows) - 1:
                 ax.set_xlabel("horizon T")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
-    return save_figure(fig, stem)
+    return save_with_shared_legend(fig, axes, stem, columns=4)
 
 
 def main(argv: list[str] | None = None) -> int:

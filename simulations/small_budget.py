@@ -16,7 +16,7 @@ import pandas as pd
 
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.simulations.experiment import ALGORITHM_LABELS
-from pfxab_flower.simulations.practice import family_and_dimension, pyplot, save_figure, winners_figure
+from pfxab_flower.simulations.practice import family_and_dimension, pyplot, save_with_shared_legend, winners_figure
 from pfxab_flower.simulations.sweep_tables import load_sweep
 from pfxab_flower.storage.outputs import atomic_file
 
@@ -176,10 +176,7 @@ def ratios_figure(table: pd.DataFrame, stem: Path) -> list[Path]:
                 ax.set_ylabel("mean regret / random search's\n(median over settings)")
             if r == len(clients) - 1:
                 ax.set_xlabel("evaluations per site T")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
-    return save_figure(fig, stem)
+    return save_with_shared_legend(fig, axes, stem, columns=5)
 
 
 def main(argv: list[str] | None = None) -> int:
