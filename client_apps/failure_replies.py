@@ -12,7 +12,7 @@ from flwr.app import Context, Error, Message
 from flwr.clientapp.typing import ClientAppCallable
 
 from pfxab_flower.errors import ClientFailedError
-from pfxab_flower.strategies.flower_internals import CLIENT_APP_RAISED
+from pfxab_flower.flower_shared.flower_internals import CLIENT_APP_RAISED
 
 
 def reply_with_failure(message: Message, context: Context, call_next: ClientAppCallable) -> Message:

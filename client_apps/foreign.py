@@ -18,11 +18,11 @@ from flwr.common import log
 
 from pfxab_flower import __version__
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.flower_shared import records
+from pfxab_flower.flower_shared.flower_internals import CLIENT_APP_RAISED
 from pfxab_flower.printable import printable
 from pfxab_flower.running.client_session import Instruction
 from pfxab_flower.running.wire import codec
-from pfxab_flower.strategies import records
-from pfxab_flower.strategies.flower_internals import CLIENT_APP_RAISED
 
 #: The node's ``context.state`` entry that marks the reason as logged.
 LOGGED_KEY = "pfxab-foreign-message"

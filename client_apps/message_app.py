@@ -19,8 +19,8 @@ from pfxab_flower.client_apps.failure_replies import reply_with_failure
 from pfxab_flower.client_apps.foreign import answer_foreign_messages, read_message
 from pfxab_flower.client_apps.sessions import SessionFn, failures_named, remember_assignment, site_label
 from pfxab_flower.client_apps.site_state import keep_state_on_disk
+from pfxab_flower.flower_shared import records
 from pfxab_flower.running.wire import codec
-from pfxab_flower.strategies import records
 
 
 def handle_message(session_fn: SessionFn, algorithms: CarriedAlgorithms, message: Message, context: Context) -> Message:

@@ -213,7 +213,7 @@ def simulate(
         temporary_directory("pfxab-ray-") as ray_dir,
         watchdog(str(home), [home, ray_dir]),  # the clean-up, should this process be killed
     ):
-        from pfxab_flower.strategies.flower_internals import write_flower_config  # imports Flower
+        from pfxab_flower.flower_shared.flower_internals import write_flower_config  # imports Flower
 
         write_flower_config(home)
         pyproject = user_pyproject or write_app_project(home / "pfxab-app")

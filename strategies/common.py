@@ -17,13 +17,14 @@ from pfxab_flower.algorithms import registry
 from pfxab_flower.algorithms.phased import Settings
 from pfxab_flower.errors import ClientFailedError, ConfigError, UnknownAlgorithmError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT, required_replies
+from pfxab_flower.flower_shared import flower_internals
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.running.driver import ServerDriver
 from pfxab_flower.running.exchanges import Exchange, Failure, Unreadable
 from pfxab_flower.running.wire import codec
 from pfxab_flower.schema.catalogue import PARAMETERS, check
 from pfxab_flower.schema.spec import AlgorithmSpec
-from pfxab_flower.strategies import flower_internals, ray_diagnosis
+from pfxab_flower.strategies import ray_diagnosis
 
 LOGGER = logging.getLogger("pfxab_flower")
 

@@ -32,10 +32,10 @@ from pfxab_flower.algorithms.messages import (
     FinishReport,
     PhaseInstruction,
 )
+from pfxab_flower.flower_shared import flower_internals
 from pfxab_flower.running.client_session import Instruction
 from pfxab_flower.running.exchanges import Exchange, Failure, Outgoing, Unreadable
 from pfxab_flower.running.wire import codec, summed
-from pfxab_flower.strategies import flower_internals
 from pfxab_flower.strategies.base import DriverStrategy
 from pfxab_flower.strategies.common import (
     Reply,

@@ -21,9 +21,9 @@ from flwr.serverapp.strategy import Result, Strategy
 
 from pfxab_flower.algorithms.messages import FinishInstruction
 from pfxab_flower.errors import RunStoppedError
+from pfxab_flower.flower_shared import flower_internals, records
 from pfxab_flower.running.exchanges import Exchange, Failure, Outgoing, Unreadable
 from pfxab_flower.running.wire import codec
-from pfxab_flower.strategies import flower_internals, records
 from pfxab_flower.strategies.base import DriverStrategy
 from pfxab_flower.strategies.common import (
     NO_REPLY,

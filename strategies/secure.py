@@ -16,8 +16,8 @@ from flwr.server import History, LegacyContext, ServerConfig
 from flwr.server.workflow import SecAggPlusWorkflow
 from flwr.serverapp import Grid
 
+from pfxab_flower.flower_shared import flower_internals
 from pfxab_flower.running.wire.summed import QUANTIZATION_RANGE, SECURE_CLIP
-from pfxab_flower.strategies import flower_internals
 from pfxab_flower.strategies.workflow import PhasedWorkflow
 
 

@@ -1,8 +1,9 @@
 """Flower's legacy round loop (``DefaultWorkflow``) for our legacy strategies, ending when the run is over.
 
 Flower runs a fixed number of rounds and would log every remaining one empty; ours are known only
-as the run goes, so the loop is rebuilt from Flower's parts (:mod:`.flower_internals`): the fit
-workflow (plain or SecAgg+), centralised evaluation, then the evaluate workflow while needed.
+as the run goes, so the loop is rebuilt from Flower's parts
+(:mod:`pfxab_flower.flower_shared.flower_internals`): the fit workflow (plain or SecAgg+),
+centralised evaluation, then the evaluate workflow while needed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from flwr.server import LegacyContext
 from flwr.server.workflow import DefaultWorkflow
 from flwr.serverapp import Grid
 
-from pfxab_flower.strategies import flower_internals
+from pfxab_flower.flower_shared import flower_internals
 from pfxab_flower.strategies.legacy import LegacyPhasedEliminationStrategy
 
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 import numpy as np
 from flwr.app import Message
 
+from pfxab_flower.flower_shared import records
 from pfxab_flower.running.wire import codec
-from pfxab_flower.strategies import records
 
 PULL_NODES = codec.HARNESS_PREFIX + "pull-nodes"
 PULL_COUNTS = codec.HARNESS_PREFIX + "pull-counts"

@@ -125,7 +125,7 @@ SCHEMA = ROOT / "pfxab_flower" / "schema"
 def test_no_code_outside_the_bounds_asks_which_bound_runs() -> None:
     """``schema/catalogue.py`` validates the name and ``schema/run_config.py``'s reward-range check still names one;
     everything else uses the bound's interface."""
-    sources = [p for folder in ("pfxab_flower", "strategies", "client_apps", "simulations")
+    sources = [p for folder in ("pfxab_flower", "flower_shared", "strategies", "client_apps", "simulations")
                for p in (ROOT / folder).rglob("*.py")
                if "bounds" not in p.parts
                and p not in (SCHEMA / "catalogue.py", SCHEMA / "run_config.py")]

@@ -277,7 +277,7 @@ def test_an_objective_gets_a_read_only_copy_of_its_points() -> None:
 
 ROOT = PYPROJECT.parent
 #: The folders installed as the package (``pfxab_flower.strategies`` & co. are installed from the adapters').
-PACKAGE_DIRS = ("pfxab_flower", "strategies", "client_apps", "simulations")
+PACKAGE_DIRS = ("pfxab_flower", "flower_shared", "strategies", "client_apps", "simulations")
 
 
 @pytest.mark.parametrize("name", ["pf_pne_eps", "random_fraction"])

@@ -14,8 +14,8 @@ from pfxab_flower.simulations.cli import build_parser
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 #: A repository path as the docs cite one: ``strategies/message.py``, ``docs/landmine.md``, ...
-CITED_PATH = re.compile(r"(?<![\w/.-])((?:pfxab_flower|strategies|client_apps|simulations|tests|benchmarks|docs)"
-                        r"/[\w/.-]*\.(?:py|md|toml|png|npz))")
+CITED_PATH = re.compile(r"(?<![\w/.-])((?:pfxab_flower|flower_shared|strategies|client_apps|simulations|tests"
+                        r"|benchmarks|docs)/[\w/.-]*\.(?:py|md|toml|png|npz))")
 
 
 def run_help() -> str:

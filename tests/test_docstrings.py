@@ -19,7 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Each source folder and the package it is installed as (pyproject's package-dir).
-PACKAGES = {"pfxab_flower": "pfxab_flower", "strategies": "pfxab_flower.strategies",
+PACKAGES = {"pfxab_flower": "pfxab_flower", "flower_shared": "pfxab_flower.flower_shared",
+            "strategies": "pfxab_flower.strategies",
             "client_apps": "pfxab_flower.client_apps", "simulations": "pfxab_flower.simulations"}
 #: Checked for length only: the benchmarks run when imported as ``__main__`` and are not installed.
 LENGTH_ONLY = ("benchmarks",)

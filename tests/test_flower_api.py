@@ -1,4 +1,4 @@
-"""The Flower adapters use Flower's public API; its internals only in ``strategies/flower_internals.py``.
+"""The Flower adapters use Flower's public API; its internals only in ``flower_shared/flower_internals.py``.
 
 Public is what Flower's docs reference: ``flwr.app``, ``flwr.serverapp`` (and its ``strategy``),
 ``flwr.clientapp`` (and the ``typing`` of its mods), ``flwr.simulation``, and for the legacy API
@@ -19,8 +19,8 @@ from tests.patience import patient
 from tests.test_layering import imported_modules
 
 ROOT = Path(__file__).resolve().parents[1]
-INTERNALS = ROOT / "strategies" / "flower_internals.py"
-ADAPTERS = sorted(path for folder in ("strategies", "client_apps", "simulations", "benchmarks")
+INTERNALS = ROOT / "flower_shared" / "flower_internals.py"
+ADAPTERS = sorted(path for folder in ("flower_shared", "strategies", "client_apps", "simulations", "benchmarks")
                   for path in (ROOT / folder).rglob("*.py") if path != INTERNALS)
 PUBLIC = ("flwr.app", "flwr.serverapp", "flwr.serverapp.strategy", "flwr.clientapp", "flwr.clientapp.typing",
           "flwr.simulation", "flwr.server", "flwr.server.strategy", "flwr.server.workflow",
@@ -32,15 +32,16 @@ def flower_internals_imported(path: Path) -> list[str]:
 
 
 def test_every_adapter_folder_is_read() -> None:
-    assert {path.relative_to(ROOT).parts[0] for path in ADAPTERS} == {"strategies", "client_apps", "simulations",
-                                                                     "benchmarks"}
+    assert {path.relative_to(ROOT).parts[0] for path in ADAPTERS} == {"flower_shared", "strategies", "client_apps",
+                                                                     "simulations", "benchmarks"}
 
 
 @pytest.mark.parametrize("path", ADAPTERS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_adapter_module_imports_only_flowers_public_api(path: Path) -> None:
     internal = flower_internals_imported(path)
-    assert internal == [], (f"{path.relative_to(ROOT)} imports Flower internals {internal}: use the public API, or "
-                            "put the use in strategies/flower_internals.py and say there why Flower has no hook for it")
+    assert internal == [], (f"{path.relative_to(ROOT)} imports Flower internals {internal}: use the public API, "
+                            "or put the use in flower_shared/flower_internals.py and say there why Flower has no hook "
+                            "for it")
 
 
 def test_the_internals_module_names_each_internal_it_imports() -> None:

@@ -21,10 +21,10 @@ from pfxab_flower.algorithms.messages import (
     LocalReport,
     PhaseInstruction,
 )
+from pfxab_flower.flower_shared import records
 from pfxab_flower.running.engine import payload_size
 from pfxab_flower.running.wire import codec
 from pfxab_flower.schema.spec import AlgorithmSpec
-from pfxab_flower.strategies import records
 
 UNION = np.array([4, 5, 7, 9], dtype=np.int64)
 PARAMS = AlgorithmSpec.build("pf-pne", num_clients=5, horizon=10_000, alpha=0.3, seed=7, nu1=2.0, rho=0.4,
@@ -266,7 +266,7 @@ def test_an_array_is_read_fast_exactly_as_numpy_reads_it(values: np.ndarray) -> 
     """The fast reading of ``.npy`` bytes (records.array_of) gives what ``Array.numpy()`` gives, or falls back to it."""
     from flwr.app import Array
 
-    from pfxab_flower.strategies.records import array_of
+    from pfxab_flower.flower_shared.records import array_of
 
     array = Array(values)
     got, expected = array_of(array), array.numpy()
@@ -277,7 +277,7 @@ def test_an_array_is_read_fast_exactly_as_numpy_reads_it(values: np.ndarray) -> 
 def test_a_truncated_array_is_not_read_fast_but_fails_as_numpy_fails() -> None:
     from flwr.app import Array
 
-    from pfxab_flower.strategies.records import array_of
+    from pfxab_flower.flower_shared.records import array_of
 
     good = Array(np.arange(10.0))
     short = Array(dtype=good.dtype, shape=good.shape, stype=good.stype, data=good.data[:-8])

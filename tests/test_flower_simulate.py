@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.flower_shared import flower_internals
 from pfxab_flower.schema.run_config import APP_DEFAULTS, AppOptions, RunConfig, parse_run_config
 from pfxab_flower.simulations import flwr_run
 from pfxab_flower.simulations.cli import main
 from pfxab_flower.simulations.environment import check_num_cpus
 from pfxab_flower.simulations.processes import processes_with_marker, stop_processes
-from pfxab_flower.strategies import flower_internals
 from tests.patience import patient
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """The layers, read from the source: the core never imports Flower, Ray or the adapters above it.
 
-The core is every module in the ``pfxab_flower/`` folder; ``strategies/``, ``client_apps/``
+The core is every module in the ``pfxab_flower/`` folder; ``flower_shared/``, ``strategies/``, ``client_apps/``
 and ``simulations/`` are installed as ``pfxab_flower.strategies`` & co. and sit above it
 (the command line is ``pfxab_flower.simulations.cli``). Imports inside functions count too.
 Within the core, no module imports one that imports it back, directly or through others, counting imports
@@ -17,8 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = sorted((ROOT / "pfxab_flower").rglob("*.py"))
-ABOVE_CORE = ("flwr", "ray", "pfxab_flower.strategies", "pfxab_flower.client_apps", "pfxab_flower.simulations",
-              "strategies", "client_apps", "simulations")
+ADAPTER_FOLDERS = ("flower_shared", "strategies", "client_apps", "simulations")
+ABOVE_CORE = ("flwr", "ray", *(f"pfxab_flower.{folder}" for folder in ADAPTER_FOLDERS), *ADAPTER_FOLDERS)
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -40,8 +40,7 @@ def test_the_core_has_modules() -> None:
 
 @pytest.mark.parametrize("path", CORE, ids=lambda p: str(p.relative_to(ROOT)))
 def test_core_module_imports_nothing_above_the_core(path: Path) -> None:
-    bad = sorted(m for m in imported_modules(path) if m.split(".")[0] in ("flwr", "ray", "strategies", "client_apps",
-                                                                          "simulations")
+    bad = sorted(m for m in imported_modules(path) if m.split(".")[0] in ("flwr", "ray", *ADAPTER_FOLDERS)
                  or any(m == layer or m.startswith(layer + ".") for layer in ABOVE_CORE))
     assert bad == [], f"{path.relative_to(ROOT)} imports {bad}"
 
@@ -50,6 +49,17 @@ def test_the_check_sees_a_violation(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("def f():\n    from flwr.app import Context\n    import pfxab_flower.simulations.cli\n")
     assert imported_modules(sample) == {"flwr.app", "pfxab_flower.simulations.cli"}
+
+
+def test_the_flower_adapters_share_flower_shared_and_import_nothing_of_each_other() -> None:
+    """``client_apps/`` and ``strategies/`` read the record codec from ``flower_shared/``, which imports neither."""
+    def imports(folder: str, of: str) -> list[str]:
+        package = f"pfxab_flower.{of}"
+        return sorted(f"{path.relative_to(ROOT)}: {m}" for path in (ROOT / folder).rglob("*.py")
+                      for m in imported_modules(path) if m == package or m.startswith(package + "."))
+    assert imports("client_apps", "strategies") == [] and imports("strategies", "client_apps") == []
+    assert imports("flower_shared", "strategies") == [] and imports("flower_shared", "client_apps") == []
+    assert imports("client_apps", "flower_shared") and imports("strategies", "flower_shared")  # the check reads
 
 
 # -- no import cycle in the core ------------------------------------------------------------------------------------
