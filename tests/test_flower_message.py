@@ -21,13 +21,14 @@ from pfxab_flower.algorithms.registry import federated_names
 from pfxab_flower.client_apps import federation_sessions, message_client_app
 from pfxab_flower.client_apps.store import FlowerStore
 from pfxab_flower.errors import ConfigError, RunStoppedError
+from pfxab_flower.flower_shared import records
 from pfxab_flower.problems import build_federation
 from pfxab_flower.running import engine
 from pfxab_flower.running.results import RECOMMENDATION_KEYS
 from pfxab_flower.running.wire import codec
 from pfxab_flower.schema.catalogue import ALGORITHMS, APIS, CONFIDENCES
 from pfxab_flower.schema.run_config import AppOptions, RunConfig, parse_run_config, to_run_config
-from pfxab_flower.strategies import PFPNE, PFXAB, STRATEGIES, FedPNE, records
+from pfxab_flower.strategies import PFPNE, PFXAB, STRATEGIES, FedPNE
 from tests.message_loopback import LoopbackGrid, run_loopback
 from tests.patience import patient
 

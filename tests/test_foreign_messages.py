@@ -33,9 +33,10 @@ from pfxab_flower.algorithms.messages import FinishInstruction, GlobalUpdate, Ph
 from pfxab_flower.client_apps import legacy_client_app, message_client_app, objective_sessions
 from pfxab_flower.client_apps.foreign import LOGGED_KEY
 from pfxab_flower.errors import RunStoppedError
+from pfxab_flower.flower_shared import records
 from pfxab_flower.running.wire import codec
 from pfxab_flower.schema.spec import AlgorithmSpec
-from pfxab_flower.strategies import PFXAB, PFXABStrategy, records
+from pfxab_flower.strategies import PFXAB, PFXABStrategy
 from tests.flower_loopback import run_loopback as run_legacy_loopback
 from tests.foreign_apps import echo_client
 from tests.message_loopback import LoopbackGrid, run_loopback

@@ -16,6 +16,7 @@ from pfxab_flower.algorithms import PFXAB, registry
 from pfxab_flower.algorithms.phased import ClientView, Settings
 from pfxab_flower.client_apps import federation_sessions, legacy_client_app, message_client_app
 from pfxab_flower.errors import ConfigError
+from pfxab_flower.flower_shared import records
 from pfxab_flower.parameter import Parameter
 from pfxab_flower.problems import build_federation
 from pfxab_flower.running import client_session as session
@@ -25,7 +26,7 @@ from pfxab_flower.schema import catalogue as config
 from pfxab_flower.schema import spec as spec_module
 from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.schema.spec import AlgorithmSpec
-from pfxab_flower.strategies import LEGACY_STRATEGIES, STRATEGIES, records
+from pfxab_flower.strategies import LEGACY_STRATEGIES, STRATEGIES
 from pfxab_flower.strategies.message import PhasedEliminationStrategy
 from pfxab_flower.strategies.secure import run_legacy_workflow
 from pfxab_flower.studies.comparison import compare
