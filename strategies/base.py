@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
+from pfxab_flower.algorithms.registry import algorithm_names
+from pfxab_flower.errors import ConfigError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
 from pfxab_flower.problems.federation import Federation
 from pfxab_flower.running.driver import ServerDriver
@@ -49,9 +51,27 @@ def show_phase_log(stream: Any = None) -> None:
         LOGGER.setLevel(logging.INFO)
 
 
-class DriverStrategy:
-    """A strategy over one :class:`~pfxab_flower.running.driver.ServerDriver`; subclasses fix ``algorithm``.
+def chosen_algorithm(strategy: type, given: str | None) -> str:
+    """The algorithm a strategy of class ``strategy`` runs: the one its class fixes, else ``given``.
 
+    A one-line :class:`ConfigError` when neither names one, or when ``given`` differs from the class's.
+    """
+    fixed: str | None = getattr(strategy, "algorithm", None)
+    if fixed is not None:
+        if given is not None and given != fixed:
+            raise ConfigError(f"algorithm={given!r} is invalid; allowed: {fixed!r} (the algorithm of "
+                              f"{strategy.__name__}), or the base, {strategy.__mro__[1].__name__}(algorithm=...)")
+        return fixed
+    if given is None:
+        raise ConfigError(f"algorithm is missing; allowed: {', '.join(algorithm_names())}")
+    return given
+
+
+class DriverStrategy:
+    """A strategy over one :class:`~pfxab_flower.running.driver.ServerDriver` of the registered ``algorithm``.
+
+    ``algorithm`` is a keyword of the API's base class (``PhasedEliminationStrategy(algorithm="pf-sh", ...)``)
+    or fixed by a subclass (``PFSH``, one per registered algorithm: ``strategies/named.py``).
     ``parameters`` are the algorithm's keywords, checked once (:meth:`AlgorithmSpec.build`):
     ``num_clients``, ``horizon``, ``alpha``, ``seed``, ``nu1``, ``rho``, ``max_depth``,
     ``confidence`` (declared defaults for those not given) and the algorithm's own
@@ -68,11 +88,13 @@ class DriverStrategy:
     or a ``federation``).
     """
 
-    algorithm: ClassVar[str]
+    #: The registered algorithm this strategy runs (a subclass fixes it; the base takes it as a keyword).
+    algorithm: str
 
     def __init__(
         self,
         *,
+        algorithm: str | None = None,
         min_fraction: float = DEFAULT_MIN_FRACTION,
         round_timeout: float = DEFAULT_ROUND_TIMEOUT,
         federation: Federation | None = None,
@@ -81,6 +103,7 @@ class DriverStrategy:
         **parameters: Any,
     ) -> None:
         super().__init__()  # Flower's own Strategy base
+        self.algorithm = chosen_algorithm(type(self), algorithm)
         self.driver: ServerDriver = make_driver(
             self.algorithm, min_fraction=min_fraction, round_timeout=round_timeout, federation=federation,
             reward_range=reward_range, spec=spec, **parameters,
@@ -88,7 +111,9 @@ class DriverStrategy:
         self.round_timeout = float(round_timeout)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(num_clients={self.driver.num_clients}, horizon={self.driver.settings.horizon})"
+        named = "" if getattr(type(self), "algorithm", None) else f"algorithm={self.algorithm!r}, "  # the base's
+        return (f"{type(self).__name__}({named}num_clients={self.driver.num_clients}, "
+                f"horizon={self.driver.settings.horizon})")
 
     @property
     def num_rounds(self) -> int:

@@ -1,7 +1,7 @@
 """What both Flower strategy trees share: the driver built from checked keywords, node checks, decoding.
 
-Both trees are thin codecs over a :class:`~pfxab_flower.running.driver.ServerDriver`; their concrete classes
-are made from the algorithm registry (:class:`StrategyClasses`).
+Both trees are thin codecs over a :class:`~pfxab_flower.running.driver.ServerDriver`; their classes by
+algorithm name (:class:`StrategyClasses`) are the ones written in ``strategies/named.py``.
 """
 
 from __future__ import annotations
@@ -85,20 +85,23 @@ def make_driver(
 
 
 class StrategyClasses(Mapping[str, type]):
-    """One strategy class per registered algorithm, made on first use from ``base`` (the registry's name and label).
+    """The strategy class of every registered algorithm on one API, by name: the class ``written`` for it.
 
-    ``STRATEGIES["pf-xab"]`` is ``PFXAB`` (``PFXABStrategy`` with ``suffix="Strategy"``); an
-    algorithm registered later gets its class the same way, with nothing else to write.
+    ``STRATEGIES["pf-xab"]`` is ``PFXAB`` of ``strategies/named.py`` (``PFXABStrategy`` on the legacy API). An
+    algorithm registered at run time (a user's, not written there) gets one made on first use from ``base``, named
+    from its label plus ``suffix``, with nothing else to write.
     """
 
-    def __init__(self, base: type, suffix: str = "") -> None:
-        self.base, self.suffix = base, suffix
+    def __init__(self, base: type, written: Mapping[str, type], suffix: str = "") -> None:
+        self.base, self.written, self.suffix = base, written, suffix
         self._made: dict[type, type] = {}
 
     def __getitem__(self, algorithm: str) -> type:
         if algorithm not in registry.algorithm_names():  # one line naming the registered algorithms
             raise UnknownAlgorithmError(f"algorithm={algorithm!r} is invalid; allowed: "
                                         f"{', '.join(registry.algorithm_names())}")
+        if algorithm in self.written:
+            return self.written[algorithm]
         policy = registry.policy_class(algorithm)
         if policy not in self._made:
             name = registry.class_name(algorithm) + self.suffix

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -39,7 +38,6 @@ from pfxab_flower.running.wire import codec, summed
 from pfxab_flower.strategies.base import DriverStrategy
 from pfxab_flower.strategies.common import (
     Reply,
-    StrategyClasses,
     decode_replies,
     explain_silence,
     failure_reason,
@@ -262,10 +260,3 @@ def _node(proxy: ClientProxy) -> int | None:
     node = getattr(proxy, "node_id", None)
     return node if isinstance(node, int) else None
 
-
-#: The legacy-API strategy class of every registered algorithm, made from the registry on first use.
-LEGACY_STRATEGIES: Mapping[str, type[LegacyPhasedEliminationStrategy]] = StrategyClasses(
-    LegacyPhasedEliminationStrategy, "Strategy")
-PFXABStrategy = LEGACY_STRATEGIES["pf-xab"]
-FedPNEStrategy = LEGACY_STRATEGIES["fed-pne"]
-PFPNEStrategy = LEGACY_STRATEGIES["pf-pne"]

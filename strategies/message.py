@@ -28,7 +28,6 @@ from pfxab_flower.strategies.base import DriverStrategy
 from pfxab_flower.strategies.common import (
     NO_REPLY,
     Reply,
-    StrategyClasses,
     decode_replies,
     explain_silence,
     failure_reason,
@@ -299,9 +298,3 @@ def _evaluate_serverapp(
 def _metric_values(row: Mapping[str, Any]) -> dict[str, int | float | list[int] | list[float]]:
     return {key: (float(value) if isinstance(value, float) else int(value)) for key, value in row.items()}
 
-
-#: The Message-API strategy class of every registered algorithm, made from the registry on first use.
-STRATEGIES: Mapping[str, type[PhasedEliminationStrategy]] = StrategyClasses(PhasedEliminationStrategy, "")
-PFXAB = STRATEGIES["pf-xab"]
-FedPNE = STRATEGIES["fed-pne"]
-PFPNE = STRATEGIES["pf-pne"]
