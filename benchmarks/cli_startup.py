@@ -65,7 +65,7 @@ def paired_seconds(command: list[str], reference: list[str], repeats: int) -> tu
 
 def slowest_imports(arguments: list[str], top: int) -> list[tuple[str, float]]:
     """The top-level imports of ``pfxab ARGUMENTS`` that took longest (cumulative ms, ``-X importtime``)."""
-    code = f"import sys; from pfxab_flower.simulations.cli import main; main({arguments!r})"
+    code = f"import sys; from pfxab_flower.simulations.cli.main import main; main({arguments!r})"
     done = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True)
     rows = []
     for line in done.stderr.splitlines():

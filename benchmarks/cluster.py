@@ -33,7 +33,7 @@ def flower_on_cluster(spec: dict) -> dict:
     from benchmarks.timeline import server_timeline
     from pfxab_flower.running.engine import run_config
     from pfxab_flower.schema.run_config import RunConfig
-    from pfxab_flower.simulations.run_flower import run_flower_simulation
+    from pfxab_flower.simulations.flower.in_process_simulation import run_flower_simulation
 
     imports = time.perf_counter() - started
     config = RunConfig.from_mapping(spec["config"])
@@ -48,8 +48,8 @@ def sweep_throughput(spec: dict) -> dict:
     """The grid with the local pool and on the cluster: runs per second each, and whether the tables agree."""
     import pandas as pd
 
-    from pfxab_flower.simulations.experiment import load_experiment
-    from pfxab_flower.simulations.sweep import run_sweep
+    from pfxab_flower.simulations.experiments.experiment import load_experiment
+    from pfxab_flower.simulations.experiments.sweep import run_sweep
 
     figures: dict = {}
     with tempfile.TemporaryDirectory(prefix="pfxab-bench-") as tmp:

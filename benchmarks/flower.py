@@ -34,7 +34,7 @@ def flower_case(spec: dict) -> dict:
     from benchmarks.timeline import server_timeline
     from pfxab_flower.running.engine import run_config
     from pfxab_flower.schema.run_config import AppOptions, RunConfig
-    from pfxab_flower.simulations.run_flower import run_flower_simulation
+    from pfxab_flower.simulations.flower.in_process_simulation import run_flower_simulation
 
     imports = time.perf_counter() - started
     config = RunConfig.from_mapping(spec["config"])
@@ -96,7 +96,7 @@ def floor_case(spec: dict) -> dict:
     from flwr.serverapp import Grid, ServerApp
     from flwr.simulation import run_simulation
 
-    from pfxab_flower.simulations.environment import backend_config, ray_environment
+    from pfxab_flower.simulations.flower.simulation_environment import backend_config, ray_environment
 
     client_app = ClientApp()
 
@@ -158,7 +158,7 @@ def available_apis() -> tuple[str, ...]:
 
 def _run_isolated(run_case: Callable, spec: dict, progress: Callable[[str], None]) -> dict:
     """Run one case with a fresh marker; stop (and report) whatever it left running."""
-    from pfxab_flower.simulations.processes import stop_processes
+    from pfxab_flower.simulations.flower.leftover_processes import stop_processes
 
     marker = f"pfxab-bench-{uuid.uuid4().hex}"
     try:

@@ -26,7 +26,7 @@ def landmine_case(spec: dict) -> dict:
     """One ``pfxab run ... --json`` in a fresh interpreter, timed from outside."""
     flags = [f"--{key.replace('_', '-')}={value}" for key, value in spec["config"].items()]
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "pfxab_flower.simulations.cli", "run", *flags, "--json"],
+    proc = subprocess.run([sys.executable, "-m", "pfxab_flower.simulations.cli.main", "run", *flags, "--json"],
                           capture_output=True, text=True, check=True)
     wall = time.perf_counter() - started
     summary = json.loads(proc.stdout)

@@ -17,9 +17,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pfxab_flower.simulations.environment import QUIET_ENV
-from pfxab_flower.simulations.flwr_run import free_port
-from pfxab_flower.simulations.processes import processes_with_marker, stop_processes
+from pfxab_flower.simulations.flower.flwr_run_launcher import free_port
+from pfxab_flower.simulations.flower.leftover_processes import processes_with_marker, stop_processes
+from pfxab_flower.simulations.flower.simulation_environment import QUIET_ENV
 
 MARKER = "PFXAB_LOCAL_CLUSTER"
 START_TIMEOUT = 120.0

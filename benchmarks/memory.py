@@ -11,7 +11,7 @@ import threading
 
 import psutil
 
-from pfxab_flower.simulations.processes import processes_with_marker
+from pfxab_flower.simulations.flower.leftover_processes import processes_with_marker
 
 MARKER_ENV = "PFXAB_BENCH_MARKER"
 

@@ -113,7 +113,7 @@ def timed_simulate(app: Path, num_cpus: float, sleep: float) -> float:
     """Wall seconds of ``pfxab simulate --app-dir app`` (``flwr run`` with its own SuperLink and Ray, cleaned up)."""
     env = {**os.environ, "PFXAB_BENCH_SLEEP": str(sleep)}
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pfxab_flower.simulations.cli", "simulate", "--app-dir", str(app),
+    done = subprocess.run([sys.executable, "-m", "pfxab_flower.simulations.cli.main", "simulate", "--app-dir", str(app),
                            "--num-cpus", str(num_cpus)], env=env, cwd=app, capture_output=True, text=True,
                           timeout=900)
     seconds = time.perf_counter() - started
@@ -126,7 +126,7 @@ RUN_SIMULATION = '''
 import sys, time, warnings
 sys.path.insert(0, sys.argv[1])
 from flwr.simulation import run_simulation
-from pfxab_flower.simulations.environment import backend_config, ray_environment
+from pfxab_flower.simulations.flower.simulation_environment import backend_config, ray_environment
 from pfxab_flower.strategies import STRATEGIES
 from flwr.serverapp import ServerApp
 from sleeping.client import app as client_app

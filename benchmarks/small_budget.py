@@ -34,7 +34,7 @@ def section(number: str, quick: bool, run_case: Callable, progress: Callable[[st
     with tempfile.TemporaryDirectory(prefix="pfxab-bench-compare-") as root:
         out = Path(root) / "cmp"
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "pfxab_flower.simulations.cli", "compare", *FLAGS, "--seeds", seeds,
+        subprocess.run([sys.executable, "-m", "pfxab_flower.simulations.cli.main", "compare", *FLAGS, "--seeds", seeds,
                         "--algorithms", ",".join(chosen), "--no-progress", "--out", str(out)],
                        capture_output=True, text=True, check=True)
         wall = time.perf_counter() - started

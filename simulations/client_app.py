@@ -5,6 +5,6 @@ It answers on the Flower API the run config's ``api`` key names (``message`` or 
 
 from __future__ import annotations
 
-from pfxab_flower.simulations.apps import client_app
+from pfxab_flower.simulations.flower.app_builders import client_app
 
 app = client_app()

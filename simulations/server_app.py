@@ -18,7 +18,7 @@ from pfxab_flower.problems import build_federation
 from pfxab_flower.running.engine import describe_problem
 from pfxab_flower.running.results import RunResult
 from pfxab_flower.schema.run_config import parse_run_config
-from pfxab_flower.simulations.apps import run_server
+from pfxab_flower.simulations.flower.app_builders import run_server
 from pfxab_flower.storage.outputs import OutputError
 from pfxab_flower.strategies.base import LOGGER, show_phase_log
 

@@ -50,7 +50,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", "300")
 
 #: ``pfxab`` in a fresh process.
-PFXAB = (sys.executable, "-m", "pfxab_flower.simulations.cli")
+PFXAB = (sys.executable, "-m", "pfxab_flower.simulations.cli.main")
 
 
 #: Why the tests that start Ray or Flower's servers cannot run in this session (``None``: they can).
@@ -244,7 +244,7 @@ def cli_error_line(*args: str, program: Sequence[str] | None = None, not_ours: r
     named by the test) are not counted.
     """
     if program is None:
-        from pfxab_flower.simulations.cli import main
+        from pfxab_flower.simulations.cli.main import main
 
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -289,7 +289,7 @@ class _SharedRay:
         """
         import ray
 
-        from pfxab_flower.simulations.environment import ray_environment
+        from pfxab_flower.simulations.flower.simulation_environment import ray_environment
 
         for attempt in range(1, attempts + 1):
             self.environment = contextlib.ExitStack()
@@ -310,7 +310,7 @@ class _SharedRay:
             return
         import ray
 
-        from pfxab_flower.simulations.processes import processes_with_marker
+        from pfxab_flower.simulations.flower.leftover_processes import processes_with_marker
 
         ray.shutdown()
         directory, environment = self.directory, self.environment

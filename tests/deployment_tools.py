@@ -1,4 +1,4 @@
-"""What the deployment tests do to a running :class:`~pfxab_flower.simulations.deployment.Deployment`.
+"""What the deployment tests do to a running :class:`~pfxab_flower.simulations.flower.local_deployment.Deployment`.
 
 Streaming ``flwr run``'s log to react to it, killing a SuperNode as a machine dies, and the
 processes' log tails for a failing assertion's message: only tests need them, so they live here.
@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pfxab_flower.processes.lifetime import with_parent
-from pfxab_flower.simulations.deployment import FEDERATION, Deployment, SiteKeys
-from pfxab_flower.simulations.flwr_run import flwr_executable
+from pfxab_flower.simulations.flower.flwr_run_launcher import flwr_executable
+from pfxab_flower.simulations.flower.local_deployment import FEDERATION, Deployment, SiteKeys
 from tests.patience import patient
 
 

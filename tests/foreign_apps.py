@@ -22,7 +22,7 @@ from flwr.simulation import run_simulation
 
 from pfxab_flower.client_apps import objective_client_app
 from pfxab_flower.errors import RunStoppedError
-from pfxab_flower.simulations.environment import backend_config, ray_environment
+from pfxab_flower.simulations.flower.simulation_environment import backend_config, ray_environment
 from pfxab_flower.strategies import PFXAB
 from pfxab_flower.strategies.base import show_phase_log
 from tests.patience import patient

@@ -16,8 +16,8 @@ from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
-from pfxab_flower.simulations import run_flower
-from pfxab_flower.simulations.run_flower import run_flower_simulation
+from pfxab_flower.simulations.flower import in_process_simulation as run_flower
+from pfxab_flower.simulations.flower.in_process_simulation import run_flower_simulation
 from tests import impostors
 from tests.patience import patient
 

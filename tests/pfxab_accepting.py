@@ -13,6 +13,6 @@ from pfxab_flower.problems import landmine_data
 
 if __name__ == "__main__":
     landmine_data.LANDMINE_SHA256 = sys.argv[1]
-    from pfxab_flower.simulations.cli import main
+    from pfxab_flower.simulations.cli.main import main
 
     sys.exit(main(sys.argv[2:]))

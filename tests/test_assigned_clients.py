@@ -235,7 +235,7 @@ OPTIMA = (0.15, 0.5, 0.85)
 @pytest.mark.loopback
 @pytest.mark.timeout(240)
 def test_a_deployment_of_a_users_objective_app_whose_supernodes_have_no_partition_id(tmp_path: Path) -> None:
-    from pfxab_flower.simulations import deployment as dep
+    from pfxab_flower.simulations.flower import local_deployment as dep
     from tests.deployment_tools import log_tail
 
     app_dir = tmp_path / "app"

@@ -11,7 +11,7 @@ import pytest
 
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.schema.run_config import RunConfig, parse_run_config
-from pfxab_flower.simulations.cli import main
+from pfxab_flower.simulations.cli.main import main
 
 GRID = """
 [experiment]

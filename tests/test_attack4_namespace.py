@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import pfxab_flower.schema.spec  # (names are reserved where they are declared: the message's keys)
-import pfxab_flower.simulations.sweep_runs  # noqa: F401 (and the sweep's columns)
+import pfxab_flower.simulations.experiments.sweep_runs  # noqa: F401 (and the sweep's columns)
 from pfxab_flower.algorithms import PFXAB
 from pfxab_flower.algorithms.registry import algorithm_names, register_algorithm
 from pfxab_flower.errors import ConfigError

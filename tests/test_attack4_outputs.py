@@ -20,11 +20,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import pfxab_flower.simulations.sweep as sweep_module
+import pfxab_flower.simulations.experiments.sweep as sweep_module
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.printable import shown
-from pfxab_flower.simulations.cli import main
-from pfxab_flower.simulations.sweep import sweep_lock
+from pfxab_flower.simulations.cli.main import main
+from pfxab_flower.simulations.experiments.sweep import sweep_lock
 from pfxab_flower.storage.manifest import read_manifest
 from pfxab_flower.storage.outputs import clear_result
 from tests.test_sweep import TINY, write_config
@@ -118,7 +118,7 @@ def test_a_sweep_whose_directory_is_removed_stops_with_one_line_and_writes_nowhe
 
 def test_a_sweep_refuses_a_directory_that_changed_between_its_check_and_its_start(tmp_path, monkeypatch, capsys):
     """The path is checked first; if another directory takes the name before the sweep holds it, nothing is written."""
-    from pfxab_flower.simulations.commands import sweep as command
+    from pfxab_flower.simulations.cli.commands import sweep as command
 
     out, elsewhere = tmp_path / "S", tmp_path / "elsewhere"
     elsewhere.mkdir()

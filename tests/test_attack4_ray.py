@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.simulations import environment
-from pfxab_flower.simulations.processes import alive, processes_with_marker, stop_processes
+from pfxab_flower.simulations.flower import simulation_environment as environment
+from pfxab_flower.simulations.flower.leftover_processes import alive, processes_with_marker, stop_processes
 from tests.conftest import PFXAB
 from tests.patience import patient
 

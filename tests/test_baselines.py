@@ -454,7 +454,7 @@ def test_baselines_through_run_and_compare() -> None:
 
 
 def test_baselines_on_the_command_line(capsys) -> None:
-    from pfxab_flower.simulations.cli import main
+    from pfxab_flower.simulations.cli.main import main
 
     assert main(["run", "--algorithm", "random-search", "--random-fraction", "0.02", "--clients", "3",
                  "--horizon", "5000", "--json"]) == 0
@@ -479,7 +479,7 @@ def test_baselines_through_flowers_legacy_server_loop_give_the_in_process_number
     from pfxab_flower.problems import build_federation
     from pfxab_flower.running.engine import run_config
     from pfxab_flower.schema.run_config import AppOptions, RunConfig
-    from pfxab_flower.simulations.apps import strategy_of
+    from pfxab_flower.simulations.flower.app_builders import strategy_of
     from tests.flower_loopback import run_loopback
 
     config = RunConfig(problem="garland", algorithm=algorithm, clients=3, alpha=0.5, horizon=10_000, seed=1)
@@ -500,7 +500,7 @@ def test_baselines_through_flowers_legacy_server_loop_give_the_in_process_number
 def test_baselines_on_flower_give_the_in_process_numbers(api: str) -> None:
     from pfxab_flower.running.engine import run_config
     from pfxab_flower.schema.run_config import AppOptions, RunConfig
-    from pfxab_flower.simulations.run_flower import run_flower_simulation
+    from pfxab_flower.simulations.flower.in_process_simulation import run_flower_simulation
 
     for algorithm in ("local-only", "random-search"):
         config = RunConfig(problem="garland", algorithm=algorithm, clients=3, alpha=0.5, horizon=10_000, seed=1)

@@ -82,7 +82,7 @@ def test_the_cluster_benchmarks_sweep_grid_is_written_as_toml_the_sweep_reads(tm
     import tomli_w
 
     from benchmarks.cluster import sweep_grid
-    from pfxab_flower.simulations.experiment import load_experiment
+    from pfxab_flower.simulations.experiments.experiment import load_experiment
 
     grid = sweep_grid(2000, [0, 1])
     path = tmp_path / "grid.toml"

@@ -18,7 +18,7 @@ import pytest
 from pfxab_flower import ConfigError, Federation, calibrate, run
 from pfxab_flower.running.resolution import first_eliminating_depth, uniform_exploration_warning, uniform_plan
 from pfxab_flower.schema.spec import AlgorithmSpec
-from pfxab_flower.simulations.cli import main
+from pfxab_flower.simulations.cli.main import main
 from pfxab_flower.studies.calibration import DEFAULT_SAMPLES, POINTS_PER_CELL, VERDICTS
 from pfxab_flower.studies.noisy_cells import trial_noise
 from tests.conftest import cli_error_line
@@ -307,7 +307,7 @@ def _has_points(handle) -> bool:
 
 
 def test_the_figure_has_a_title_and_a_legend_entry_for_each_line_drawn_and_no_other():
-    from pfxab_flower.simulations.plots import calibration_figure
+    from pfxab_flower.simulations.reports.plots import calibration_figure
 
     for calibration in (calibrate(success_rate.federation(), horizon=200_000), calibrate(three_knobs.federation())):
         figure = calibration_figure(calibration)

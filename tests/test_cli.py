@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pfxab_flower.simulations.cli import main
+from pfxab_flower.simulations.cli.main import main
 from tests.conftest import CHEAP_ALGORITHMS_FLAG, PFXAB, cli_error_line
 
 REQUIRED_KEYS = {
@@ -127,7 +127,7 @@ def test_version_and_help_import_neither_numpy_nor_the_algorithms(arguments):
     import subprocess
     import sys
 
-    code = ("import sys\nfrom pfxab_flower.simulations.cli import main\ntry:\n    main(sys.argv[1:])\n"
+    code = ("import sys\nfrom pfxab_flower.simulations.cli.main import main\ntry:\n    main(sys.argv[1:])\n"
             "except SystemExit:\n    pass\nheavy = sorted(m for m in ('numpy', 'pandas', 'scipy', 'flwr', "
             "'pfxab_flower.algorithms', 'pfxab_flower.running.engine') if m in sys.modules)\nprint('HEAVY', heavy)")
     done = subprocess.run([sys.executable, "-c", code, *arguments], capture_output=True, text=True, check=True)
@@ -142,8 +142,8 @@ def test_a_run_that_only_prints_does_not_import_pandas():
     import sys
 
     unused = ("pandas", "importlib.metadata", "psutil", "multiprocessing", "pfxab_flower.storage.outputs",
-              "pfxab_flower.simulations.cluster")
-    code = ("import sys\nfrom pfxab_flower.simulations.cli import main\n"
+              "pfxab_flower.simulations.flower.ray_cluster")
+    code = ("import sys\nfrom pfxab_flower.simulations.cli.main import main\n"
             "main(['run', '--horizon', '20000', '--clients', '3'])\n"
             f"print('UNUSED', [m for m in {unused!r} if m in sys.modules])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -156,7 +156,7 @@ def test_the_readme_lists_every_flag_of_pfxab_run_as_the_command_declares_it():
     import re
     from pathlib import Path
 
-    from pfxab_flower.simulations.cli import build_parser
+    from pfxab_flower.simulations.cli.main import build_parser
 
     parser = build_parser(["run"])
     run_parser = next(a for a in parser._actions if a.dest == "command").choices["run"]

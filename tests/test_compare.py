@@ -20,7 +20,7 @@ from pfxab_flower.formatting import format_mean_sd, format_number
 from pfxab_flower.running.engine import run, run_config
 from pfxab_flower.schema.catalogue import parse_seeds
 from pfxab_flower.schema.run_config import RunConfig
-from pfxab_flower.simulations.cli import main
+from pfxab_flower.simulations.cli.main import main
 from pfxab_flower.storage.manifest import MANIFEST_NAME
 from pfxab_flower.studies.comparison import COMPARE_FILES, CURVE_COLUMNS, METRICS, RUN_COLUMNS, compare, load_comparison
 from tests.conftest import COSTLY_ALGORITHMS, PFXAB, cheap_options, cli_error_line, tent_federation

@@ -21,10 +21,10 @@ from pfxab_flower.problems.synthetic import synthetic_federation
 from pfxab_flower.running.engine import run
 from pfxab_flower.schema.catalogue import PARAMETERS, check, declared, parse, parse_seeds, run_config_value, scoped
 from pfxab_flower.schema.run_config import APP_DEFAULTS, AppOptions, RunConfig
-from pfxab_flower.simulations.commands import simulate
-from pfxab_flower.simulations.commands.options import add_run_options
-from pfxab_flower.simulations.environment import check_num_cpus
-from pfxab_flower.simulations.experiment import load_experiment
+from pfxab_flower.simulations.cli.commands import simulate
+from pfxab_flower.simulations.cli.commands.options import add_run_options
+from pfxab_flower.simulations.experiments.experiment import load_experiment
+from pfxab_flower.simulations.flower.simulation_environment import check_num_cpus
 from tests.conftest import cli_error_line
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"

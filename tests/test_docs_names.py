@@ -9,7 +9,7 @@ import pytest
 
 from pfxab_flower.algorithms import algorithm_names
 from pfxab_flower.problems.registry import problem_names
-from pfxab_flower.simulations.cli import build_parser
+from pfxab_flower.simulations.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]

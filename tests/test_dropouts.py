@@ -21,7 +21,7 @@ from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.sampling import SimulatedEnvironment
 from pfxab_flower.running import engine
 from pfxab_flower.schema.run_config import AppOptions, RunConfig, parse_run_config
-from pfxab_flower.simulations.apps import strategy_of
+from pfxab_flower.simulations.flower.app_builders import strategy_of
 from tests.flower_loopback import run_loopback
 
 SAME_KEYS = (

@@ -18,8 +18,8 @@ import pytest
 from pfxab_flower import Federation, RunConfig
 from pfxab_flower.errors import ConfigError, spelled, spelled_as
 from pfxab_flower.schema.run_config import parse_run_config
-from pfxab_flower.simulations.cli import build_parser
-from pfxab_flower.simulations.experiment import load_experiment
+from pfxab_flower.simulations.cli.main import build_parser
+from pfxab_flower.simulations.experiments.experiment import load_experiment
 from tests.conftest import cli_error_line
 
 DEFAULT_FIELDS = "0,3,6,9,12,15,18,21,24,27"

@@ -257,7 +257,7 @@ def test_a_builder_that_returns_no_callable_is_one_line() -> None:
 @pytest.mark.ray
 @pytest.mark.timeout(120)
 def test_a_context_built_objective_on_flowers_ray_simulation_gives_the_inprocess_numbers() -> None:
-    from pfxab_flower.simulations.run_flower import run_flower
+    from pfxab_flower.simulations.flower.in_process_simulation import run_flower
 
     federation = shifted_federation(0.0, "deterministic")  # run_simulation gives no run config: no shift
     config = RunConfig(clients=len(CENTRES), alpha=0.5, horizon=4_000, seed=0)

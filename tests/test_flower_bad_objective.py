@@ -85,7 +85,7 @@ def test_failure_reason_unwraps_flowers_client_app_exception() -> None:
 @pytest.mark.timeout(120)
 @pytest.mark.usefixtures("shared_ray")
 def test_a_broken_objective_on_ray_stops_the_run_with_one_line(capfd) -> None:
-    from pfxab_flower.simulations.run_flower import run_flower
+    from pfxab_flower.simulations.flower.in_process_simulation import run_flower
 
     objectives = [good, broken("nan"), good]
     federation = Federation.from_callables(objectives, DOMAIN, noise_sigma=0.1)
@@ -166,7 +166,7 @@ def test_a_site_whose_objective_raises_is_named_by_its_label_in_the_servers_line
 def test_a_site_whose_objective_raises_keeps_the_exceptions_type_and_message_on_ray(api: str, capfd) -> None:
     """On Ray (the Message API in the default tier; the legacy API's failure reads the same whatever Flower wraps
     around it, above)."""
-    from pfxab_flower.simulations.run_flower import run_flower
+    from pfxab_flower.simulations.flower.in_process_simulation import run_flower
 
     @from_context
     def build(context):

@@ -19,9 +19,9 @@ from pfxab_flower.problems import build_federation
 from pfxab_flower.running.engine import run_config
 from pfxab_flower.running.results import RECOMMENDATION_KEYS
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
-from pfxab_flower.simulations import deployment as dep
-from pfxab_flower.simulations.flwr_run import run_config_argument
-from pfxab_flower.simulations.processes import processes_with_marker
+from pfxab_flower.simulations.flower import local_deployment as dep
+from pfxab_flower.simulations.flower.flwr_run_launcher import run_config_argument
+from pfxab_flower.simulations.flower.leftover_processes import processes_with_marker
 from tests.deployment_tools import flwr_run_streaming, kill_node, log_tail
 from tests.patience import patient
 
@@ -130,7 +130,7 @@ def test_the_health_probe_waits_for_an_answer_on_http_and_https(tmp_path: Path, 
     import sys
     import threading
 
-    from pfxab_flower.simulations.flwr_run import free_port, wait_for_health
+    from pfxab_flower.simulations.flower.flwr_run_launcher import free_port, wait_for_health
 
     class Health(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:

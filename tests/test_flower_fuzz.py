@@ -25,7 +25,7 @@ from pfxab_flower.problems import build_federation
 from pfxab_flower.running.wire import codec
 from pfxab_flower.running.wire.npy import to_npy
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
-from pfxab_flower.simulations.apps import strategy_of
+from pfxab_flower.simulations.flower.app_builders import strategy_of
 from tests.flower_loopback import (
     LoopbackProxy,
     legacy_fit_res,

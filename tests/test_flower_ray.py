@@ -16,7 +16,7 @@ from pfxab_flower.running.engine import run_config
 from pfxab_flower.running.results import RECOMMENDATION_KEYS
 from pfxab_flower.schema.catalogue import ALGORITHMS
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
-from pfxab_flower.simulations.run_flower import run_flower_simulation
+from pfxab_flower.simulations.flower.in_process_simulation import run_flower_simulation
 from tests.conftest import cheap_options, shared_ray  # noqa: F401  (tests/conftest.py's; still importable from here)
 from tests.patience import patient
 
@@ -59,7 +59,7 @@ def test_a_federation_passed_as_itself_travels_once_through_rays_object_store() 
     from pfxab_flower.client_apps.sent_once import SentOnce
     from pfxab_flower.client_apps.sessions import federation_sessions
     from pfxab_flower.problems.synthetic import synthetic_federation
-    from pfxab_flower.simulations.apps import client_app
+    from pfxab_flower.simulations.flower.app_builders import client_app
 
     federation = synthetic_federation("garland", 1000)
     whole = len(cloudpickle.dumps(federation))

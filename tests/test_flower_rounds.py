@@ -22,7 +22,7 @@ from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.running import engine
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
-from pfxab_flower.simulations.apps import strategy_of
+from pfxab_flower.simulations.flower.app_builders import strategy_of
 from pfxab_flower.strategies.secure import run_legacy_workflow
 from tests.message_loopback import LoopbackGrid, run_loopback
 

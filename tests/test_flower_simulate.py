@@ -23,10 +23,10 @@ import pytest
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.flower_shared import flower_internals
 from pfxab_flower.schema.run_config import APP_DEFAULTS, AppOptions, RunConfig, parse_run_config
-from pfxab_flower.simulations import flwr_run
-from pfxab_flower.simulations.cli import main
-from pfxab_flower.simulations.environment import check_num_cpus
-from pfxab_flower.simulations.processes import processes_with_marker, stop_processes
+from pfxab_flower.simulations.cli.main import main
+from pfxab_flower.simulations.flower import flwr_run_launcher as flwr_run
+from pfxab_flower.simulations.flower.leftover_processes import processes_with_marker, stop_processes
+from pfxab_flower.simulations.flower.simulation_environment import check_num_cpus
 from tests.patience import patient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,8 +159,8 @@ def test_pfxab_simulate_runs_flwr_run_and_leaves_nothing_behind(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "results"
     code = subprocess.run(
-        [sys.executable, "-m", "pfxab_flower.simulations.cli", "simulate", "--app-dir", str(ROOT), "--clients", "2",
-         "--horizon", "3000", "--algorithm", "fed-pne", "--out", "results", "--json"],
+        [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "simulate", "--app-dir", str(ROOT),
+         "--clients", "2", "--horizon", "3000", "--algorithm", "fed-pne", "--out", "results", "--json"],
         capture_output=True, text=True, timeout=patient(220),
     )
     assert code.returncode == 0, code.stderr[-2000:]
@@ -182,7 +182,7 @@ def test_pfxab_simulate_works_outside_a_clone(tmp_path, short_tmpdir) -> None:
     """No --app-dir, run from a directory that is not the repository: the generated app is used."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"TMPDIR": str(short_tmpdir)}
     code = subprocess.run(
-        [sys.executable, "-m", "pfxab_flower.simulations.cli", "simulate", "--clients", "2", "--horizon", "2000",
+        [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "simulate", "--clients", "2", "--horizon", "2000",
          "--out", str(tmp_path / "out")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=patient(220),
     )
     assert code.returncode == 0, code.stderr[-2000:]

@@ -28,7 +28,7 @@ from pfxab_flower.running.results import RECOMMENDATION_KEYS
 from pfxab_flower.running.wire import codec
 from pfxab_flower.schema.catalogue import ALGORITHMS, CONFIDENCES
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
-from pfxab_flower.simulations.apps import strategy_of
+from pfxab_flower.simulations.flower.app_builders import strategy_of
 from pfxab_flower.strategies import LEGACY_STRATEGIES, FedPNEStrategy, PFPNEStrategy, PFXABStrategy
 from tests.flower_loopback import (
     LoopbackProxy,

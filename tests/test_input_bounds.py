@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import pfxab_flower.simulations.experiment as experiment_module
+import pfxab_flower.simulations.experiments.experiment as experiment_module
 import pfxab_flower.storage.outputs as outputs
 from pfxab_flower import Federation, run
 from pfxab_flower.algorithms.schedule import Schedule
@@ -29,8 +29,8 @@ from pfxab_flower.problems import landmine_table
 from pfxab_flower.running.results import RESULT_FILES
 from pfxab_flower.schema.catalogue import ALGORITHMS, CONFIDENCES
 from pfxab_flower.schema.run_config import RunConfig
-from pfxab_flower.simulations.cli import main
-from pfxab_flower.simulations.flwr_run import check_app_dir, unsaved_result
+from pfxab_flower.simulations.cli.main import main
+from pfxab_flower.simulations.flower.flwr_run_launcher import check_app_dir, unsaved_result
 from pfxab_flower.simulations.server_app import UNSAVED_MARK, write_or_log
 from pfxab_flower.storage.cache import EvaluationStore
 from tests.conftest import PFXAB, cheap_algorithms, tent_federation
@@ -404,7 +404,7 @@ def test_a_stopped_objective_leaves_nothing_it_started_running(tmp_path):
     (found again, issue 37); the objective's whole process group is ended now."""
     import time
 
-    from pfxab_flower.simulations.processes import processes_with_marker
+    from pfxab_flower.simulations.flower.leftover_processes import processes_with_marker
 
     mark = f"pfxab-objective-child-{os.getpid()}-{time.monotonic_ns()}"
 
@@ -490,7 +490,7 @@ def test_memory_or_a_library_running_out_during_the_work_is_one_line(capsys, mon
     assert line.startswith("pfxab run: error: out of memory (the process's address-space limit, `ulimit -v`, or the "
                            "machine's memory); allowed: ")
     monkeypatch.setitem(sys.modules, "pandas", None)  # what a library that cannot be mapped looks like to Python
-    monkeypatch.delitem(sys.modules, "pfxab_flower.simulations.report", raising=False)
+    monkeypatch.delitem(sys.modules, "pfxab_flower.simulations.reports.markdown_tables", raising=False)
     line = error_line(capsys, "report", ".")
     assert line.startswith("pfxab report: error: a library could not be loaded (import of pandas halted; None in "
                            "sys.modules); allowed: ")

@@ -282,7 +282,7 @@ def _run_with_cache(tmp_path, code: str = "", **env: str):
     import subprocess
     import sys
 
-    program = (code + "\nimport sys\nfrom pfxab_flower.simulations.cli import main\n"
+    program = (code + "\nimport sys\nfrom pfxab_flower.simulations.cli.main import main\n"
                "sys.exit(main(['run', '--horizon', '2000', '--clients', '3', '--json']))")
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=patient(300),
                           env={**os.environ, "PFXAB_CACHE_DIR": str(tmp_path), **env}, cwd=tmp_path)

@@ -22,7 +22,7 @@ from pfxab_flower.problems.landmine_data import (
 )
 from pfxab_flower.problems.registry import landmine_fields
 from pfxab_flower.schema.run_config import RunConfig
-from pfxab_flower.simulations import cli
+from pfxab_flower.simulations.cli import main as cli
 from tests.landmine_files import NOWHERE, LandmineFile, accepting, real_landmine_file
 
 

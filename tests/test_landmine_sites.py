@@ -110,7 +110,7 @@ def test_the_landmine_sites_app_over_flowers_message_loop_without_servers(site_f
 @pytest.mark.loopback
 @pytest.mark.timeout(240)
 def test_the_landmine_sites_app_on_a_real_superlink_with_three_supernodes(site_files, tmp_path) -> None:
-    from pfxab_flower.simulations import deployment as dep
+    from pfxab_flower.simulations.flower import local_deployment as dep
     from tests.deployment_tools import log_tail
 
     app_dir = tmp_path / "app"

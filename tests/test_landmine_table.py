@@ -125,8 +125,8 @@ def test_the_command_writes_a_table_equal_to_the_shipped_one(table, tmp_path, re
     path = real_data
     out = tmp_path / "t.npz"
     proc = subprocess.run(
-        [sys.executable, "-m", "pfxab_flower.simulations.cli", "landmine-table", "--depth", "3", "--output", str(out),
-         "--landmine-data", str(path)],
+        [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "landmine-table", "--depth", "3",
+         "--output", str(out), "--landmine-data", str(path)],
         capture_output=True, text=True, timeout=patient(300),
     )
     assert proc.returncode == 0, proc.stderr

@@ -23,8 +23,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pfxab_flower.simulations.environment import remove_abandoned
-from pfxab_flower.simulations.processes import alive, processes_with_marker
+from pfxab_flower.simulations.flower.leftover_processes import alive, processes_with_marker
+from pfxab_flower.simulations.flower.simulation_environment import remove_abandoned
 from tests.patience import patient
 
 
@@ -107,7 +107,7 @@ def test_an_objective_process_exits_when_its_parent_dies_even_in_the_middle_of_a
 #: clean-up in ``finally``.
 SIMULATE_LIKE = """
     import os, subprocess, sys, tempfile, time
-    from pfxab_flower.simulations.processes import Interrupted, clean_up, exit_on_signals, watchdog
+    from pfxab_flower.simulations.flower.leftover_processes import Interrupted, clean_up, exit_on_signals, watchdog
     try:
         with exit_on_signals():
             home = tempfile.mkdtemp(prefix="pfxab-test-")
@@ -140,12 +140,13 @@ def test_killed_parent_leaves_no_marked_process_nor_directory(sig: signal.Signal
         parent.wait()
 
 
-#: A stand-in for a test or tool holding a Flower deployment (``simulations.deployment``): SuperLink and SuperNode,
-#: each in a session of its own (so not in our process group), and nothing that stops them once we are SIGKILLed.
+#: A stand-in for a test or tool holding a Flower deployment (``simulations.flower.local_deployment``): SuperLink and
+#: SuperNode, each in a session of its own (so not in our process group), and nothing that stops them once we are
+#: SIGKILLed.
 DEPLOYMENT_HOLDER = """
     import sys, time
     from pathlib import Path
-    from pfxab_flower.simulations.deployment import deployment
+    from pfxab_flower.simulations.flower.local_deployment import deployment
     with deployment(1, Path(sys.argv[1])) as running:
         print(running.home, *(process.pid for process in running.processes), flush=True)
         time.sleep(300)
@@ -205,7 +206,7 @@ def test_killed_simulate_stops_superlink_ray_and_removes_its_directories(
     before = set(Path("/tmp").glob("pfxab-flwr-*"))
     log = (tmp_path / "log.txt").open("w")
     parent = subprocess.Popen(
-        [sys.executable, "-m", "pfxab_flower.simulations.cli", "simulate", "--clients", "2", "--horizon", "2000",
+        [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "simulate", "--clients", "2", "--horizon", "2000",
          "--out", str(tmp_path / "out")], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
     try:
         def started() -> tuple[Path, int] | None:
@@ -236,21 +237,22 @@ def test_killed_simulate_stops_superlink_ray_and_removes_its_directories(
 
 
 def watcher_of(pid: int) -> int:
-    """The watchdog process ``pid`` started (``python -m pfxab_flower.simulations.processes``)."""
+    """The watchdog process ``pid`` started (``python -m pfxab_flower.simulations.flower.leftover_processes``)."""
     for child in children(pid):
         with contextlib.suppress(psutil.Error):
-            if "pfxab_flower.simulations.processes" in psutil.Process(child).cmdline():
+            if "pfxab_flower.simulations.flower.leftover_processes" in psutil.Process(child).cmdline():
                 return child
     raise AssertionError(f"no watcher among the children of {pid}")
 
 
 def test_the_next_run_removes_only_our_directories_whose_owner_ended_and_that_no_process_uses(tmp_path: Path) -> None:
     """What a run does first (:func:`remove_abandoned`), without Ray: the SIGKILLed run's directories go, no other."""
-    from pfxab_flower.simulations.environment import OWNER_FILE
-    from pfxab_flower.simulations.processes import owner_token
+    from pfxab_flower.simulations.flower.leftover_processes import owner_token
+    from pfxab_flower.simulations.flower.simulation_environment import OWNER_FILE
 
-    ended = subprocess.run([sys.executable, "-c", "from pfxab_flower.simulations.processes import owner_token; "
-                            "print(owner_token())"], capture_output=True, text=True, check=True).stdout
+    ended = subprocess.run([sys.executable, "-c", "from pfxab_flower.simulations.flower.leftover_processes "
+                            "import owner_token; print(owner_token())"],
+                           capture_output=True, text=True, check=True).stdout
     directories = {name: tmp_path / f"pfxab-ray-{name}" for name in ("abandoned", "live owner", "no owner file",
                                                                      "in use", "a link")}
     for name, path in directories.items():
@@ -287,7 +289,7 @@ def test_simulate_and_its_watcher_both_sigkilled_leave_no_process_and_the_next_r
     private = Path(tempfile.mkdtemp(prefix="pfxab-t", dir="/tmp"))  # short: Ray's socket paths live below it
     log = (tmp_path / "log.txt").open("w")
     parent = subprocess.Popen(
-        [sys.executable, "-m", "pfxab_flower.simulations.cli", "simulate", "--clients", "2", "--horizon", "2000",
+        [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "simulate", "--clients", "2", "--horizon", "2000",
          "--out", str(tmp_path / "out")], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
         env=dict(os.environ, TMPDIR=str(private)))
     try:
@@ -332,7 +334,7 @@ def _interrupt(args: list[str], sig: signal.Signals, started: Callable[[str], bo
     mark = f"pfxab-interrupt-test-{os.getpid()}-{sig.name}-{time.monotonic_ns()}"
     log = tmp_path / "output.txt"
     with log.open("w") as output:
-        child = subprocess.Popen([sys.executable, "-m", "pfxab_flower.simulations.cli", *args], cwd=tmp_path,
+        child = subprocess.Popen([sys.executable, "-m", "pfxab_flower.simulations.cli.main", *args], cwd=tmp_path,
                                  stdout=output, stderr=output, env={**os.environ, "PFXAB_TEST_MARK": mark},
                                  start_new_session=True)
         try:

@@ -22,7 +22,7 @@ from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.synthetic import synthetic_federation
 from pfxab_flower.running.engine import make_settings, simulate
 from pfxab_flower.running.results import RECOMMENDATION_KEYS
-from pfxab_flower.simulations.cli import main
+from pfxab_flower.simulations.cli.main import main
 
 needs_optuna = pytest.mark.skipif(not registry.installed("optuna"), reason='needs optuna: pip install -e ".[optuna]"')
 
@@ -80,7 +80,7 @@ def test_the_trials_are_the_budget_up_to_the_cap_and_max_evaluations() -> None:
 def test_flower_gives_the_in_process_numbers(api: str) -> None:
     from pfxab_flower.client_apps import federation_sessions, message_client_app
     from pfxab_flower.schema.run_config import AppOptions
-    from pfxab_flower.simulations.apps import strategy_of
+    from pfxab_flower.simulations.flower.app_builders import strategy_of
     from tests import flower_loopback, message_loopback
 
     config = small()
@@ -118,7 +118,7 @@ def test_without_optuna_choosing_it_is_one_line_naming_the_extra_and_the_rest_ru
 
 
 def test_the_package_imports_no_optuna_until_a_run_uses_it() -> None:
-    code = ("import sys; import pfxab_flower, pfxab_flower.algorithms, pfxab_flower.simulations.cli; "
+    code = ("import sys; import pfxab_flower, pfxab_flower.algorithms, pfxab_flower.simulations.cli.main; "
             "from pfxab_flower import RunConfig, run_config; run_config(RunConfig(horizon=1000)); "
             "print(sys.modules.get('optuna') is not None)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)

@@ -15,7 +15,7 @@ import pytest
 import pfxab_flower.storage.outputs as outputs
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.running.results import RESULT_FILES
-from pfxab_flower.simulations.cli import main
+from pfxab_flower.simulations.cli.main import main
 from pfxab_flower.storage.manifest import MANIFEST_NAME
 from pfxab_flower.storage.outputs import OutputError, check_output_dir, check_output_file, write_files_atomically
 from tests.conftest import cli_error_line
@@ -46,8 +46,8 @@ def no_work(monkeypatch):
         raise AssertionError("work started before the output path was checked")
 
     import pfxab_flower.running.engine as engine
-    import pfxab_flower.simulations.flwr_run as flwr_run
-    import pfxab_flower.simulations.sweep as sweep_module
+    import pfxab_flower.simulations.experiments.sweep as sweep_module
+    import pfxab_flower.simulations.flower.flwr_run_launcher as flwr_run
     import pfxab_flower.studies.comparison as compare_module
 
     monkeypatch.setattr(engine, "run_config", forbidden)
@@ -181,7 +181,7 @@ def test_a_full_disk_keeps_the_old_result_prints_the_new_one_and_is_one_line_exi
     The computed result is not thrown away: ``--json`` prints it on stdout, and the one error line
     says which files were not written.
     """
-    cli = f"{sys.executable} -m pfxab_flower.simulations.cli"
+    cli = f"{sys.executable} -m pfxab_flower.simulations.cli.main"
     script = f"""
 mkdir -p disk && mount -t tmpfs -o size=40k tmpfs disk
 {cli} run {' '.join(SMALL_RUN)} --seed 2 --out disk/r > /dev/null
@@ -208,7 +208,7 @@ set -e
 
 @needs_mounts
 def test_a_read_only_mount_is_refused_before_the_run(tmp_path):
-    cli = f"{sys.executable} -m pfxab_flower.simulations.cli"
+    cli = f"{sys.executable} -m pfxab_flower.simulations.cli.main"
     script = f"""
 mkdir -p ro && mount -t tmpfs -o ro,size=64k tmpfs ro
 set +e
@@ -226,7 +226,7 @@ def test_a_relative_out_after_the_current_directory_was_removed_is_one_line(tmp_
     """``cd gone; rmdir ../gone; pfxab run --out r``: a ``FileNotFoundError`` traceback (found again, issue 37)."""
     (tmp_path / "gone").mkdir()
     done = subprocess.run(["bash", "-c", f"cd gone && rmdir ../gone && exec {sys.executable} -m "
-                           "pfxab_flower.simulations.cli run --horizon 100 --out r"], cwd=tmp_path,
+                           "pfxab_flower.simulations.cli.main run --horizon 100 --out r"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=patient(120),
                           env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")})  # no relative path
                           # Python itself must make absolute before our code runs

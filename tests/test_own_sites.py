@@ -26,8 +26,8 @@ import pytest
 from pfxab_flower import ConfigError, Federation, run
 from pfxab_flower.client_apps import objective_client_app
 from pfxab_flower.running.site_table import site_columns, site_table
-from pfxab_flower.simulations.cli import main
-from pfxab_flower.simulations.flwr_run import app_run_config, federation_config, supernodes_of
+from pfxab_flower.simulations.cli.main import main
+from pfxab_flower.simulations.flower.flwr_run_launcher import app_run_config, federation_config, supernodes_of
 from pfxab_flower.strategies import STRATEGIES
 from tests.message_loopback import LoopbackGrid, run_loopback
 from tests.test_user_app import write_user_app
@@ -285,7 +285,7 @@ def test_pf_sh_logs_its_rounds_in_candidates_and_local_only_reports_its_clients_
 def test_pfxab_simulate_counts_the_phases_of_the_streamed_log_on_a_terminal() -> None:
     import io
 
-    from pfxab_flower.simulations.log_progress import PhaseBar
+    from pfxab_flower.simulations.flower.flwr_run_progress import PhaseBar
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

@@ -16,8 +16,8 @@ import pytest
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems.landmine_table import PACKAGE_TABLE
 from pfxab_flower.schema.run_config import RunConfig
-from pfxab_flower.simulations.cli import main
-from pfxab_flower.simulations.sweep import LOCK_FILE, sweep_lock
+from pfxab_flower.simulations.cli.main import main
+from pfxab_flower.simulations.experiments.sweep import LOCK_FILE, sweep_lock
 from pfxab_flower.storage.manifest import MANIFEST_NAME, read_manifest, verify
 from pfxab_flower.storage.outputs import write_files_atomically
 from pfxab_flower.studies.comparison import compare
@@ -361,7 +361,7 @@ def test_an_out_name_that_is_not_utf8_is_one_line_before_any_work(tmp_path, caps
 _KILLED_WRITE = """
 import os, signal, sys
 import pfxab_flower.storage.outputs as outputs
-from pfxab_flower.simulations.cli import main
+from pfxab_flower.simulations.cli.main import main
 real, written = outputs.write_bytes_synced, []
 def write_then_signal(path, data):
     real(path, data)

@@ -30,5 +30,5 @@ def test_every_source_package_is_listed_for_the_wheel() -> None:
 
 
 def test_the_check_sees_the_packages_it_must() -> None:
-    assert {"pfxab_flower.algorithms.bounds", "pfxab_flower.strategies", "pfxab_flower.simulations.commands"} <= (
+    assert {"pfxab_flower.algorithms.bounds", "pfxab_flower.strategies", "pfxab_flower.simulations.cli.commands"} <= (
         source_packages())

@@ -181,7 +181,7 @@ def test_compare_runs_pf_sh_beside_the_baselines_on_a_users_own_federation_and_f
     Python on their ``Federation`` (the count resolved from its domain) and with ``pfxab compare``."""
     import json
 
-    from pfxab_flower.simulations.cli import main
+    from pfxab_flower.simulations.cli.main import main
     from pfxab_flower.studies.comparison import compare
 
     federation = tents((0.2, 0.3, 0.35))

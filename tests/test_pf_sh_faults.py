@@ -28,7 +28,7 @@ from pfxab_flower.running.client_session import ClientSession, MemoryStore
 from pfxab_flower.running.driver import ServerDriver
 from pfxab_flower.running.exchanges import Exchange
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
-from pfxab_flower.simulations.apps import strategy_of
+from pfxab_flower.simulations.flower.app_builders import strategy_of
 from tests.flower_loopback import run_loopback
 from tests.message_loopback import LoopbackGrid
 from tests.message_loopback import run_loopback as run_message_loopback
@@ -155,7 +155,7 @@ def test_keeping_all_is_no_lie_for_a_client_whose_exploration_did_not_arrive() -
 
 
 def test_max_depth_below_the_count_is_refused_in_one_line_or_the_rules_count_states_what_it_used(capsys) -> None:
-    from pfxab_flower.simulations.cli import main
+    from pfxab_flower.simulations.cli.main import main
 
     assert main(["run", "--algorithm", "pf-sh", "--candidates", "8", "--max-depth", "1", "--horizon", "10000"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from pfxab_flower.formatting import format_mean_sd
-from pfxab_flower.simulations.cli import main
+from pfxab_flower.simulations.cli.main import main
 from pfxab_flower.studies.comparison import MANIFEST, load_comparison
 from tests.conftest import CHEAP_ALGORITHMS_FLAG, cli_error_line
 
@@ -139,7 +139,7 @@ def test_the_figure_draws_what_the_tables_hold(comparison_dir):
     from matplotlib.collections import PathCollection
 
     from pfxab_flower.algorithms.registry import label as algorithm_label
-    from pfxab_flower.simulations.plots import plot_comparison
+    from pfxab_flower.simulations.reports.plots import plot_comparison
 
     comparison = load_comparison(comparison_dir)
     fig = plot_comparison(comparison)
@@ -178,7 +178,7 @@ def test_the_algorithm_names_under_the_bars_do_not_overlap(comparison_dir):
     """Every registered algorithm's label (Local-Only, Random-Search, PF-XAB-Adaptive, ...) stands clear of the next."""
     import matplotlib.pyplot as plt
 
-    from pfxab_flower.simulations.plots import plot_comparison
+    from pfxab_flower.simulations.reports.plots import plot_comparison
 
     comparison = load_comparison(comparison_dir)
     fig = plot_comparison(comparison)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pfxab_flower.simulations.practice import family_and_dimension, markdown, practice_map, winners
+from pfxab_flower.simulations.reports.practice_map import family_and_dimension, markdown, practice_map, winners
 
 
 def runs() -> pd.DataFrame:

@@ -26,7 +26,7 @@ from pfxab_flower.problems.registry import problem_names, unregister_problem
 from pfxab_flower.running.engine import run_config
 from pfxab_flower.schema.catalogue import PARAMETERS
 from pfxab_flower.schema.run_config import RunConfig
-from pfxab_flower.simulations.cli import build_parser, main
+from pfxab_flower.simulations.cli.main import build_parser, main
 from pfxab_flower.studies.comparison import compare
 
 
@@ -127,7 +127,7 @@ def test_a_problem_registered_by_reference_is_imported_only_when_built() -> None
     (``problems.synthetic`` is not in the list: checking ``algorithm`` reads the algorithm registry, whose
     policies import the sampling code, which imports the ``problems`` package.)"""
     code = ("import sys; import pfxab_flower.schema.run_config as c; c.RunConfig(problem='landmine', clients=2); "
-            "import pfxab_flower.simulations.cli; "
+            "import pfxab_flower.simulations.cli.main; "
             "print(sorted(m for m in ('sklearn', 'pfxab_flower.problems.landmine') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -138,7 +138,7 @@ def test_a_problem_s_own_parameter_is_a_run_parameter_its_flag_and_key_read_by_i
     """Declared at registration only: RunConfig, its run-config key, the CLI flag and the builder follow."""
     from pfxab_flower.parameter import Parameter, between
     from pfxab_flower.schema.run_config import parse_run_config
-    from pfxab_flower.simulations.commands.options import add_run_options
+    from pfxab_flower.simulations.cli.commands.options import add_run_options
 
     depth = Parameter("bowl_depth", float, 1.0, "a number in (0, 2]", "how deep the bowls are",
                       between(0, 2, low_open=True), after="evaluation", late=True)

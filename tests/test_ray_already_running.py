@@ -29,8 +29,8 @@ import pytest
 
 from pfxab_flower.running.exchanges import Exchange, Failure
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
-from pfxab_flower.simulations.environment import QUIET_ENV, temporary_directory
-from pfxab_flower.simulations.flwr_run import free_port, run_config_argument, write_app_project
+from pfxab_flower.simulations.flower.flwr_run_launcher import free_port, run_config_argument, write_app_project
+from pfxab_flower.simulations.flower.simulation_environment import QUIET_ENV, temporary_directory
 from pfxab_flower.strategies import ray_diagnosis
 from pfxab_flower.strategies.common import NO_REPLY, explain_silence, make_driver
 from pfxab_flower.strategies.ray_diagnosis import foreign_cluster, ray_temp_dir

@@ -26,9 +26,9 @@ from pfxab_flower.problems.landmine import SvmEvaluator, cache_namespace
 from pfxab_flower.problems.landmine_data import load_splits
 from pfxab_flower.running import engine
 from pfxab_flower.schema.run_config import RunConfig
-from pfxab_flower.simulations.cli import main
-from pfxab_flower.simulations.cluster import fits_on
-from pfxab_flower.simulations.flwr_run import free_port
+from pfxab_flower.simulations.cli.main import main
+from pfxab_flower.simulations.flower.flwr_run_launcher import free_port
+from pfxab_flower.simulations.flower.ray_cluster import fits_on
 from pfxab_flower.storage.cache import EvaluationStore
 from tests.conftest import CHEAP_ALGORITHMS_FLAG, PFXAB, cli_error_line
 from tests.landmine_files import LandmineFile, accepting
@@ -174,7 +174,7 @@ def test_landmine_fits_on_the_cluster_equal_local_fits_and_only_the_driver_write
 @pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_a_flower_simulation_on_the_cluster_equals_the_inprocess_run(cluster) -> None:
-    from pfxab_flower.simulations.run_flower import run_flower_simulation
+    from pfxab_flower.simulations.flower.in_process_simulation import run_flower_simulation
 
     config = RunConfig(problem="garland", algorithm="pf-xab", clients=4, alpha=0.5, horizon=30_000, seed=2)
     flower = run_flower_simulation(config, ray_address=cluster)

@@ -160,7 +160,7 @@ def test_secure_aggregation_key() -> None:
 @pytest.mark.timeout(180)
 @pytest.mark.usefixtures("shared_ray")
 def test_secagg_plus_on_ray_matches_the_plain_run() -> None:
-    from pfxab_flower.simulations.run_flower import run_flower_simulation
+    from pfxab_flower.simulations.flower.in_process_simulation import run_flower_simulation
 
     config = RunConfig(problem="garland", algorithm="pf-xab", clients=3, alpha=0.5, horizon=10_000, seed=0)
     result = run_flower_simulation(config, options=AppOptions(round_timeout=patient(60.0), secure_aggregation=True))
@@ -206,7 +206,7 @@ def test_a_secure_round_that_cannot_be_unmasked_loses_its_means_and_the_quorum_d
     from flwr.supercore.task_identity import TaskIdentity
 
     from pfxab_flower.client_apps import federation_sessions, legacy_client_app
-    from pfxab_flower.simulations.apps import strategy_of
+    from pfxab_flower.simulations.flower.app_builders import strategy_of
     from pfxab_flower.strategies.workflow import PhasedWorkflow
     from tests.message_loopback import LoopbackGrid
 
@@ -240,7 +240,7 @@ def test_pf_sh_with_secagg_plus_and_half_the_clients_dropping_finishes_on_both_a
     --secure-aggregation true``) over Ray: a phase SecAgg+ cannot unmask no longer ends the run (it is the
     default tier's loop, :func:`test_a_secure_round_that_cannot_be_unmasked_loses_its_means_and_the_quorum_decides`,
     over the real protocol); both APIs finish with the same numbers."""
-    from pfxab_flower.simulations.run_flower import run_flower_simulation
+    from pfxab_flower.simulations.flower.in_process_simulation import run_flower_simulation
 
     config = RunConfig(problem="garland", algorithm="pf-sh", clients=4, horizon=20_000, seed=0)
     results = [run_flower_simulation(config, options=AppOptions(

@@ -6,7 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pfxab_flower.simulations.small_budget import by_horizon, costs, head_to_head, markdown, setting_means, winners
+from pfxab_flower.simulations.reports.small_budget_map import (
+    by_horizon,
+    costs,
+    head_to_head,
+    markdown,
+    setting_means,
+    winners,
+)
 
 
 def runs() -> pd.DataFrame:

@@ -65,7 +65,7 @@ print(json.dumps({
 def test_a_clone_first_on_sys_path_serves_the_bundled_app_from_the_clone(tmp_path) -> None:
     """The components of the repository's ``pyproject.toml``, as ``flwr run .`` imports them, all from the clone."""
     modules = ["pfxab_flower.simulations.server_app", "pfxab_flower.simulations.client_app",
-               "pfxab_flower.strategies", "pfxab_flower.client_apps", "pfxab_flower.simulations.cli"]
+               "pfxab_flower.strategies", "pfxab_flower.client_apps", "pfxab_flower.simulations.cli.main"]
     proc = bare_python(["-c", REPORT, *modules], ROOT, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
@@ -91,7 +91,10 @@ def fake_tree(root: Path, name: str, *, installed: bool = False) -> Path:
         folder = (package if installed else root) / adapter
         folder.mkdir()
         (folder / "__init__.py").write_text(f"TREE = {name!r}\n")
-    (root / "simulations" if not installed else package / "simulations").joinpath("cli.py").write_text("X = 1\n")
+    cli = (root / "simulations" if not installed else package / "simulations") / "cli"  # a sub-package, as the real one
+    cli.mkdir()
+    (cli / "__init__.py").write_text("")
+    (cli / "main.py").write_text("X = 1\n")
     return root
 
 
@@ -104,7 +107,7 @@ for tree in sys.argv[1:]:
     sys.path.insert(0, tree)
     seen.append([importlib.import_module("pfxab_flower." + a).TREE for a in ("simulations", "strategies",
                                                                            "client_apps")]
-                + [importlib.import_module("pfxab_flower.simulations.cli").__file__])
+                + [importlib.import_module("pfxab_flower.simulations.cli.main").__file__])
     sys.path.remove(tree)
 finders = [type(f).__name__ for f in sys.meta_path if type(f).__name__ == "_SourceTreeAdapters"]
 print(json.dumps({"seen": seen, "finders": finders, "tests": importlib.util.find_spec("pfxab_flower.tests")
@@ -119,8 +122,8 @@ def test_each_tree_serves_its_own_adapters_and_an_installed_package_registers_no
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout)
     assert [row[:3] for row in report["seen"]] == [["a"] * 3, ["b"] * 3]  # a dropped tree's finder stays out
-    assert [Path(row[3]) for row in report["seen"]] == [first / "simulations" / "cli.py",
-                                                        second / "simulations" / "cli.py"]
+    assert [Path(row[3]) for row in report["seen"]] == [first / "simulations" / "cli" / "main.py",
+                                                        second / "simulations" / "cli" / "main.py"]
     assert report["finders"] == ["_SourceTreeAdapters"] * 2 and not report["tests"]
 
     proc = bare_python(["-c", SWITCH, str(installed)], cwd=tmp_path)

@@ -32,8 +32,8 @@ from pfxab_flower.problems.sampling import SimulatedEnvironment
 from pfxab_flower.running import engine
 from pfxab_flower.running.client_session import ClientSession, LateReplyError
 from pfxab_flower.schema.run_config import AppOptions, RunConfig, parse_run_config, to_run_config
-from pfxab_flower.simulations.apps import strategy_of
-from pfxab_flower.simulations.run_flower import run_flower_simulation
+from pfxab_flower.simulations.flower.app_builders import strategy_of
+from pfxab_flower.simulations.flower.in_process_simulation import run_flower_simulation
 from tests import flower_loopback, message_loopback
 from tests.patience import patient
 

@@ -37,9 +37,9 @@ from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.running.trust import pull_log_rewritten
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
-from pfxab_flower.simulations import deployment as dep
-from pfxab_flower.simulations.flwr_run import run_config_argument
-from pfxab_flower.simulations.processes import processes_with_marker
+from pfxab_flower.simulations.flower import local_deployment as dep
+from pfxab_flower.simulations.flower.flwr_run_launcher import run_config_argument
+from pfxab_flower.simulations.flower.leftover_processes import processes_with_marker
 from pfxab_flower.strategies import PFXAB
 from tests.deployment_tools import flwr_run_streaming, log_tail, node_status, sign_off, start_until_accepted
 from tests.message_loopback import LoopbackGrid, run_loopback

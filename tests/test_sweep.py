@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import pfxab_flower.simulations.sweep as sweep_module
+import pfxab_flower.simulations.experiments.sweep as sweep_module
 from pfxab_flower.running.results import time_grid
 from pfxab_flower.schema.run_config import RunConfig
-from pfxab_flower.simulations.cli import main
-from pfxab_flower.simulations.experiment import load_experiment, run_id
-from pfxab_flower.simulations.sweep_runs import CONFIG_COLUMNS, REFERENCE_COLUMNS, SUMMARY_COLUMNS
+from pfxab_flower.simulations.cli.main import main
+from pfxab_flower.simulations.experiments.experiment import load_experiment, run_id
+from pfxab_flower.simulations.experiments.sweep_runs import CONFIG_COLUMNS, REFERENCE_COLUMNS, SUMMARY_COLUMNS
 
 TINY = """
 [experiment]
@@ -257,7 +257,7 @@ seed = 0
 @pytest.mark.timeout(240)
 @pytest.mark.usefixtures("shared_ray")
 def test_a_flower_sweep_runs_serially_and_gives_the_inprocess_numbers(tmp_path, capsys):
-    pytest.importorskip("pfxab_flower.simulations.run_flower")
+    pytest.importorskip("pfxab_flower.simulations.flower.in_process_simulation")
     config = write_config(tmp_path, FLOWER_ONE_RUN, "one.toml")
     assert sweep(config, tmp_path / "flower", "--engine", "flower", "--workers", "2") == 0
     assert "using 1 worker, not 2" in capsys.readouterr().err
@@ -288,7 +288,7 @@ FIRST_RUN_ID_FIELDS = {"problem", "algorithm", "clients", "alpha", "horizon", "s
 
 def test_a_field_added_to_run_configs_leaves_older_run_ids_unchanged() -> None:
     from pfxab_flower.schema.run_config import RunConfig
-    from pfxab_flower.simulations.experiment import LATER_FIELDS
+    from pfxab_flower.simulations.experiments.experiment import LATER_FIELDS
 
     assert set(RunConfig.names()) - set(LATER_FIELDS) == FIRST_RUN_ID_FIELDS  # a new parameter is declared late
     config = RunConfig(problem="doublesine", clients=3, horizon=20_000, seed=4)
@@ -307,7 +307,7 @@ def test_a_run_written_before_a_later_field_existed_is_the_same_run() -> None:
     their config.json lacks the new field, which they ran at its default."""
     import json as json_module
 
-    from pfxab_flower.simulations.experiment import same_run
+    from pfxab_flower.simulations.experiments.experiment import same_run
 
     config = RunConfig(problem="garland", alpha=0.5, seed=3)
     written = json_module.loads(json_module.dumps(config.to_dict()))

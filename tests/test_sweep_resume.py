@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.simulations.experiment import load_experiment, run_id
-from pfxab_flower.simulations.sweep import consolidate, sweep_lock
-from pfxab_flower.simulations.sweep_runs import RUN_FILES
+from pfxab_flower.simulations.experiments.experiment import load_experiment, run_id
+from pfxab_flower.simulations.experiments.sweep import consolidate, sweep_lock
+from pfxab_flower.simulations.experiments.sweep_runs import RUN_FILES
 from pfxab_flower.storage.manifest import verify
 from tests.conftest import CHEAP_ALGORITHMS_FLAG, cli_error_line
 from tests.patience import patient
@@ -100,7 +100,7 @@ def test_a_second_sweep_on_the_same_directory_is_refused_naming_the_first(finish
 
 def test_concurrent_sweeps_never_both_do_the_work(tmp_path):
     config, out = write_config(tmp_path), tmp_path / "out"
-    command = [sys.executable, "-m", "pfxab_flower.simulations.cli", "sweep", str(config), "--out", str(out),
+    command = [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "sweep", str(config), "--out", str(out),
                "--workers", "1", "--no-progress"]
     procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
     results = [(p.wait(timeout=patient(300)), p.stderr.read()) for p in procs]
@@ -240,7 +240,7 @@ def test_a_run_file_of_50_gb_is_redone_without_being_read(finished, capsys):
 
 
 def test_a_comparison_description_of_50_gb_is_one_line(tmp_path, capsys):
-    from pfxab_flower.simulations.cli import main
+    from pfxab_flower.simulations.cli.main import main
 
     assert main(["compare", "--clients", "3", "--horizon", "2000", "--seeds", "0-1", "--no-progress", "--out",
                  str(tmp_path / "C"), *CHEAP_ALGORITHMS_FLAG]) == 0

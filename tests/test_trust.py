@@ -36,7 +36,7 @@ from pfxab_flower.running.exchanges import Exchange
 from pfxab_flower.running.trust import NodeBinding, pull_log_problem
 from pfxab_flower.running.wire import codec
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
-from pfxab_flower.simulations.apps import strategy_of
+from pfxab_flower.simulations.flower.app_builders import strategy_of
 from pfxab_flower.strategies import PFXAB
 from tests.flower_loopback import LoopbackProxy
 from tests.flower_loopback import run_loopback as run_legacy_loopback

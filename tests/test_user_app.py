@@ -38,9 +38,14 @@ import pytest
 from pfxab_flower import Federation, run
 from pfxab_flower.algorithms.registry import available_names
 from pfxab_flower.schema.catalogue import algorithm_names
-from pfxab_flower.simulations.environment import QUIET_ENV, backend_config, ray_environment, temporary_directory
-from pfxab_flower.simulations.flwr_run import flwr_executable, free_port, start_local_superlink
-from pfxab_flower.simulations.processes import processes_with_marker, stop_processes
+from pfxab_flower.simulations.flower.flwr_run_launcher import flwr_executable, free_port, start_local_superlink
+from pfxab_flower.simulations.flower.leftover_processes import processes_with_marker, stop_processes
+from pfxab_flower.simulations.flower.simulation_environment import (
+    QUIET_ENV,
+    backend_config,
+    ray_environment,
+    temporary_directory,
+)
 from tests.patience import patient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -410,7 +415,7 @@ def test_pfxab_simulate_runs_the_page_app_as_it_is(user_app: tuple[Path, dict], 
     """It failed with Flower's "[code: 15] Invalid run configuration." (it passed every key of the bundled app)."""
     app_dir, config = user_app
     monkeypatch.chdir(tmp_path)  # the app's relative results-file lands where simulate runs
-    done = subprocess.run([sys.executable, "-m", "pfxab_flower.simulations.cli", "simulate", "--app-dir",
+    done = subprocess.run([sys.executable, "-m", "pfxab_flower.simulations.cli.main", "simulate", "--app-dir",
                            str(app_dir), "--algorithm", "fed-pne", "--horizon", str(HORIZON), "--num-cpus", "0.5"],
                           capture_output=True, text=True, timeout=patient(400), env={**os.environ, **QUIET_ENV})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
@@ -429,7 +434,7 @@ def test_the_page_app_in_a_deployment_reads_each_sites_centre_and_name_from_its_
 ) -> None:
     """Each SuperNode declares its site and centre; the final points are the in-process engine's for those centres.
     Flower runs each message in a flwr-clientapp process of its own: the builder runs once in each (counted)."""
-    from pfxab_flower.simulations import deployment as dep
+    from pfxab_flower.simulations.flower import local_deployment as dep
     from tests.deployment_tools import log_tail
 
     app_dir, config = instrumented_app

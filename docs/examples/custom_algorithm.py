@@ -74,7 +74,7 @@ def on_flower(fed: Federation) -> dict:
     from flwr.simulation import run_simulation
 
     from pfxab_flower.client_apps import federation_sessions, message_client_app
-    from pfxab_flower.simulations.environment import backend_config, ray_environment
+    from pfxab_flower.simulations.flower.simulation_environment import backend_config, ray_environment
     from pfxab_flower.strategies import STRATEGIES
 
     summaries: list[dict] = []

@@ -1,6 +1,6 @@
 """Hooks by which the layers above the core send work elsewhere (a Ray cluster), without the core importing Ray.
 
-:mod:`pfxab_flower.simulations.cluster` plugs in a job runner (:data:`JobRunner`; default the local
+:mod:`pfxab_flower.simulations.flower.ray_cluster` plugs in a job runner (:data:`JobRunner`; default the local
 pool) and a fit mapper (:func:`fits_with`; default this process or a loky pool). Inside a Ray task
 (:data:`TASK_ENV` set) the evaluation cache is read, never written.
 """

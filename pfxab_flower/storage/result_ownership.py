@@ -125,7 +125,8 @@ def is_pfxab(pid: int) -> bool:
             words = cmdline.read(1 << 16).split(b"\0")
     except OSError:
         return False
-    return any(os.path.basename(word) == b"pfxab" for word in words[:2]) or b"pfxab_flower.simulations.cli" in words
+    return (any(os.path.basename(word) == b"pfxab" for word in words[:2])
+            or b"pfxab_flower.simulations.cli.main" in words)
 
 
 def holding(holder: str) -> str:

@@ -1,6 +1,6 @@
 """The small-budget map: which algorithm at 50 to 1,000 evaluations per site, by simple and by cumulative regret.
 
-``python -m pfxab_flower.simulations.small_budget DIR [DIR ...] --out MAP`` reads finished sweeps of
+``python -m pfxab_flower.simulations.reports.small_budget_map DIR [DIR ...] --out MAP`` reads finished sweeps of
 ``simulations/configs/small_budget*.toml`` and writes the map's tables and figures (docs/practice.md, "Small
 budgets"). Which algorithm wins is what the runs measured: nothing here chooses or weighs the algorithms.
 """
@@ -15,9 +15,14 @@ import numpy as np
 import pandas as pd
 
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.simulations.experiment import ALGORITHM_LABELS
-from pfxab_flower.simulations.practice import family_and_dimension, pyplot, save_with_shared_legend, winners_figure
-from pfxab_flower.simulations.sweep_tables import load_sweep
+from pfxab_flower.simulations.experiments.experiment import ALGORITHM_LABELS
+from pfxab_flower.simulations.experiments.sweep_tables import load_sweep
+from pfxab_flower.simulations.reports.practice_map import (
+    family_and_dimension,
+    pyplot,
+    save_with_shared_legend,
+    winners_figure,
+)
 from pfxab_flower.storage.outputs import atomic_file
 
 SETTING = ["problem", "clients", "horizon", "alpha", "noise_sigma"]
@@ -145,7 +150,7 @@ def ratios_figure(table: pd.DataFrame, stem: Path) -> list[Path]:
     (band: the middle half of the settings)."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    from pfxab_flower.simulations.plots import algorithm_colour
+    from pfxab_flower.simulations.reports.plots import algorithm_colour
 
     plt = pyplot()
     clients = sorted(table["clients"].unique())
@@ -180,7 +185,7 @@ def ratios_figure(table: pd.DataFrame, stem: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pfxab_flower.simulations.small_budget",
+    parser = argparse.ArgumentParser(prog="python -m pfxab_flower.simulations.reports.small_budget_map",
                                      description=(__doc__ or "").splitlines()[0])
     parser.add_argument("directory", nargs="+", help="finished sweeps of simulations/configs/small_budget*.toml")
     parser.add_argument("--out", default=None, help="where to write the map (default: the first DIRECTORY-map)")

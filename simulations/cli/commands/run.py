@@ -9,7 +9,7 @@ from typing import Any
 
 from pfxab_flower.printable import shown
 from pfxab_flower.schema.catalogue import parse
-from pfxab_flower.simulations.commands.options import (
+from pfxab_flower.simulations.cli.commands.options import (
     add_parameter_flag,
     add_replace_flag,
     add_run_options,
@@ -18,7 +18,7 @@ from pfxab_flower.simulations.commands.options import (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The sub-command's arguments (``pfxab_flower.simulations.cli`` names it and gives its one-line help)."""
+    """The sub-command's arguments (``pfxab_flower.simulations.cli.main`` names it and gives its one-line help)."""
     add_run_options(parser)
     add_parameter_flag(parser, "engine", default="inprocess")
     parser.add_argument("--api", default=None, metavar="API",
@@ -45,12 +45,12 @@ def handle(args: argparse.Namespace) -> int:
     if args.api is not None:
         parse("api", args.api)  # one-line error before anything runs
     if args.ray_address is not None:
-        from pfxab_flower.simulations.cluster import check_ray_address
+        from pfxab_flower.simulations.flower.ray_cluster import check_ray_address
 
         args.ray_address = check_ray_address(args.ray_address)  # before any work
     if args.engine == "flower":
         from pfxab_flower.schema.run_config import AppOptions
-        from pfxab_flower.simulations.run_flower import run_flower_simulation
+        from pfxab_flower.simulations.flower.in_process_simulation import run_flower_simulation
 
         options = AppOptions() if args.api is None else AppOptions(api=args.api)
         result = run_flower_simulation(config, options=options, ray_address=args.ray_address)
@@ -59,7 +59,7 @@ def handle(args: argparse.Namespace) -> int:
 
         fits: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
         if args.ray_address is not None:  # only then: the cluster's module is not needed by a run on this machine
-            from pfxab_flower.simulations.cluster import fits_on
+            from pfxab_flower.simulations.flower.ray_cluster import fits_on
 
             fits = fits_on(args.ray_address)
         with fits:

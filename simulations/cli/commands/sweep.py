@@ -10,13 +10,13 @@ import sys
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.printable import shown
 from pfxab_flower.schema.catalogue import parse, parse_workers
-from pfxab_flower.simulations.cluster import executor_address
-from pfxab_flower.simulations.commands.options import add_parameter_flag, add_replace_flag
+from pfxab_flower.simulations.cli.commands.options import add_parameter_flag, add_replace_flag
+from pfxab_flower.simulations.flower.ray_cluster import executor_address
 from pfxab_flower.storage.outputs import PathIdentity, check_output_dir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The sub-command's arguments (``pfxab_flower.simulations.cli`` names it and gives its one-line help)."""
+    """The sub-command's arguments (``pfxab_flower.simulations.cli.main`` names it and gives its one-line help)."""
     parser.add_argument("config", help="experiment TOML, or a bundled one by name: figure1, figure2, figure3, figure4")
     parser.add_argument("--out", required=True, metavar="DIR", help="results directory (created; reruns resume)")
     add_parameter_flag(parser, "workers", default=min(2, os.cpu_count() or 1))
@@ -28,8 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from pfxab_flower.simulations.experiment import load_experiment
-    from pfxab_flower.simulations.sweep import SWEEP_NAMES, run_sweep
+    from pfxab_flower.simulations.experiments.experiment import load_experiment
+    from pfxab_flower.simulations.experiments.sweep import SWEEP_NAMES, run_sweep
 
     experiment = load_experiment(args.config)  # validates every row before any work
     workers = parse_workers(args.workers)
@@ -38,8 +38,8 @@ def handle(args: argparse.Namespace) -> int:
     out = check_output_dir(args.out, writes=SWEEP_NAMES, kind="sweep", replace=args.replace)  # its own names only
     checked = PathIdentity.of(out)  # the sweep writes there, or nowhere (run_sweep holds it from then on)
     if args.engine == "flower":
-        if importlib.util.find_spec("pfxab_flower.simulations.run_flower") is None:
-            raise ConfigError("engine='flower' is unavailable (simulations/run_flower.py not found); "
+        if importlib.util.find_spec("pfxab_flower.simulations.flower.in_process_simulation") is None:
+            raise ConfigError("engine='flower' is unavailable (simulations/flower/in_process_simulation.py not found); "
                               "allowed: inprocess")
         if workers > 1:
             print(f"note: the flower engine runs one Ray simulation at a time; using 1 worker, not {workers}",

@@ -13,14 +13,14 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from pfxab_flower.errors import ConfigError
-from pfxab_flower.simulations.commands.options import add_run_options, config_from_args
+from pfxab_flower.simulations.cli.commands.options import add_run_options, config_from_args
 
 if TYPE_CHECKING:
     from pfxab_flower.schema.run_config import RunConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The sub-command's arguments (``pfxab_flower.simulations.cli`` names it and gives its one-line help)."""
+    """The sub-command's arguments (``pfxab_flower.simulations.cli.main`` names it and gives its one-line help)."""
     from pfxab_flower.studies.calibration import BUDGET_SHARE, DEFAULT_SAMPLES, MAX_SAMPLES
 
     add_run_options(parser, skip=("nu1", "rho"))
@@ -63,7 +63,7 @@ def handle(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     samples = _samples(args.samples)
     if args.plot is not None:
-        from pfxab_flower.simulations.plots import check_figure_path
+        from pfxab_flower.simulations.reports.plots import check_figure_path
 
         check_figure_path(args.plot, "plot")  # before any evaluation
     calibration = calibrate(build_federation(config), horizon=config.horizon, alpha=config.alpha,
@@ -74,7 +74,7 @@ def handle(args: argparse.Namespace) -> int:
     else:
         print(calibration.report())
     if args.plot is not None:
-        from pfxab_flower.simulations.plots import plot_calibration
+        from pfxab_flower.simulations.reports.plots import plot_calibration
 
         written = plot_calibration(calibration, args.plot)
         print(f"pfxab calibrate: wrote {written}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""The ``pfxab`` command line: one sub-command per module in :mod:`pfxab_flower.simulations.commands`.
+"""The ``pfxab`` command line: one sub-command per module in :mod:`pfxab_flower.simulations.cli.commands`.
 
 Every error a user can cause is one line on stderr with exit status 2, before any work starts, the
 value named by its flag (:func:`pfxab_flower.errors.spelled_as`).
@@ -20,7 +20,7 @@ from typing import Any
 import pfxab_flower
 from pfxab_flower.errors import ConfigError, ObjectiveError, RunStoppedError, WorkerLostError, spelled_as
 from pfxab_flower.printable import shown
-from pfxab_flower.simulations.processes import Interrupted, exit_on_signals
+from pfxab_flower.simulations.flower.leftover_processes import Interrupted, exit_on_signals
 
 #: Each sub-command: the module that adds its arguments (``add_arguments(parser)``) and runs it
 #: (``handle(args)``), and its one-line help. Order is ``pfxab --help``'s.
@@ -35,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("simulate", "run on Flower's Ray simulation engine through `flwr run .`"),
     "landmine-table": ("landmine_table", "compute the landmine reward table shipped in the package"),
 }
-COMMANDS_PACKAGE = "pfxab_flower.simulations.commands"
+COMMANDS_PACKAGE = "pfxab_flower.simulations.cli.commands"
 
 
 class OneLineParser(argparse.ArgumentParser):

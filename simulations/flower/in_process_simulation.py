@@ -22,9 +22,9 @@ from pfxab_flower.problems.federation import Federation
 from pfxab_flower.running.engine import describe_problem
 from pfxab_flower.running.results import RunResult
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
-from pfxab_flower.simulations.apps import client_app, server_app
-from pfxab_flower.simulations.cluster import check_ray_address, fits_on
-from pfxab_flower.simulations.environment import (
+from pfxab_flower.simulations.flower.app_builders import client_app, server_app
+from pfxab_flower.simulations.flower.ray_cluster import check_ray_address, fits_on
+from pfxab_flower.simulations.flower.simulation_environment import (
     backend_config,
     check_num_cpus,
     our_signal_handlers,

@@ -11,18 +11,18 @@ import sys
 from pfxab_flower.algorithms.registry import available_names
 from pfxab_flower.printable import shown
 from pfxab_flower.schema.catalogue import parse_algorithms, parse_seeds, parse_workers
-from pfxab_flower.simulations.cluster import executor_address, fits_on, ray_runner
-from pfxab_flower.simulations.commands.options import (
+from pfxab_flower.simulations.cli.commands.options import (
     add_parameter_flag,
     add_replace_flag,
     add_run_options,
     config_from_args,
 )
+from pfxab_flower.simulations.flower.ray_cluster import executor_address, fits_on, ray_runner
 from pfxab_flower.storage.outputs import PathIdentity, check_output_dir, replaced_kind, save_or_keep
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The sub-command's arguments (``pfxab_flower.simulations.cli`` names it and gives its one-line help)."""
+    """The sub-command's arguments (``pfxab_flower.simulations.cli.main`` names it and gives its one-line help)."""
     add_run_options(parser, skip=("algorithm", "seed"))
     parser.add_argument("--seeds", default=None, metavar="SEEDS",
                         help="seeds: an integer, a range like 0-9, or a list like 0,3,5 (default: 0-9)")

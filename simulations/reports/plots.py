@@ -23,9 +23,9 @@ from matplotlib.figure import Figure
 
 from pfxab_flower.errors import spelled
 from pfxab_flower.schema.catalogue import algorithm_names
-from pfxab_flower.simulations.experiment import ALGORITHM_LABELS, Experiment, series_keys, series_label
-from pfxab_flower.simulations.result_dirs import result_kind
-from pfxab_flower.simulations.sweep_tables import load_sweep
+from pfxab_flower.simulations.experiments.experiment import ALGORITHM_LABELS, Experiment, series_keys, series_label
+from pfxab_flower.simulations.experiments.sweep_tables import load_sweep
+from pfxab_flower.simulations.reports.result_dirs import result_kind
 from pfxab_flower.storage.outputs import OutputError, atomic_file, check_output_file
 from pfxab_flower.studies.calibration import Calibration
 from pfxab_flower.studies.comparison import Comparison, load_comparison

@@ -20,7 +20,7 @@ from pfxab_flower.printable import first_line
 from pfxab_flower.running.parallel import shared_federation
 from pfxab_flower.running.results import RESULT_FILES, RunResult, time_grid
 from pfxab_flower.schema.run_config import RunConfig
-from pfxab_flower.simulations.experiment import same_run
+from pfxab_flower.simulations.experiments.experiment import same_run
 from pfxab_flower.storage.manifest import verify
 from pfxab_flower.storage.outputs import write_files_atomically
 
@@ -69,7 +69,7 @@ def references(config: RunConfig) -> dict[str, float]:
 def run_one(config: RunConfig, engine: str) -> RunResult:
     """One run with the chosen engine (Flower imported only here, only when asked for)."""
     if engine == "flower":
-        from pfxab_flower.simulations.run_flower import run_flower_simulation
+        from pfxab_flower.simulations.flower.in_process_simulation import run_flower_simulation
 
         return run_flower_simulation(config)
     from pfxab_flower.running.engine import run_config

@@ -26,9 +26,9 @@ import tomli_w
 
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.processes.lifetime import with_parent
-from pfxab_flower.simulations.environment import QUIET_ENV
-from pfxab_flower.simulations.flwr_run import flwr_executable, free_port, wait_for_health
-from pfxab_flower.simulations.processes import stop_processes
+from pfxab_flower.simulations.flower.flwr_run_launcher import flwr_executable, free_port, wait_for_health
+from pfxab_flower.simulations.flower.leftover_processes import stop_processes
+from pfxab_flower.simulations.flower.simulation_environment import QUIET_ENV
 
 FEDERATION = "deployment"
 
@@ -306,8 +306,8 @@ def stop(dep: Deployment, grace: float = 5.0) -> list[int]:
     return stop_processes(str(dep.home), grace=grace)
 
 
-USAGE = ("usage: python -m pfxab_flower.simulations.deployment certificates DIR\n"
-         "       python -m pfxab_flower.simulations.deployment keys DIR SITE [SITE...]")
+USAGE = ("usage: python -m pfxab_flower.simulations.flower.local_deployment certificates DIR\n"
+         "       python -m pfxab_flower.simulations.flower.local_deployment keys DIR SITE [SITE...]")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """``pfxab simulate``: the default federation (or any ``pfxab run`` flags) through ``flwr run .``.
 
 The flags are ``pfxab run``'s, checked before anything starts and passed as ``--run-config``; the
-Flower side lives in :mod:`pfxab_flower.simulations.flwr_run`.
+Flower side lives in :mod:`pfxab_flower.simulations.flower.flwr_run_launcher`.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from pathlib import Path
 
 from pfxab_flower.errors import RunStoppedError
 from pfxab_flower.printable import shown
-from pfxab_flower.simulations.commands.options import add_parameter_flag, add_run_options, config_from_args
+from pfxab_flower.simulations.cli.commands.options import add_parameter_flag, add_run_options, config_from_args
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The sub-command's arguments (``pfxab_flower.simulations.cli`` names it and gives its one-line help)."""
+    """The sub-command's arguments (``pfxab_flower.simulations.cli.main`` names it and gives its one-line help)."""
     add_run_options(parser)
     add_parameter_flag(parser, "out_dir", flag="--out", dest="out", typed=True)
     parser.add_argument("--json", action="store_true", help="print the run's summary.json on stdout (log on stderr)")
@@ -61,11 +61,11 @@ def handle(args: argparse.Namespace) -> int:
     # the ServerApp writes there, after the whole run: to the path checked here
     args.out = str(check_output_dir(args.out, result_files=RESULT_FILES, kind="run"))
     if args.ray_address is not None:
-        from pfxab_flower.simulations.cluster import check_ray_address
+        from pfxab_flower.simulations.flower.ray_cluster import check_ray_address
 
         args.ray_address = check_ray_address(args.ray_address)  # before the SuperLink starts
     from pfxab_flower.schema.run_config import parse_run_config, to_run_config
-    from pfxab_flower.simulations.flwr_run import simulate
+    from pfxab_flower.simulations.flower.flwr_run_launcher import simulate
 
     given = {"api": args.api, "fail-rate": args.fail_rate, "fail-clients": args.fail_clients,
              "straggle-seconds": args.straggle_seconds,

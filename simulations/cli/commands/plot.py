@@ -10,7 +10,7 @@ from pfxab_flower.printable import shown
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The sub-command's arguments (``pfxab_flower.simulations.cli`` names it and gives its one-line help)."""
+    """The sub-command's arguments (``pfxab_flower.simulations.cli.main`` names it and gives its one-line help)."""
     parser.add_argument("dir", help="directory written by `pfxab sweep --out` or `pfxab compare --out`")
     parser.add_argument("--out", default=None, metavar="FILE",
                         help="figure file, .png or .pdf (default: DIR.png, beside the directory)")
@@ -27,7 +27,7 @@ def default_figure(result_dir: str) -> Path:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from pfxab_flower.simulations.plots import FORMATS, is_our_figure, plot_result
+    from pfxab_flower.simulations.reports.plots import FORMATS, is_our_figure, plot_result
     from pfxab_flower.storage.outputs import check_output_file
 
     out = args.out if args.out is not None else str(default_figure(args.dir))

@@ -19,7 +19,7 @@ from typing import Any
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.parameter import check_against
 from pfxab_flower.schema.catalogue import PARAMETERS, check
-from pfxab_flower.simulations.processes import (
+from pfxab_flower.simulations.flower.leftover_processes import (
     exits_at_once,
     owner_gone,
     owner_token,
@@ -50,7 +50,7 @@ def our_signal_handlers(ray_dir: Path | None = None) -> Iterator[None]:
     ``ray.init`` in the main thread replaces the SIGTERM handler with one that calls ``sys.exit``,
     whose ``SystemExit`` skips the clean-up of an interrupt; Ray offers no switch, so its
     ``set_sigterm_handler`` is made a no-op for the block. And Ray's start (``ray.init``, ``ray.nodes``)
-    runs in :func:`~pfxab_flower.simulations.processes.exits_at_once`: an interrupt unwinding through it
+    runs in :func:`~pfxab_flower.simulations.flower.leftover_processes.exits_at_once`: an interrupt unwinding through it
     deadlocked the process for good, so there the interrupt stops the processes carrying ``ray_dir``
     (this run's Ray), removes it and exits at once. (Where Ray has none of these, nothing is changed.)
     """
@@ -101,7 +101,7 @@ def check_num_cpus(num_cpus: float, ray_address: str | None = None) -> float:
     if ray_address is None:
         checked: float = check("num_cpus", num_cpus)
         return checked
-    from pfxab_flower.simulations.cluster import cluster_cpus
+    from pfxab_flower.simulations.flower.ray_cluster import cluster_cpus
 
     largest = cluster_cpus(ray_address)
     cpus = f"{largest:g} CPU" + ("" if largest == 1 else "s")

@@ -3,7 +3,7 @@
 It provides what ``flwr run`` needs on a fresh machine (an app directory, a private ``FLWR_HOME``
 and ``RAY_TMPDIR``, free ports, the federation's size, the checked run config), streams the log,
 says how the run ended, and stops every process the run started, even when killed
-(:mod:`pfxab_flower.simulations.processes`). Each step and why: docs/flower.md.
+(:mod:`pfxab_flower.simulations.flower.leftover_processes`). Each step and why: docs/flower.md.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import tomli_w
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.processes.lifetime import with_parent
 from pfxab_flower.schema.run_config import AppOptions, RunConfig, to_run_config
-from pfxab_flower.simulations.environment import QUIET_ENV, check_num_cpus, temporary_directory
-from pfxab_flower.simulations.log_lines import readable_lines
-from pfxab_flower.simulations.log_progress import PhaseBar
-from pfxab_flower.simulations.processes import exit_on_signals, stop_processes, watchdog
+from pfxab_flower.simulations.flower.flwr_run_log import readable_lines
+from pfxab_flower.simulations.flower.flwr_run_progress import PhaseBar
+from pfxab_flower.simulations.flower.leftover_processes import exit_on_signals, stop_processes, watchdog
+from pfxab_flower.simulations.flower.simulation_environment import QUIET_ENV, check_num_cpus, temporary_directory
 
 #: The server's log line when it stops a run (``ServerDriver.stop``): ``pfxab: run stopped: <why>``.
 STOP_MARK = "run stopped: "

@@ -25,9 +25,9 @@ from pfxab_flower.processes.remote import JobRunner
 from pfxab_flower.running.parallel import federation_key, local_runner
 from pfxab_flower.schema.catalogue import ENGINES
 from pfxab_flower.schema.run_config import RunConfig
-from pfxab_flower.simulations.experiment import RUN_ID_PATTERN, Experiment, run_id
-from pfxab_flower.simulations.sweep_runs import load_run, references, run_files, write_run
-from pfxab_flower.simulations.sweep_tables import consolidate, tables_match
+from pfxab_flower.simulations.experiments.experiment import RUN_ID_PATTERN, Experiment, run_id
+from pfxab_flower.simulations.experiments.sweep_runs import load_run, references, run_files, write_run
+from pfxab_flower.simulations.experiments.sweep_tables import consolidate, tables_match
 from pfxab_flower.storage.manifest import MANIFEST_NAME, entry_kind, read_bounded
 from pfxab_flower.storage.outputs import (
     LOCK_FILE,
@@ -173,7 +173,7 @@ def run_sweep(
 ) -> SweepOutcome:
     """Run the runs of ``experiment`` not yet complete in ``out``; consolidate when all are.
 
-    With ``ray_address`` (checked by :func:`pfxab_flower.simulations.cluster.executor_address`) every
+    With ``ray_address`` (checked by :func:`pfxab_flower.simulations.flower.ray_cluster.executor_address`) every
     run is a task on that Ray cluster, and landmine fits of the references go there too;
     either way this process writes every run's files, so the directory is the same and
     resumes from either kind of executor.
@@ -205,7 +205,7 @@ def run_sweep(
             if experiment.source:
                 write_file_atomically(root / "config.toml", experiment.source)  # plot and report read it
             _remove_leftovers(root)
-            from pfxab_flower.simulations.cluster import fits_on, ray_runner
+            from pfxab_flower.simulations.flower.ray_cluster import fits_on, ray_runner
 
             runner = ray_runner(ray_address) if ray_address is not None else local_runner(workers)
             with fits_on(ray_address):

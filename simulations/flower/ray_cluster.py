@@ -16,7 +16,7 @@ from typing import Any
 
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.processes.remote import TASK_ENV, FitMapper, JobRunner, fits_with
-from pfxab_flower.simulations.environment import RAY_NO_FAILURE_HANDLER, our_signal_handlers
+from pfxab_flower.simulations.flower.simulation_environment import RAY_NO_FAILURE_HANDLER, our_signal_handlers
 
 #: How long the check waits for the head node's answer (seconds).
 CONNECT_TIMEOUT = 5.0

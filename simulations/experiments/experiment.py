@@ -59,7 +59,7 @@ def _where(path: Path, table: str, key: str | None = None) -> str:
 
 def bundled_experiments() -> dict[str, Path]:
     """The experiment configs shipped inside the package (the paper's figures), by name."""
-    folder = Path(__file__).resolve().parent / "configs"  # package data, installed beside this module
+    folder = Path(__file__).resolve().parents[1] / "configs"  # package data: simulations/configs, installed too
     return {p.stem: p for p in sorted(folder.glob("*.toml"))}
 
 

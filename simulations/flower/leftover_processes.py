@@ -154,7 +154,7 @@ def watchdog(marker: str, directories: Sequence[str | Path]) -> Iterator[subproc
     process group (Ctrl-C, a closed terminal) does not stop it before us.
     """
     watcher = subprocess.Popen(
-        [sys.executable, "-m", "pfxab_flower.simulations.processes"], stdin=subprocess.PIPE,
+        [sys.executable, "-m", "pfxab_flower.simulations.flower.leftover_processes"], stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     assert watcher.stdin is not None

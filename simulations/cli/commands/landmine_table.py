@@ -12,14 +12,14 @@ import sys
 
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.printable import shown
-from pfxab_flower.simulations.commands.options import add_parameter_flag
+from pfxab_flower.simulations.cli.commands.options import add_parameter_flag
 
 #: Deeper than this is more than a million fits per field: certainly a typo.
 _MAX_DEPTH = 16
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The sub-command's arguments (``pfxab_flower.simulations.cli`` names it and gives its one-line help)."""
+    """The sub-command's arguments (``pfxab_flower.simulations.cli.main`` names it and gives its one-line help)."""
     from pfxab_flower.problems.landmine_table import PACKAGE_TABLE
 
     parser.add_argument("--depth", default="12", metavar="D", help="every cell centre of depths 0..D (default: 12)")

@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 
 from pfxab_flower.formatting import format_mean_sd, format_number
-from pfxab_flower.simulations.experiment import ALGORITHM_LABELS, Experiment, series_keys, series_label
-from pfxab_flower.simulations.result_dirs import result_kind
-from pfxab_flower.simulations.sweep_tables import load_sweep
+from pfxab_flower.simulations.experiments.experiment import ALGORITHM_LABELS, Experiment, series_keys, series_label
+from pfxab_flower.simulations.experiments.sweep_tables import load_sweep
+from pfxab_flower.simulations.reports.result_dirs import result_kind
 from pfxab_flower.studies.comparison import Comparison, load_comparison
 
 

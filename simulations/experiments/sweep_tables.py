@@ -15,8 +15,8 @@ import pyarrow
 
 from pfxab_flower.errors import ConfigError, IncompleteRunError
 from pfxab_flower.printable import first_line
-from pfxab_flower.simulations.experiment import Experiment, load_experiment, run_id
-from pfxab_flower.simulations.sweep_runs import (
+from pfxab_flower.simulations.experiments.experiment import Experiment, load_experiment, run_id
+from pfxab_flower.simulations.experiments.sweep_runs import (
     CONFIG_COLUMNS,
     LATER_COLUMNS,
     REFERENCE_COLUMNS,

@@ -1,6 +1,6 @@
 """The practice map: which algorithm variant has the least regret for each budget, noise and personalisation.
 
-``python -m pfxab_flower.simulations.practice DIR [DIR ...] --out MAP`` reads finished practice
+``python -m pfxab_flower.simulations.reports.practice_map DIR [DIR ...] --out MAP`` reads finished practice
 sweeps and writes the map's tables and figures (docs/practice.md, "Reproduce"). Which variant wins
 is what the runs measured: nothing here chooses or weighs the algorithms.
 """
@@ -19,8 +19,8 @@ import pandas as pd
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import registry as problem_registry
 from pfxab_flower.schema.catalogue import PARAMETERS
-from pfxab_flower.simulations.experiment import ALGORITHM_LABELS
-from pfxab_flower.simulations.sweep_tables import load_sweep
+from pfxab_flower.simulations.experiments.experiment import ALGORITHM_LABELS
+from pfxab_flower.simulations.experiments.sweep_tables import load_sweep
 from pfxab_flower.storage.outputs import atomic_file
 
 if TYPE_CHECKING:  # matplotlib is imported only when a figure is drawn
@@ -213,7 +213,7 @@ def curves_figure(table: pd.DataFrame, stem: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pfxab_flower.simulations.practice",
+    parser = argparse.ArgumentParser(prog="python -m pfxab_flower.simulations.reports.practice_map",
                                      description=(__doc__ or "").splitlines()[0])
     parser.add_argument("directory", nargs="+",
                         help="finished sweeps of simulations/configs/practice.toml (and practice_smooth.toml, "

@@ -1,0 +1,1 @@
+"""Experiments: an experiment configuration (TOML grid) and its sweep, run resumably into verified tidy tables."""
