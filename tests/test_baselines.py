@@ -364,7 +364,7 @@ def _logs(fed: Federation, algorithm: str, **parameters) -> tuple[list, object]:
 
 
 def test_local_only_sends_no_means_and_each_client_is_the_client_alone() -> None:
-    from pfxab_flower.algorithms.solo import solo_seed
+    from pfxab_flower.algorithms.baselines.solo import solo_seed
 
     fed = _fed()
     logs, sim = _logs(fed, "local-only", alpha=0.5, seed=3)
@@ -389,7 +389,7 @@ def test_local_only_sends_no_means_and_each_client_is_the_client_alone() -> None
 
 
 def test_random_search_pulls_its_share_at_distinct_random_points_then_exploits_the_best() -> None:
-    from pfxab_flower.algorithms.random_search import RANDOM_DEPTH, random_points
+    from pfxab_flower.algorithms.baselines.random_search import RANDOM_DEPTH, random_points
     from pfxab_flower.arms.partition import depth_of
 
     fed = _fed(noise="none")  # rewards are the objective itself, so the best observed point is known
@@ -420,7 +420,7 @@ def test_random_search_pulls_its_share_at_distinct_random_points_then_exploits_t
 
 
 def test_random_search_share_is_as_written_and_checked_once() -> None:
-    from pfxab_flower.algorithms.random_search import random_points
+    from pfxab_flower.algorithms.baselines.random_search import random_points
     from pfxab_flower.running.engine import run
 
     assert random_points(0.07, 100, 48) == 7 and random_points(0.01, 2_000_000, 48) == 20_000

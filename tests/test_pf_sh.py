@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from pfxab_flower import Federation, run
-from pfxab_flower.algorithms.candidates import candidate_nodes
-from pfxab_flower.algorithms.pf_sh import PFSH, most_candidates
-from pfxab_flower.algorithms.pf_sh_model import (
+from pfxab_flower.algorithms.halving.candidates import candidate_nodes
+from pfxab_flower.algorithms.halving.pf_sh import PFSH, most_candidates
+from pfxab_flower.algorithms.halving.pf_sh_model import (
     COUNT_GRID,
     EXPONENTS,
     best_count,

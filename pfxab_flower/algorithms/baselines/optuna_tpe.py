@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pfxab_flower.algorithms.baselines.solo import SoloPolicy, SoloRun, solo_seed
 from pfxab_flower.algorithms.phased import Settings
 from pfxab_flower.algorithms.phased.observed import best_of, merged
-from pfxab_flower.algorithms.solo import SoloPolicy, SoloRun, solo_seed
 from pfxab_flower.arms.partition import POINT_DEPTH, unit_nodes
 from pfxab_flower.parameter import Parameter, between
 

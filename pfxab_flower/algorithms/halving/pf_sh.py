@@ -2,7 +2,7 @@
 
 Each round every client pulls the union of survivors (global means) and its own, then keeps at most the
 better half by its personalised estimate (fewer when its first round or its measured noise says so).
-Derivation: docs/algorithms/pf-sh.md; the model: :mod:`pfxab_flower.algorithms.pf_sh_model`.
+Derivation: docs/algorithms/pf-sh.md; the model: :mod:`pfxab_flower.algorithms.halving.pf_sh_model`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from pfxab_flower.algorithms.candidates import CandidatePolicy, candidate_depth
-from pfxab_flower.algorithms.pf_sh_model import best_count, round_split, rounds, screen_count, tail_exponent
+from pfxab_flower.algorithms.halving.candidates import CandidatePolicy, candidate_depth
+from pfxab_flower.algorithms.halving.pf_sh_model import best_count, round_split, rounds, screen_count, tail_exponent
 from pfxab_flower.algorithms.phased import ClientView, Settings
 from pfxab_flower.algorithms.phased.state import ProtocolError
 from pfxab_flower.algorithms.run_spec import SpecT

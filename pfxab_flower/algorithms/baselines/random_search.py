@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pfxab_flower.algorithms.baselines.solo import SoloPolicy, SoloRun, solo_seed
 from pfxab_flower.algorithms.phased import Settings
-from pfxab_flower.algorithms.solo import SoloPolicy, SoloRun, solo_seed
 from pfxab_flower.arms.partition import POINT_DEPTH
 from pfxab_flower.parameter import Parameter
 

@@ -1,7 +1,7 @@
 """Local-only: each client runs PF-XAB's phased elimination alone on its own objective (what federation buys).
 
 Client ``m`` runs a one-client PF-XAB with ``alpha = 1`` and its own seed
-(:func:`~pfxab_flower.algorithms.solo.solo_seed`); nothing leaves the client. Why not PF-XAB with
+(:func:`~pfxab_flower.algorithms.baselines.solo.solo_seed`); nothing leaves the client. Why not PF-XAB with
 ``alpha = 1``: docs/algorithms/local-only.md.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pfxab_flower.algorithms.baselines.solo import SoloPolicy, SoloRun, solo_seed
+from pfxab_flower.algorithms.elimination.pfxab import PFXAB
 from pfxab_flower.algorithms.messages import PhaseInstruction
-from pfxab_flower.algorithms.pfxab import PFXAB
 from pfxab_flower.algorithms.phased import ClientMachine, ServerMachine, Settings
 from pfxab_flower.algorithms.run_spec import SpecT
-from pfxab_flower.algorithms.solo import SoloPolicy, SoloRun, solo_seed
 
 if TYPE_CHECKING:
     from pfxab_flower.problems.sampling import Environment

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from pfxab_flower.algorithms.pfxab import PFXAB
+from pfxab_flower.algorithms.elimination.pfxab import PFXAB
 from pfxab_flower.algorithms.phased import Settings
 from pfxab_flower.algorithms.splits import cheapest_split
 
