@@ -13,7 +13,7 @@ import numpy as np
 
 from pfxab_flower.algorithms.phased import Policy, Settings
 from pfxab_flower.algorithms.phased.state import ROOT
-from pfxab_flower.arms.partition import POINT_DEPTH
+from pfxab_flower.arms.partition import point_depth
 
 #: Keeps the candidates' stream apart from every other stream drawn from the run's seed.
 CANDIDATE_STREAM = 0x5F5E
@@ -21,8 +21,7 @@ CANDIDATE_STREAM = 0x5F5E
 
 def candidate_depth(settings: Settings) -> int:
     """The depth of the candidates' cells: :data:`POINT_DEPTH`, or ``max_depth`` if shallower."""
-    limit = settings.spec.max_depth
-    return POINT_DEPTH if limit is None else min(limit, POINT_DEPTH)
+    return point_depth(settings.spec.max_depth)
 
 
 def candidate_nodes(seed: int, count: int, depth: int) -> np.ndarray:

@@ -18,7 +18,7 @@ from pfxab_flower.algorithms.halving.pf_sh_model import best_count, round_split,
 from pfxab_flower.algorithms.phased import ClientView, Settings
 from pfxab_flower.algorithms.phased.state import ProtocolError
 from pfxab_flower.algorithms.run_spec import SpecT
-from pfxab_flower.arms.partition import POINT_DEPTH
+from pfxab_flower.arms.partition import point_depth
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.parameter import Parameter
 
@@ -92,7 +92,7 @@ class PFSH(CandidatePolicy):
         checked against both (one line, before any work)."""
         self.check_options(spec.num_clients, spec.options)
         most, given = most_candidates(spec.num_clients), spec.options["candidates"]
-        depth = POINT_DEPTH if spec.max_depth is None else min(spec.max_depth, POINT_DEPTH)
+        depth = point_depth(spec.max_depth)
         if given > 1 << depth:
             raise ConfigError(f"{spelled('candidates')}={given!r} is invalid with {spelled('max_depth')}="
                               f"{spec.max_depth}; allowed: at most {1 << depth:,} (the cells of depth {depth}), "
