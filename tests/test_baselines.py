@@ -364,7 +364,7 @@ def _logs(fed: Federation, algorithm: str, **parameters) -> tuple[list, object]:
 
 
 def test_local_only_sends_no_means_and_each_client_is_the_client_alone() -> None:
-    from pfxab_flower.algorithms.solo import solo_seed
+    from pfxab_flower.algorithms.baselines.solo import solo_seed
 
     fed = _fed()
     logs, sim = _logs(fed, "local-only", alpha=0.5, seed=3)
@@ -389,11 +389,11 @@ def test_local_only_sends_no_means_and_each_client_is_the_client_alone() -> None
 
 
 def test_random_search_pulls_its_share_at_distinct_random_points_then_exploits_the_best() -> None:
-    from pfxab_flower.algorithms.random_search import RANDOM_DEPTH, random_points
-    from pfxab_flower.arms.partition import depth_of
+    from pfxab_flower.algorithms.baselines.random_search import random_points
+    from pfxab_flower.arms.partition import POINT_DEPTH, depth_of
 
     fed = _fed(noise="none")  # rewards are the objective itself, so the best observed point is known
-    n = random_points(0.05, SOLO_T, RANDOM_DEPTH)
+    n = random_points(0.05, SOLO_T, POINT_DEPTH)
     assert n == 1000
     logs, sim = _logs(fed, "random-search", random_fraction=0.05, seed=1)
     summary = sim.driver.result("inprocess").summary
@@ -402,7 +402,7 @@ def test_random_search_pulls_its_share_at_distinct_random_points_then_exploits_t
     for m, (nodes, counts) in enumerate(logs):
         explored, exploited = nodes[:n], nodes[n:]
         assert counts[:n].tolist() == [1] * n and np.unique(explored).size == n  # n distinct points, once each
-        assert np.all(depth_of(explored) == RANDOM_DEPTH)
+        assert np.all(depth_of(explored) == POINT_DEPTH)
         best = explored[np.argmax(fed.evaluate(m, fed.partition.midpoints(explored)))]
         assert exploited.tolist() == [best] and counts[n:].tolist() == [SOLO_T - n]
         assert summary["final_nodes"][m] == best and summary["pulls_scored"][m] == SOLO_T
@@ -420,7 +420,7 @@ def test_random_search_pulls_its_share_at_distinct_random_points_then_exploits_t
 
 
 def test_random_search_share_is_as_written_and_checked_once() -> None:
-    from pfxab_flower.algorithms.random_search import random_points
+    from pfxab_flower.algorithms.baselines.random_search import random_points
     from pfxab_flower.running.engine import run
 
     assert random_points(0.07, 100, 48) == 7 and random_points(0.01, 2_000_000, 48) == 20_000

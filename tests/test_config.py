@@ -153,7 +153,7 @@ def test_limits_themselves_are_accepted() -> None:
 def test_a_seed_is_one_32_bit_word_so_no_two_runs_share_a_noise_stream(tmp_path: Path) -> None:
     """numpy's SeedSequence reads an integer as 32-bit words and pads with zeros: seeds >= 2**32 made different
     runs' streams coincide (solo_seed(0, 1) == solo_seed(2**32, 0)); every entry point refuses them now."""
-    from pfxab_flower.algorithms.solo import solo_seed
+    from pfxab_flower.algorithms.baselines.solo import solo_seed
     from pfxab_flower.limits import MAX_SEED
     from pfxab_flower.schema.spec import AlgorithmSpec
 

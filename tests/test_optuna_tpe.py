@@ -16,7 +16,7 @@ import pytest
 
 from pfxab_flower import RunConfig, compare, run, run_config
 from pfxab_flower.algorithms import make_policy, registry
-from pfxab_flower.algorithms.optuna_tpe import DEFAULT_TRIALS
+from pfxab_flower.algorithms.baselines.optuna_tpe import DEFAULT_TRIALS
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import build_federation
 from pfxab_flower.problems.synthetic import synthetic_federation

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from pfxab_flower import run
-from pfxab_flower.algorithms.optuna_tpe_fed import MAX_PHASES, OptunaTPEFed, tpe_plan
-from pfxab_flower.algorithms.proposals import History
+from pfxab_flower.algorithms.baselines.optuna_tpe_fed import MAX_PHASES, OptunaTPEFed, tpe_plan
+from pfxab_flower.algorithms.surrogate.proposals import History
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import synthetic_federation
 from pfxab_flower.running import engine

@@ -16,18 +16,18 @@ import numpy as np
 import pytest
 
 from pfxab_flower import Federation, run
-from pfxab_flower.algorithms.candidates import candidate_nodes
-from pfxab_flower.algorithms.pf_sh import PFSH, most_candidates
-from pfxab_flower.algorithms.pf_sh_model import (
+from pfxab_flower.algorithms.halving.candidates import candidate_nodes
+from pfxab_flower.algorithms.halving.pf_sh import PFSH
+from pfxab_flower.algorithms.halving.pf_sh_model import (
     COUNT_GRID,
     EXPONENTS,
     best_count,
     modelled_regret,
-    round_split,
     screen_count,
     tail_exponent,
     union_share,
 )
+from pfxab_flower.algorithms.halving.successive_halving import most_candidates, round_split
 from pfxab_flower.algorithms.splits import cheapest_split
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import synthetic_federation

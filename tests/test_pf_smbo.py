@@ -19,7 +19,8 @@ import pytest
 
 from pfxab_flower import Federation, run
 from pfxab_flower.algorithms.messages import ActiveSetReport, PhaseInstruction
-from pfxab_flower.algorithms.pf_smbo import (
+from pfxab_flower.algorithms.phased import ClientMachine, ProtocolError, ServerMachine
+from pfxab_flower.algorithms.surrogate.pf_smbo import (
     PFSMBO,
     exploration_rule,
     initial_rule,
@@ -27,8 +28,7 @@ from pfxab_flower.algorithms.pf_smbo import (
     rate,
     smbo_plan,
 )
-from pfxab_flower.algorithms.phased import ClientMachine, ProtocolError, ServerMachine
-from pfxab_flower.algorithms.proposals import History, deal, initial_design, integer_split, offered, quota
+from pfxab_flower.algorithms.surrogate.proposals import History, deal, initial_design, integer_split, offered, quota
 from pfxab_flower.arms.partition import depth_of
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.problems import synthetic_federation

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pfxab_flower.algorithms import PFXAB, PFXABAdaptive
-from pfxab_flower.algorithms.pfxab_adaptive import worth_a_phase
+from pfxab_flower.algorithms.elimination.pfxab_adaptive import worth_a_phase
 from pfxab_flower.algorithms.splits import cheapest_split
 from pfxab_flower.problems import build_federation
 from pfxab_flower.running import engine

@@ -1,10 +1,19 @@
-"""How a round's pulls are split between the union's nodes (global) and a client's own (local): shared by the
-algorithms that choose the split instead of taking the paper's (derivation: docs/algorithms/pf-xab-adaptive.md).
+"""The personalised estimate ``alpha * local + (1 - alpha) * global`` and how a round's pulls are split between the
+union's nodes (global) and a client's own (local): shared by the algorithms that use them (the split's derivation:
+docs/algorithms/pf-xab-adaptive.md), so that none imports another's module.
 """
 
 from __future__ import annotations
 
 import math
+
+import numpy as np
+
+
+def personalised_estimate(alpha: float, local_means: np.ndarray, global_means: np.ndarray) -> np.ndarray:
+    """A client's estimate of what it optimises, per node: ``alpha * local + (1 - alpha) * global`` (the paper's)."""
+    estimate: np.ndarray = alpha * local_means + (1.0 - alpha) * global_means
+    return estimate
 
 
 def cheapest_split(alpha: float, num_clients: int, f: float, ratio: float) -> tuple[float, float]:

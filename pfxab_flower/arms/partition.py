@@ -20,6 +20,11 @@ MAX_DEPTH = 62
 POINT_DEPTH = 48
 
 
+def point_depth(max_depth: int | None) -> int:
+    """The depth of a run's points: :data:`POINT_DEPTH`, or the run's ``max_depth`` if shallower."""
+    return POINT_DEPTH if max_depth is None else min(max_depth, POINT_DEPTH)
+
+
 def depth_of(node_ids: np.ndarray) -> np.ndarray:
     """Depth ``floor(log2 k)`` of each node id, exact for every ``int64`` id."""
     ids = np.asarray(node_ids, dtype=np.int64)

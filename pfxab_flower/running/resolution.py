@@ -127,9 +127,9 @@ def first_point_warning(spec: RunSpec) -> str | None:
     """One line if no client of ``spec``'s run can leave its first point, the domain's centre, within the horizon
     (no phase fits, or a baseline's search pulls nothing), else ``None``: checked from the spec alone."""
     from pfxab_flower.algorithms import make_policy
+    from pfxab_flower.algorithms.baselines.solo import SoloPolicy
     from pfxab_flower.algorithms.messages import PhaseInstruction
     from pfxab_flower.algorithms.phased import ServerMachine, Settings
-    from pfxab_flower.algorithms.solo import SoloPolicy
 
     policy, settings = make_policy(spec.algorithm), Settings(spec)
     if isinstance(policy, SoloPolicy):

@@ -1,7 +1,7 @@
 """Phased elimination on a hierarchical partition: the skeleton shared by every algorithm.
 
 The federated algorithms share phases, schedule, budget rule and messages, and differ only in their
-:class:`Policy`; the baselines run the same machines with no phase (:mod:`pfxab_flower.algorithms.solo`).
+:class:`Policy`; the baselines run the same machines with no phase (:mod:`pfxab_flower.algorithms.baselines.solo`).
 :class:`ClientMachine` and :class:`ServerMachine` are pure and deterministic given their inputs and
 the seed, so every engine gives the same numbers. Widths come from :mod:`pfxab_flower.algorithms.bounds`.
 """

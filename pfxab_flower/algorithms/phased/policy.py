@@ -63,7 +63,7 @@ class Policy:
     #: The algorithm's own keywords (``parameter.Parameter``: default, check, help), beside the common ones.
     #: Their values reach the policy as ``settings.options[name]``.
     parameters: tuple[Parameter, ...] = ()
-    #: A baseline whose clients work alone (:class:`~pfxab_flower.algorithms.solo.SoloPolicy`): the server
+    #: A baseline whose clients work alone (:class:`~pfxab_flower.algorithms.baselines.solo.SoloPolicy`): the server
     #: runs no phase, only the final exchange, in which each client plays its horizon (:meth:`alone`).
     solo: ClassVar[bool] = False
     #: Whether a phase works at the partition's depth ``h = p`` (its nodes are split as they survive).
@@ -127,7 +127,8 @@ class Policy:
         ``phase`` (node ids as sent; ``None``: no usable reply) and the sets of phase ``phase``.
 
         Default: a reply's set, sorted; for a client without one, :meth:`lost`. A proposal policy deals the next
-        phase's points among the replies instead (:class:`~pfxab_flower.algorithms.proposals.ProposalPolicy`)."""
+        phase's points among the replies instead
+        (:class:`~pfxab_flower.algorithms.surrogate.proposals.ProposalPolicy`)."""
         return [np.sort(new) if new is not None else self.lost(old) for new, old in zip(replies, previous, strict=True)]
 
     def caught_up_size(self, active_size: int, missed: int) -> int:

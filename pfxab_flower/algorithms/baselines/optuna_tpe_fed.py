@@ -14,9 +14,9 @@ from types import ModuleType
 import numpy as np
 
 from pfxab_flower.algorithms.phased import Settings
-from pfxab_flower.algorithms.proposals import History, ProposalPolicy, Round, cached_plan, proposal_depth
 from pfxab_flower.algorithms.run_spec import SpecT
 from pfxab_flower.algorithms.surrogate.pool import nodes_of, unit_centres
+from pfxab_flower.algorithms.surrogate.proposals import History, ProposalPolicy, Round, cached_plan, proposal_depth
 from pfxab_flower.errors import ConfigError
 
 #: Most phases (each is one trial of every study): the studies' cost grows with their trials.

@@ -15,7 +15,10 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from pfxab_flower.algorithms.phased import ProtocolError, Settings
-from pfxab_flower.algorithms.proposals import (
+from pfxab_flower.algorithms.run_spec import SpecT
+from pfxab_flower.algorithms.surrogate import gp
+from pfxab_flower.algorithms.surrogate.pool import LOCAL_CENTRES, candidates, nodes_of, unit_centres
+from pfxab_flower.algorithms.surrogate.proposals import (
     History,
     ProposalPolicy,
     Round,
@@ -24,9 +27,6 @@ from pfxab_flower.algorithms.proposals import (
     integer_split,
     proposal_depth,
 )
-from pfxab_flower.algorithms.run_spec import SpecT
-from pfxab_flower.algorithms.surrogate import gp
-from pfxab_flower.algorithms.surrogate.pool import LOCAL_CENTRES, candidates, nodes_of, unit_centres
 from pfxab_flower.arms.domain import DIMENSIONS
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.parameter import Parameter, check_against

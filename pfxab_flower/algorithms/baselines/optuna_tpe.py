@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pfxab_flower.algorithms.baselines.solo import SoloPolicy, SoloRun, solo_seed
 from pfxab_flower.algorithms.phased import Settings
 from pfxab_flower.algorithms.phased.observed import best_of, merged
-from pfxab_flower.algorithms.solo import SoloPolicy, SoloRun, solo_seed
-from pfxab_flower.arms.partition import POINT_DEPTH, unit_nodes
+from pfxab_flower.arms.partition import point_depth, unit_nodes
 from pfxab_flower.parameter import Parameter, between
 
 if TYPE_CHECKING:
@@ -65,8 +65,7 @@ class OptunaTPE(SoloPolicy):
         """One study: each trial's point is the cell of its depth that holds TPE's proposal, pulled once."""
         import optuna  # here: the optional extra, imported (~1 s) only by a run that uses it
 
-        limit = settings.spec.max_depth
-        depth = POINT_DEPTH if limit is None else min(limit, POINT_DEPTH)
+        depth = point_depth(settings.spec.max_depth)
         dimensions = int(np.asarray(env.point(1)).size)
         count = trials(settings)
         seed = solo_seed(settings.seed, client)

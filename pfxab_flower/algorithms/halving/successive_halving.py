@@ -1,8 +1,9 @@
-"""PF-SH: personalised successive halving over ``K`` candidates every client draws from the run's seed.
+"""Successive halving over shared candidates as a base: the rounds every such policy runs, owned here.
 
-Each round every client pulls the union of survivors (global means) and its own, then keeps at most the
-better half by its personalised estimate (fewer when its first round or its measured noise says so).
-Derivation: docs/algorithms/pf-sh.md; the model: :mod:`pfxab_flower.algorithms.pf_sh_model`.
+Each round every client pulls the union of survivors (global means) and its own, with the cheapest split
+(:func:`round_split`) of successive halving's budget, then keeps at most the better half of its own by its
+personalised estimate. A subclass declares its ``candidates`` keyword and gives the count's rule
+(:meth:`~SuccessiveHalving.rule_count`) and, if it keeps fewer, :meth:`~SuccessiveHalving.kept_count`.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from pfxab_flower.algorithms.candidates import CandidatePolicy, candidate_depth
-from pfxab_flower.algorithms.pf_sh_model import best_count, round_split, rounds, screen_count, tail_exponent
+from pfxab_flower.algorithms.halving.candidates import CandidatePolicy, candidate_depth
 from pfxab_flower.algorithms.phased import ClientView, Settings
 from pfxab_flower.algorithms.phased.state import ProtocolError
 from pfxab_flower.algorithms.run_spec import SpecT
-from pfxab_flower.arms.partition import POINT_DEPTH
+from pfxab_flower.algorithms.splits import cheapest_split, personalised_estimate
+from pfxab_flower.arms.partition import point_depth
 from pfxab_flower.errors import ConfigError, spelled
-from pfxab_flower.parameter import Parameter
 
 #: Most candidates of a run: every client holds them all in the first round (8 bytes each on the wire).
 MAX_CANDIDATES = 1_000_000
@@ -28,8 +28,6 @@ MAX_CANDIDATES = 1_000_000
 #: in-process, garland-5d: 1000 clients x 16,777 candidates (2**24 pairs) took 15 min and 5.8 GB; at this limit
 #: 1000 x 1,048 took 3 min and 420 MB (PF-XAB there: 4.5 min), 10 x 104,857 at T = 1e10 35 s and 390 MB.
 MAX_CANDIDATE_PAIRS = 1 << 20
-#: The chance the trimming after a round drops a client's best candidate, over the whole run (a union bound).
-TRIM_RISK = 0.05
 
 
 def most_candidates(num_clients: int) -> int:
@@ -37,39 +35,46 @@ def most_candidates(num_clients: int) -> int:
     return min(MAX_CANDIDATES, MAX_CANDIDATE_PAIRS // num_clients)
 
 
-def trim_width(settings: Settings, view: ClientView, scores: np.ndarray, count: int) -> np.ndarray:
-    """How far below its best estimate a candidate may be and still be a client's best, per candidate.
+def rounds(count: int) -> int:
+    """Rounds until one candidate is left, halving (rounding up) each round: ``ceil(log2 K)``."""
+    return max(0, math.ceil(math.log2(count))) if count > 1 else 0
 
-    The personalised estimate of a candidate pulled ``n`` times by the client and ``g`` times by each of the
-    others has variance ``s^2 (a^2 / n + k / g)`` (docs/algorithms/pf-sh.md), ``s^2`` the client's measured
-    noise; the difference of two estimates is wider than ``z`` standard deviations with probability at most
-    ``2 exp(-z^2 / 2)``, so ``z = sqrt(2 ln(2 R K / risk))`` bounds the chance of dropping the best over
-    ``R`` rounds of ``K`` candidates by :data:`TRIM_RISK`.
+
+def whole(pulls: float) -> int:
+    """``pulls`` rounded up, after its floating-point error (``1.0000000002`` is one pull, not two)."""
+    return math.ceil(round(pulls, 9))
+
+
+def round_split(alpha: float, num_clients: int, budget: float, union_size: int, own_size: int) -> tuple[int, int]:
+    """``(global, local)`` pulls per candidate of a round: the cheapest split whose personalised estimate is
+    worth the most pulls for about ``budget`` pulls per client (at least one pull of every candidate held)."""
+    ratio = max(union_size / own_size, 1.0) if own_size > 0 else 1.0
+    unit_global, unit_local = cheapest_split(alpha, num_clients, 1.0, ratio)  # the split per unit of f
+    unit_cost = own_size * (ratio * unit_global + unit_local)
+    f = budget / unit_cost if unit_cost > 0 else 0.0
+    global_pulls, local_pulls = whole(unit_global * f), whole(unit_local * f)
+    if global_pulls == 0 and local_pulls == 0:
+        local_pulls = 1
+    return global_pulls, local_pulls
+
+
+class SuccessiveHalving(CandidatePolicy):
+    """Personalised successive halving over the ``candidates`` the spec carries. What it owns:
+
+    - **The count.** ``candidates = 0`` becomes :meth:`rule_count`'s, at most the clients' share of
+      :data:`MAX_CANDIDATE_PAIRS` and the cells of the candidates' depth; a count given is checked against both.
+    - **The rounds.** At most ``ceil(log2 K)``; round ``r`` budgets ``2**(r-1)`` pulls for each candidate a client
+      has in play (at most ``K``), split by :func:`round_split`; a client keeps at most the better half.
+    - **The decision.** The personalised estimate; the best :meth:`kept_count`, ties to the lower candidate id.
     """
-    M, alpha = settings.num_clients, settings.alpha
-    a = alpha + (1.0 - alpha) / M
-    k = (M - 1) * ((1.0 - alpha) / M) ** 2
-    own = np.maximum(np.asarray(view.local_counts, dtype=float), 1.0)
-    variance = view.noise_variance * (a * a / own + k / max(view.min_count, 1))
-    best = int(np.argmax(scores))
-    z = math.sqrt(2.0 * math.log(2.0 * max(rounds(count), 1) * count / TRIM_RISK))
-    width: np.ndarray = z * np.sqrt(variance + variance[best])
-    return width
 
+    def rule_count(self, spec: SpecT, most: int) -> int:
+        """The count a run of ``spec`` draws when it gives none (at most ``most``)."""
+        raise NotImplementedError
 
-class PFSH(CandidatePolicy):
-    name = "pf-sh"
-    label = "PF-SH"
-    description = ("personalised successive halving: shared random candidates, halved each round on "
-                   "alpha*local + (1-alpha)*global")
-    parameters = (
-        Parameter("candidates", int, 0,
-                  f"an integer in [0, {MAX_CANDIDATES:,}] (0: the rule, from the horizon, clients and alpha)",
-                  "pf-sh: candidate points K (0: the documented rule)", lambda value: 0 <= value <= MAX_CANDIDATES,
-                  after="max_evaluations", late=True),
-    )
-    smoothness_model = False
-    estimates_noise = True
+    def kept_count(self, settings: Settings, view: ClientView, scores: np.ndarray) -> int:
+        """How many of its ``scores`` a client keeps after a round: the better half, rounded up."""
+        return (len(scores) + 1) // 2
 
     def phase_line(self, row: Mapping[str, Any]) -> str:
         """A round in the words of successive halving: candidates, not the partition's nodes and depth."""
@@ -87,19 +92,19 @@ class PFSH(CandidatePolicy):
                               f"{MAX_CANDIDATE_PAIRS:,})")
 
     def resolve(self, spec: SpecT, dimensions: int | None) -> SpecT:
-        """``candidates = 0`` becomes the rule's count (:func:`screen_count`), at most the clients' share of
+        """``candidates = 0`` becomes :meth:`rule_count`'s count, at most the clients' share of
         :data:`MAX_CANDIDATE_PAIRS` and the ``2**max_depth`` cells of the candidates' depth; a count given is
         checked against both (one line, before any work)."""
         self.check_options(spec.num_clients, spec.options)
         most, given = most_candidates(spec.num_clients), spec.options["candidates"]
-        depth = POINT_DEPTH if spec.max_depth is None else min(spec.max_depth, POINT_DEPTH)
+        depth = point_depth(spec.max_depth)
         if given > 1 << depth:
             raise ConfigError(f"{spelled('candidates')}={given!r} is invalid with {spelled('max_depth')}="
                               f"{spec.max_depth}; allowed: at most {1 << depth:,} (the cells of depth {depth}), "
                               f"or a larger {spelled('max_depth')}")
         if given != 0:
             return spec
-        count = min(screen_count(spec.horizon, spec.alpha, spec.num_clients, most), 1 << depth)
+        count = min(self.rule_count(spec, most), 1 << depth)
         return spec.replace(options={**spec.options, "candidates": count})
 
     def count(self, settings: Settings) -> int:
@@ -135,27 +140,12 @@ class PFSH(CandidatePolicy):
         return round_split(settings.alpha, settings.num_clients, budget, union_size, own_size)
 
     def score(self, settings: Settings, view: ClientView) -> np.ndarray:
-        return settings.alpha * view.local_means + (1.0 - settings.alpha) * view.global_means
+        return personalised_estimate(settings.alpha, view.local_means, view.global_means)
 
     def keep(self, settings: Settings, view: ClientView) -> np.ndarray:
-        """At most the better half (rounded up) by personalised estimate; ties go to the lower candidate id.
-
-        After the first round, no more than half the count the model asks for the exponent the client's
-        estimates show (:func:`tail_exponent`, :func:`best_count`); after a later one, only those within
-        :func:`trim_width` of the best (once the client has measured its noise), at least one.
-        """
+        """The :meth:`kept_count` best by personalised estimate; ties go to the lower candidate id."""
         scores = self.score(settings, view)
-        kept = (len(scores) + 1) // 2
-        count = self.count(settings)
-        if view.phase == 1:
-            exponent = tail_exponent(scores)
-            if exponent is not None:
-                asked = best_count(settings.horizon, exponent, settings.alpha, settings.num_clients, count)
-                kept = min(kept, (asked + 1) // 2)
-        elif math.isfinite(view.noise_variance):
-            close = scores >= scores.max() - trim_width(settings, view, scores, count)
-            kept = min(kept, max(1, int(np.count_nonzero(close))))
         order = np.lexsort((view.node_ids, -scores))
         keep = np.zeros(scores.shape, dtype=bool)
-        keep[order[:kept]] = True
+        keep[order[:self.kept_count(settings, view, scores)]] = True
         return keep

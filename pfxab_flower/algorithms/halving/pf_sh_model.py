@@ -13,7 +13,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from pfxab_flower.algorithms.splits import cheapest_split
+from pfxab_flower.algorithms.halving.successive_halving import round_split, rounds
 
 #: The counts the model chooses among: ``2**(k/8)``, rounded (steps of 9%).
 COUNT_GRID = tuple(sorted({round(2 ** (k / 8)) for k in range(8, 8 * 20 + 1)}))
@@ -24,29 +24,6 @@ TAIL_LEVELS = (64, 32, 16, 8)
 _NORMAL = NormalDist()
 _NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(48)
 _WEIGHTS = _WEIGHTS / _WEIGHTS.sum()
-
-
-def rounds(count: int) -> int:
-    """Rounds until one candidate is left, halving (rounding up) each round: ``ceil(log2 K)``."""
-    return max(0, math.ceil(math.log2(count))) if count > 1 else 0
-
-
-def whole(pulls: float) -> int:
-    """``pulls`` rounded up, after its floating-point error (``1.0000000002`` is one pull, not two)."""
-    return math.ceil(round(pulls, 9))
-
-
-def round_split(alpha: float, num_clients: int, budget: float, union_size: int, own_size: int) -> tuple[int, int]:
-    """``(global, local)`` pulls per candidate of a round: the cheapest split whose personalised estimate is
-    worth the most pulls for about ``budget`` pulls per client (at least one pull of every candidate held)."""
-    ratio = max(union_size / own_size, 1.0) if own_size > 0 else 1.0
-    unit_global, unit_local = cheapest_split(alpha, num_clients, 1.0, ratio)  # the split per unit of f
-    unit_cost = own_size * (ratio * unit_global + unit_local)
-    f = budget / unit_cost if unit_cost > 0 else 0.0
-    global_pulls, local_pulls = whole(unit_global * f), whole(unit_local * f)
-    if global_pulls == 0 and local_pulls == 0:
-        local_pulls = 1
-    return global_pulls, local_pulls
 
 
 def score_correlation(alpha: float, num_clients: int) -> float:

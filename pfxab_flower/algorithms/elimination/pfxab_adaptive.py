@@ -2,14 +2,14 @@
 
 Each phase uses the global/local split with the fewest pulls per client whose personalised estimate
 is worth PF-XAB's (:func:`cheapest_split`), and starts only if the regret bound says it pays
-(:func:`worth_a_phase`); all else is PF-XAB's. Derivation: docs/algorithms/pf-xab-adaptive.md.
+(:func:`worth_a_phase`); all else is PF-XAB's (:mod:`.personalised`). Derivation: docs/algorithms/pf-xab-adaptive.md.
 """
 
 from __future__ import annotations
 
 import math
 
-from pfxab_flower.algorithms.pfxab import PFXAB
+from pfxab_flower.algorithms.elimination.personalised import PersonalisedElimination
 from pfxab_flower.algorithms.phased import Settings
 from pfxab_flower.algorithms.splits import cheapest_split
 
@@ -34,7 +34,7 @@ def whole(pulls: float, f: float) -> int:
     return math.ceil(pulls) if pulls > 1e-9 * f else 0
 
 
-class PFXABAdaptive(PFXAB):
+class PFXABAdaptive(PersonalisedElimination):
     name = "pf-xab-adaptive"
     label = "PF-XAB-Adaptive"
     description = ("PF-XAB with the cheapest local/global pull split that keeps its widths, and a phase "

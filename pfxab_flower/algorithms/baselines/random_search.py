@@ -12,17 +12,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pfxab_flower.algorithms.baselines.solo import SoloPolicy, SoloRun, solo_seed
 from pfxab_flower.algorithms.phased import Settings
-from pfxab_flower.algorithms.solo import SoloPolicy, SoloRun, solo_seed
-from pfxab_flower.arms.partition import POINT_DEPTH
+from pfxab_flower.arms.partition import point_depth
 from pfxab_flower.parameter import Parameter
 
 if TYPE_CHECKING:
     from pfxab_flower.problems.sampling import Environment
-
-#: The depth of the cells whose centres are the random points (unit-cube resolution ``2**-48`` at d = 1).
-RANDOM_DEPTH = POINT_DEPTH
-
 
 def random_points(fraction: float, horizon: int, depth: int) -> int:
     """How many random points a client pulls: ``ceil(fraction * T)``, at most the ``2**depth`` cells.
@@ -46,8 +42,7 @@ class RandomSearch(SoloPolicy):
 
     def alone(self, settings: Settings, client: int, env: Environment) -> SoloRun:
         """Pull ``n`` distinct random cells once each: ``(the best observed, n)``, in no phase."""
-        limit = settings.spec.max_depth
-        depth = RANDOM_DEPTH if limit is None else min(limit, RANDOM_DEPTH)
+        depth = point_depth(settings.spec.max_depth)
         count = random_points(settings.options["random_fraction"], settings.horizon, depth)
         if settings.spec.max_evaluations is not None:  # each random point is one new point to evaluate
             count = min(count, settings.spec.max_evaluations)

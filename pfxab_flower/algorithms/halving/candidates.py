@@ -1,8 +1,8 @@
 """Policies over a finite set of candidate points every client shares, kept as they are when they survive.
 
 A candidate is the centre of one cell at ``POINT_DEPTH`` (random search's resolution), drawn from the run's
-seed alone; :class:`CandidatePolicy` is the narrow base such a policy extends (``pf-sh``; a family whose
-clients propose new points every round can extend it too).
+seed alone; :class:`CandidatePolicy` is the narrow base such a policy extends (successive halving's rounds:
+:mod:`.successive_halving`; a family whose clients propose new points every round can extend it too).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 
 from pfxab_flower.algorithms.phased import Policy, Settings
 from pfxab_flower.algorithms.phased.state import ROOT
-from pfxab_flower.arms.partition import POINT_DEPTH
+from pfxab_flower.arms.partition import point_depth
 
 #: Keeps the candidates' stream apart from every other stream drawn from the run's seed.
 CANDIDATE_STREAM = 0x5F5E
@@ -21,8 +21,7 @@ CANDIDATE_STREAM = 0x5F5E
 
 def candidate_depth(settings: Settings) -> int:
     """The depth of the candidates' cells: :data:`POINT_DEPTH`, or ``max_depth`` if shallower."""
-    limit = settings.spec.max_depth
-    return POINT_DEPTH if limit is None else min(limit, POINT_DEPTH)
+    return point_depth(settings.spec.max_depth)
 
 
 def candidate_nodes(seed: int, count: int, depth: int) -> np.ndarray:
@@ -47,7 +46,7 @@ class CandidatePolicy(Policy):
 
     What a subclass gives: :meth:`count` (it may resolve it in ``resolve``), :meth:`most_kept`, the pulls and
     the decision (``pulls``, ``phase_pulls`` or ``round_pulls``, ``score``, ``keep``) and, if it has one, its
-    own count of rounds (``max_phases``).
+    own count of rounds (``max_phases``): :class:`~.successive_halving.SuccessiveHalving` gives them all.
     """
 
     refines_partition = False
