@@ -45,6 +45,9 @@ class Parameter:
     on_every_wire: bool = False
     #: Added after results were first written: a run's id leaves it out at its default (older ids stay).
     late: bool = False
+    #: A common run parameter every algorithm takes as a keyword and reads from its spec (``alpha``, ``confidence``):
+    #: :data:`pfxab_flower.schema.catalogue.COMMON` lists those so marked.
+    every_algorithm: bool = False
 
     @property
     def key(self) -> str:

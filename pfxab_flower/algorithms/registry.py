@@ -1,7 +1,8 @@
 """The one list of algorithms: each :class:`~pfxab_flower.algorithms.phased.Policy` registered by name.
 
-The CLI's choices, the Flower strategy classes, figure labels and the keywords each algorithm takes
-(:data:`COMMON` and its policy's own ``parameters``) are derived from it (docs/extending.md).
+The CLI's choices, the Flower strategy classes, figure labels and the keywords each algorithm takes (the common
+ones, :data:`pfxab_flower.schema.catalogue.COMMON`, and its policy's own ``parameters``) are derived from it
+(docs/extending.md).
 :class:`CarriedAlgorithms` takes the registry into the processes a ClientApp is pickled into.
 """
 
@@ -16,13 +17,6 @@ from pfxab_flower import namespace
 from pfxab_flower.algorithms.phased.policy import Policy
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.parameter import Parameter
-
-#: The keywords every algorithm takes, with the declared parameter that checks each (``num_clients``: ``clients``).
-COMMON: dict[str, str] = {"num_clients": "clients", "alpha": "alpha", "horizon": "horizon", "seed": "seed",
-                          "nu1": "nu1", "rho": "rho", "max_depth": "max_depth", "max_evaluations": "max_evaluations",
-                          "confidence": "confidence"}
-
-namespace.reserve(COMMON, "a common run parameter")
 
 _ALGORITHMS: dict[str, type[Policy]] = {}
 _NAME = re.compile(r"^[a-z][a-z0-9-]*$")

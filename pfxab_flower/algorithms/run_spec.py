@@ -42,6 +42,10 @@ class RunSpec(Protocol):
         """The algorithm's own parameters, by name."""
         ...
 
+    def __getattr__(self, name: str) -> Any:
+        """A common parameter declared in the catalogue without a typed property here (``spec.<name>``)."""
+        ...
+
     def replace(self, **changes: Any) -> Self:
         """A copy with ``changes`` (values already checked)."""
         ...

@@ -64,27 +64,31 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     choice("problem", "garland", "federation to optimise", problem_registry.problem_help),
     choice("algorithm", "pf-xab", "algorithm", lambda: _registered_algorithms()),
     CLIENTS,
-    Parameter("alpha", float, 0.5, "a number in [0, 1]", "personalisation weight in [0, 1]", between(0, 1)),
+    Parameter("alpha", float, 0.5, "a number in [0, 1]", "personalisation weight in [0, 1]", between(0, 1),
+              every_algorithm=True),
     Parameter("horizon", int, 2_000_000, f"an integer in [1, {MAX_HORIZON:,}]",
               f"pulls per client T, at most {MAX_HORIZON:,}",
-              between(1, MAX_HORIZON)),
+              between(1, MAX_HORIZON), every_algorithm=True),
     Parameter("seed", int, 0, "an integer in [0, 2**32)", "random seed (noise), in [0, 2**32)",
-              between(0, MAX_SEED)),
+              between(0, MAX_SEED), every_algorithm=True),
     Parameter("nu1", float, 1.0, f"a number in [{NU1_RANGE[0]:g}, {NU1_RANGE[1]:g}]",
-              f"smoothness constant nu1 in [{NU1_RANGE[0]:g}, {NU1_RANGE[1]:g}]", between(*NU1_RANGE)),
+              f"smoothness constant nu1 in [{NU1_RANGE[0]:g}, {NU1_RANGE[1]:g}]", between(*NU1_RANGE),
+              every_algorithm=True),
     Parameter("rho", float, 0.5, f"a number in [{RHO_LOW:g}, 1)", f"smoothness rate rho in [{RHO_LOW:g}, 1)",
-              between(RHO_LOW, 1, high_open=True)),
+              between(RHO_LOW, 1, high_open=True), every_algorithm=True),
     NOISE,
     NOISE_SIGMA,
     EVALUATION,
     Parameter("max_depth", int, None, "an integer >= 1 (or unset for no limit)", "deepest phase",
-              between(1, MAX_INT64), optional=True, unset="none, the budget alone limits the depth"),
+              between(1, MAX_INT64), optional=True, unset="none, the budget alone limits the depth",
+              every_algorithm=True),
     Parameter("max_evaluations", int, None, "an integer >= 1 (or unset for no limit)",
               "most distinct points each client evaluates (a phase starts only if it fits)",
-              between(1, MAX_INT64), optional=True, unset="none, the horizon alone limits the run", late=True),
+              between(1, MAX_INT64), optional=True, unset="none, the horizon alone limits the run", late=True,
+              every_algorithm=True),
     replace(choice("confidence", "hoeffding",
                    "confidence widths: hoeffding (the paper's) or bernstein (from the observed variance)",
-                   lambda: _registered_bounds()), late=True),
+                   lambda: _registered_bounds()), late=True, every_algorithm=True),
     # The Flower app (run-config keys beside the RunConfig fields).
     Parameter("out_dir", str, "results/latest", "a directory path",
               "where the ServerApp writes summary.json, clients.csv, curve.csv", lambda text: bool(text.strip()),
@@ -133,6 +137,14 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
 
 
 namespace.reserve(PARAMETERS, "a common run parameter")
+
+#: The keywords every algorithm takes, each with the declared parameter that checks it: the number of clients
+#: (keyword ``num_clients``, declared ``clients``), then every parameter declared ``every_algorithm``, in order.
+#: Derived: a new common parameter is its declaration above (and the code that reads it), nothing more.
+COMMON: dict[str, str] = {"num_clients": CLIENTS.name,
+                          **{p.name: p.name for p in PARAMETERS.values() if p.every_algorithm}}
+
+namespace.reserve(COMMON, "a common run parameter")
 
 
 def algorithm_names() -> tuple[str, ...]:

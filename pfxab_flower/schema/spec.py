@@ -2,22 +2,24 @@
 
 Built from Python keywords (:meth:`AlgorithmSpec.build`) or a checked RunConfig (:meth:`~AlgorithmSpec.from_config`);
 it travels to every client in each message (:meth:`~AlgorithmSpec.to_wire`, :meth:`~AlgorithmSpec.from_wire`).
-The common parameters are fields; the algorithm's own (its policy's ``parameters``) are ``options``.
+The common parameters are fields (those declared since, :data:`~pfxab_flower.schema.catalogue.COMMON`'s without a
+field, are ``common`` and read as attributes all the same); the algorithm's own (its policy's ``parameters``) are
+``options``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from pfxab_flower import namespace
 from pfxab_flower.algorithms.bounds import bound_named
-from pfxab_flower.algorithms.registry import COMMON, declared_options, options_of, policy_class
+from pfxab_flower.algorithms.registry import declared_options, options_of, policy_class
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.limits import REWARD_LIMIT
 from pfxab_flower.parameter import check_against
-from pfxab_flower.schema.catalogue import PARAMETERS, check
+from pfxab_flower.schema.catalogue import COMMON, PARAMETERS, check
 from pfxab_flower.schema.run_config import check_reward_range
 
 if TYPE_CHECKING:
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
 
 PREFIX = "param-"
 #: Keys a message carries besides the common keywords and the algorithm's own (an option may not take them).
-namespace.reserve(("report_pulls", "reward_low", "reward_high", "reward_range", "options"),
+namespace.reserve(("report_pulls", "reward_low", "reward_high", "reward_range", "options", "common"),
                   "a key of every message (AlgorithmSpec)")
 #: The common keywords every message carries (``max_depth`` 0 for none); the later ones only when set (:func:`_later`).
 ON_EVERY_WIRE = ("num_clients", "horizon", "alpha", "seed", "nu1", "rho", "max_depth")
@@ -60,6 +62,16 @@ class AlgorithmSpec:
     reward_range: tuple[float, float] = FULL_RANGE
     report_pulls: bool = False
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: The common parameters that have no field above (a parameter declared ``every_algorithm`` in the catalogue
+    #: and nowhere else), by name: read as attributes (``spec.name``) like the fields.
+    common: Mapping[str, Any] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        """A common parameter without a field of its own (:attr:`common`), as an attribute."""
+        common = self.__dict__.get("common", {})  # not self.common: absent while a copy is unpickled
+        if name in common:
+            return common[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # -- building (the one check) -----------------------------------------------------
     @classmethod
@@ -81,7 +93,7 @@ class AlgorithmSpec:
                    for name, p in options_of(algorithm).items()}
         span = check_reward_range(common["confidence"], FULL_RANGE if reward_range is None else reward_range)
         return _resolved(cls(algorithm=algorithm, num_clients=num_clients, reward_range=span,
-                             report_pulls=bool(report_pulls), options=options, **common), dimensions)
+                             report_pulls=bool(report_pulls), options=options, **_fielded(common)), dimensions)
 
     @classmethod
     def from_config(cls, config: RunConfig, reward_range: tuple[float, float] = FULL_RANGE,
@@ -92,11 +104,14 @@ class AlgorithmSpec:
         options = {name: config.options.get(name, p.default) for name, p in options_of(config.algorithm).items()}
         common = {name: getattr(config, declared) for name, declared in COMMON.items()}
         spec = cls(algorithm=config.algorithm, reward_range=check_reward_range(config.confidence, reward_range),
-                   options=options, **common)
+                   options=options, **_fielded(common))
         return _resolved(spec, dimensions)
 
     def replace(self, **changes: Any) -> AlgorithmSpec:
         """A copy with ``changes`` (trusted: for values that were checked, e.g. ``report_pulls``)."""
+        unfielded = {name: changes.pop(name) for name in list(changes) if name in self.common}
+        if unfielded:
+            changes["common"] = {**self.common, **unfielded}
         return replace(self, **changes)
 
     def keywords(self) -> dict[str, Any]:
@@ -158,7 +173,7 @@ class AlgorithmSpec:
         span = (_typed(values, "reward_low", float), _typed(values, "reward_high", float)) \
             if _key("reward_low") in values or _key("reward_high") in values else FULL_RANGE
         return cls(algorithm=algorithm, reward_range=check_reward_range(common["confidence"], span),
-                   report_pulls=_typed(values, "report_pulls", bool), options=options, **common)
+                   report_pulls=_typed(values, "report_pulls", bool), options=options, **_fielded(common))
 
 
 def check_keywords(algorithm: str, keywords: Mapping[str, Any]) -> None:
@@ -178,6 +193,14 @@ def _typed(values: Mapping[str, object], name: str, kind: type) -> Any:
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise TypeError(f"parameter {name} is {value!r}, not {kind.__name__}")
     return value
+
+
+def _fielded(common: dict[str, Any]) -> dict[str, Any]:
+    """The keywords of :class:`AlgorithmSpec` for the common values ``common``: its fields' by name, the rest as
+    ``common`` (a common parameter declared in the catalogue only)."""
+    named = {f.name for f in fields(AlgorithmSpec)}
+    return {**{n: v for n, v in common.items() if n in named},
+            "common": {n: v for n, v in common.items() if n not in named}}
 
 
 def _default(name: str) -> Any:

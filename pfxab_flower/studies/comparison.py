@@ -23,7 +23,7 @@ import pandas as pd
 import pyarrow
 from tqdm import tqdm
 
-from pfxab_flower.algorithms.registry import COMMON, available_names, options_of
+from pfxab_flower.algorithms.registry import available_names, options_of
 from pfxab_flower.errors import ConfigError, WorkerLostError
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, NO_FAULTS
 from pfxab_flower.formatting import format_mean_sd
@@ -33,7 +33,7 @@ from pfxab_flower.processes.remote import JobRunner
 from pfxab_flower.running.engine import describe_problem, run_checked, run_spec
 from pfxab_flower.running.parallel import local_runner, shared_federation
 from pfxab_flower.running.results import time_grid
-from pfxab_flower.schema.catalogue import PARAMETERS, check, parse, parse_workers
+from pfxab_flower.schema.catalogue import COMMON, PARAMETERS, check, parse, parse_workers
 from pfxab_flower.schema.own_options import away_from_default, refuse_unread
 from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.schema.spec import AlgorithmSpec

@@ -44,7 +44,8 @@ def _samples(text: str | None) -> int | None:
 def algorithm_keywords(args: argparse.Namespace, config: RunConfig) -> dict[str, Any]:
     """What the run would pass its algorithm beyond clients, horizon, alpha and seed: every keyword it takes
     (``--candidates`` for pf-sh, ``--max-depth``, ...); a flag given for another algorithm is one line."""
-    from pfxab_flower.algorithms.registry import COMMON, declared_options, options_of
+    from pfxab_flower.algorithms.registry import declared_options, options_of
+    from pfxab_flower.schema.catalogue import COMMON
 
     own = options_of(config.algorithm)
     for name in declared_options():
