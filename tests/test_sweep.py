@@ -297,9 +297,14 @@ def test_a_field_added_to_run_configs_leaves_older_run_ids_unchanged() -> None:
 
 
 def _other_value(name: str) -> object:
-    others = {"confidence": "bernstein", "evaluation": "deterministic", "random_fraction": 0.5, "max_evaluations": 50,
-              "candidates": 64, "tpe_trials": 50, "exploration_share": 0.5, "initial_points": 8, "model_points": 64}
-    return others[name]
+    """A valid value of ``name`` other than its default, from its declaration (a new parameter needs no entry here)."""
+    from pfxab_flower.schema.catalogue import declared
+
+    p = declared(name)
+    tries: tuple[object, ...] = {int: (64, 50, 8, 2, 1), float: (0.5, 0.25, 2.0), bool: (True, False)}.get(p.kind, ())
+    if p.choices is not None:
+        tries = tuple(p.choices())
+    return next(value for value in tries if value != p.default and p.accepts(value))
 
 
 def test_a_run_written_before_a_later_field_existed_is_the_same_run() -> None:
