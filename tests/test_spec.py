@@ -147,8 +147,8 @@ def test_a_keyword_the_algorithm_does_not_declare_is_one_line_naming_what_it_tak
         with pytest.raises(ConfigError) as info:
             call()
         assert str(info.value).startswith("unknown keyword 'pf_pne_eps' for algorithm ")
-        assert str(info.value).endswith(
-            "; allowed: num_clients, alpha, horizon, seed, nu1, rho, max_depth, max_evaluations, confidence")
+        assert str(info.value).endswith("; allowed: " + ", ".join(config.COMMON))  # num_clients, alpha, ...
+        assert list(config.COMMON)[:3] == ["num_clients", "alpha", "horizon"]
     spec = AlgorithmSpec.build("pf-pne", num_clients=3, pf_pne_eps=np.float32(0.25))
     assert spec.options == {"pf_pne_eps": 0.25} and type(spec.options["pf_pne_eps"]) is float
     assert AlgorithmSpec.build("pf-pne", num_clients=3).options == {"pf_pne_eps": 0.1}  # the declared default
@@ -197,6 +197,6 @@ def test_a_run_checks_its_parameters_once_and_the_sessions_not_again(monkeypatch
     monkeypatch.setattr(spec_module, "check_against", counting)
     result = engine.run(FED, "pf-pne", **RUN)
     assert result.summary["phases"] >= 3  # many messages went to every session
-    assert sorted(checked) == sorted(["algorithm", "alpha", "horizon", "seed", "nu1", "rho", "max_depth",
-                                      "max_evaluations", "confidence", "clients", "pf_pne_eps", "min_fraction"])
+    # the algorithm, every common keyword's declaration (COMMON: clients, ..., confidence), pf-pne's own, the quorum
+    assert sorted(checked) == sorted(["algorithm", *config.COMMON.values(), "pf_pne_eps", "min_fraction"])
     assert not hasattr(session, "check_parameters")
