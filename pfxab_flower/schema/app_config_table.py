@@ -1,10 +1,8 @@
 """Writes ``pyproject.toml``'s ``[tool.flwr.app.config]`` from the declarations: every run-config key, its default.
 
-``flwr run`` drops a run-config key the app's ``pyproject.toml`` does not list, so the table must name every key
-the catalogue and the registries declare (:func:`~pfxab_flower.schema.catalogue.scoped` ``run`` and ``app``).
-``python -m pfxab_flower.schema.app_config_table`` rewrites that table and nothing else of the file (``--check``:
-exit 1 if it is stale, writing nothing); ``tests/test_config.py`` fails until it is run. A comment on a key's line,
-or on the lines just above it, stays with the key.
+``flwr run`` drops a run-config key the app's ``pyproject.toml`` does not list, so the table names every key
+the catalogue and the registries declare. ``python -m pfxab_flower.schema.app_config_table`` rewrites that table
+only, keeping each key's comments (``--check``: exit 1 if stale, writing nothing); a test fails until it is run.
 """
 
 from __future__ import annotations

@@ -2,9 +2,8 @@
 
 Built from Python keywords (:meth:`AlgorithmSpec.build`) or a checked RunConfig (:meth:`~AlgorithmSpec.from_config`);
 it travels to every client in each message (:meth:`~AlgorithmSpec.to_wire`, :meth:`~AlgorithmSpec.from_wire`).
-The common parameters are fields (those declared since, :data:`~pfxab_flower.schema.catalogue.COMMON`'s without a
-field, are ``common`` and read as attributes all the same); the algorithm's own (its policy's ``parameters``) are
-``options``.
+The common parameters are fields (or, without a field, in ``common``, read as attributes all the same); the
+algorithm's own (its policy's ``parameters``) are ``options``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Writes the README's list of ``pfxab run``'s flags from the command's parser (itself derived from the declarations).
 
-The README says "``pfxab run --help`` lists every flag (...)": each flag of the parser, a choice flag with its
-choices (``--problem {garland,...}``, ``--algorithm {pf-xab,...}``), so a registered problem or algorithm, or a
-declared parameter's flag, reaches it without an edit. ``python -m pfxab_flower.simulations.cli.readme_flags``
-rewrites that parenthesis and nothing else (``--check``: exit 1 if it is stale, writing nothing);
-``tests/test_cli.py`` and ``tests/test_docs_names.py`` fail until it is run.
+The README's "``pfxab run --help`` lists every flag (...)", choice flags with their choices, so a new algorithm,
+problem or flag reaches it without a hand edit: ``python -m pfxab_flower.simulations.cli.readme_flags`` rewrites
+that parenthesis only (``--check``: exit 1 if stale, writing nothing); tests fail until it is run.
 """
 
 from __future__ import annotations
