@@ -375,3 +375,32 @@ def test_an_interrupted_sweep_ends_with_one_line_its_status_and_no_worker(tmp_pa
     assert status == 128 + sig and lines[-1].startswith(
         f"pfxab sweep: interrupted; 0 of 4 runs complete in {(tmp_path / 'S').resolve()};"), lines[-3:]
     assert left == [] and not [p for p in (tmp_path / "S").rglob("*") if "pfxab-tmp" in p.name]
+
+
+#: A stop signal handled inside an ``os.register_at_fork`` hook (logging's ran at every fork of a pool worker):
+#: Python reports the hook's exception and drops it. Here the hook sends SIGHUP to this process, so the handler
+#: runs there at the first fork of the pool, every time.
+SIGNAL_IN_A_FORK_HOOK = """
+    import os, signal, time
+    import psutil
+    from pfxab_flower.running.parallel import run_in_processes
+    from pfxab_flower.simulations.flower.leftover_processes import Interrupted, alive, exit_on_signals
+    os.register_at_fork(after_in_parent=lambda: signal.raise_signal(signal.SIGHUP))
+    try:
+        with exit_on_signals():
+            run_in_processes(time.sleep, [(2,)] * 4, 2, lambda *done: None)
+        print("all jobs done", flush=True)
+    except Interrupted as stop:
+        workers, deadline = psutil.Process().children(), time.monotonic() + 20  # stopped, maybe not yet ended
+        while (left := [w for w in workers if alive(w.pid)]) and time.monotonic() < deadline:  # not reaped: the pool's
+            time.sleep(0.05)
+        print("interrupted", stop.status, "workers left", len(left), flush=True)
+"""
+
+
+def test_a_stop_signal_handled_where_python_drops_exceptions_still_interrupts() -> None:
+    """A sweep SIGHUP'ed as its first pool worker was forked printed a traceback (``Exception ignored in
+    <function _releaseLock>``, logging's fork hook), ignored the signal and ran every run to its end (status 0)."""
+    parent = python(SIGNAL_IN_A_FORK_HOOK, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = parent.communicate(timeout=patient(60))
+    assert out.strip() == "interrupted 129 workers left 0" and err == "", (out, err)

@@ -125,7 +125,7 @@ def _in_pool(fn: Callable[..., Any], jobs: dict[int, tuple[Any, ...]], workers: 
     except BaseException:  # Ctrl-C, or ``on_done`` gave up (the results' directory is gone): stop every job now
         pool.shutdown(wait=False, cancel_futures=True)
         for worker in multiprocessing.active_children():  # this pool's workers are our only children
-            worker.terminate()
+            worker.kill()  # not SIGTERM: one forked a moment ago has the parent's handlers until _start_worker runs
         raise
     finally:
         pool.shutdown(wait=True)

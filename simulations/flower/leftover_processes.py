@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -199,24 +200,67 @@ def exit_on_signals(signals: Sequence[signal.Signals] = STOP_SIGNALS, label: str
     cannot cut the clean-up short. Inside :func:`exits_at_once` the process cleans up and ends at once
     instead, with the line ``{label}: interrupted (SIGTERM)``. Outside the main thread (where Python
     allows no handlers) the block runs unchanged.
+
+    Python runs the handler wherever the main thread is, also inside code whose exceptions it reports
+    and drops (``sys.unraisablehook``): a ``__del__``, a weakref callback, an ``os.register_at_fork``
+    hook (logging's, at every fork of a pool worker). Dropped there, the interrupt was lost (its
+    signals ignored: the sweep ran to its end, status 0, after a traceback); so such a dropped
+    :class:`Interrupted` is raised again, silently: its handler runs once more a moment later (from a
+    thread; dropped again, again), where it can unwind.
     """
+    owed: set[int] = set()  # the signals of dropped interrupts, to be raised again
+
     def handler(signum: int, frame: FrameType | None) -> None:
+        owed.clear()
         for sig in signals:
             signal.signal(sig, signal.SIG_IGN)
         if _at_once:  # inside exits_at_once(): no exception may unwind through what runs there
             _exit_now(Interrupted(signum), label)
         raise Interrupted(signum)
 
+    def redeliver(unraisable: sys.UnraisableHookArgs) -> None:
+        if not isinstance(unraisable.exc_value, Interrupted):
+            previous_hook(unraisable)
+            return
+        signum = unraisable.exc_value.signum
+        while True:
+            try:  # an Interrupted raised in here would be dropped too: caught, and sent again
+                for sig in signals:
+                    signal.signal(sig, handler)
+                owed.add(signum)
+                threading.Thread(target=_raise_again, args=(signum, owed), name="pfxab-interrupt-again",
+                                 daemon=True).start()
+                return
+            except Interrupted:
+                continue
+
     try:
         previous = {sig: signal.signal(sig, handler) for sig in signals}
     except ValueError:  # not the main thread
         yield
         return
+    previous_hook, sys.unraisablehook = sys.unraisablehook, redeliver
     try:
         yield
     finally:
+        owed.clear()
+        sys.unraisablehook = previous_hook
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+#: Seconds before a dropped interrupt's signal is sent again (for the main thread to leave what dropped it).
+REDELIVER_SECONDS = 0.01
+
+
+def _raise_again(signum: int, owed: set[int]) -> None:
+    """After :data:`REDELIVER_SECONDS`, ``signum`` to the main thread once more if still ``owed`` (from a thread:
+    the handler runs in the main thread at its next check, outside the hook that reported the dropped interrupt).
+
+    A real signal (not ``interrupt_main``), so that a main thread blocked waiting for the pool wakes up."""
+    time.sleep(REDELIVER_SECONDS)
+    if signum in owed:
+        signal.pthread_kill(threading.main_thread().ident or 0, signum)
 
 
 #: The clean-ups of the :func:`exits_at_once` blocks under way, innermost last.
