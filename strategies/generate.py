@@ -7,13 +7,13 @@ fails until it is run. Each class only fixes ``algorithm``: the loop is the API 
 
 from __future__ import annotations
 
-import argparse
 import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
 from pfxab_flower.algorithms import registry
+from pfxab_flower.storage.generated_files import regenerate
 
 #: The generated module, beside this one.
 TARGET = Path(__file__).with_name("named.py")
@@ -72,22 +72,12 @@ def source() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if named.py is stale; write nothing")
-    args = parser.parse_args(argv)
-    text = source()
-    current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
-    if args.check:
-        if current != text:
-            print(f"{TARGET} is stale; run: {COMMAND}", file=sys.stderr)
-            return 1
-        return 0
-    if current != text:
-        partial = TARGET.with_suffix(".py.partial")
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(TARGET)  # atomic: an import never reads half a file
-    print(f"{TARGET}: {len(package_algorithms())} algorithms, {'rewritten' if current != text else 'unchanged'}")
-    return 0
+    def say(rewritten: bool) -> None:
+        print(f"{TARGET}: {len(package_algorithms())} algorithms, {'rewritten' if rewritten else 'unchanged'}")
+
+    return regenerate(argv, command=COMMAND, description=__doc__.splitlines()[0], target=TARGET,
+                      render=lambda _current: source(), what="named.py", stale=f"{TARGET} is stale; run: {COMMAND}",
+                      written=say)
 
 
 if __name__ == "__main__":

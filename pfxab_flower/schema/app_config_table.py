@@ -7,7 +7,6 @@ only, keeping each key's comments (``--check``: exit 1 if stale, writing nothing
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pfxab_flower.schema.catalogue import run_config_value, scoped
+from pfxab_flower.storage.generated_files import regenerate
 
 COMMAND = "python -m pfxab_flower.schema.app_config_table"
 HEADER = "[tool.flwr.app.config]"
@@ -91,23 +91,12 @@ def rewritten(text: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the table is stale; write nothing")
-    args = parser.parse_args(argv)
     if not PYPROJECT.is_file():
         print(f"{COMMAND}: error: {PYPROJECT} not found; allowed: a source checkout of the project", file=sys.stderr)
         return 2
-    text = PYPROJECT.read_text(encoding="utf-8")
-    new = rewritten(text)
-    if args.check:
-        if new != text:
-            print(f"{PYPROJECT.name}'s {HEADER} is stale: run {COMMAND}", file=sys.stderr)
-            return 1
-        return 0
-    if new != text:
-        PYPROJECT.write_text(new, encoding="utf-8")
-    return 0
-
+    return regenerate(argv, command=COMMAND, description=__doc__.splitlines()[0], target=PYPROJECT,
+                      render=rewritten, what="the table",
+                      stale=f"{PYPROJECT.name}'s {HEADER} is stale: run {COMMAND}")
 
 if __name__ == "__main__":
     sys.exit(main())

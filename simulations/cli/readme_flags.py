@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import cast
 
+from pfxab_flower.storage.generated_files import regenerate
+
 COMMAND = "python -m pfxab_flower.simulations.cli.readme_flags"
 README = Path(__file__).resolve().parents[2] / "README.md"
 OPENING = "`pfxab run --help` lists every flag\n("
@@ -56,20 +58,9 @@ def rewritten(text: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the README's list is stale; write nothing")
-    args = parser.parse_args(argv)
-    text = README.read_text(encoding="utf-8")
-    new = rewritten(text)
-    if args.check:
-        if new != text:
-            print(f"README.md's flag list is stale: run {COMMAND}", file=sys.stderr)
-            return 1
-        return 0
-    if new != text:
-        README.write_text(new, encoding="utf-8")
-    return 0
-
+    return regenerate(argv, command=COMMAND, description=__doc__.splitlines()[0], target=README,
+                      render=rewritten, what="the README's list",
+                      stale=f"README.md's flag list is stale: run {COMMAND}")
 
 if __name__ == "__main__":
     sys.exit(main())
