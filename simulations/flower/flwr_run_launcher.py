@@ -269,12 +269,7 @@ def simulate(
             finally:
                 shown.close()
                 if process.poll() is None:
-                    process.terminate()
-                    try:
-                        process.wait(timeout=5)
-                    except subprocess.TimeoutExpired:
-                        process.kill()
-                        process.wait()
+                    _end(process)
         finally:
             left = stop_processes(str(home))
             if superlink is not None:
@@ -333,12 +328,7 @@ def start_local_superlink(env: dict[str, str], home: Path, cwd: Path | None = No
     try:
         wait_for_health(int(port), process, SUPERLINK_STARTUP_TIMEOUT)
     except (RuntimeError, TimeoutError):  # it did not come up: stopped, and `flwr run` starts its own
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _end(process)
         return None
     return process
 
@@ -401,3 +391,13 @@ def federation_config(supernodes: int, num_cpus: float, ray_address: str | None)
         return f"num-supernodes={supernodes} client-resources-num-cpus={int(num_cpus)} init-args-num-cpus={cores}"
     logical = max(1, min(round(cores / num_cpus), supernodes))
     return f"num-supernodes={supernodes} client-resources-num-cpus=1 init-args-num-cpus={logical}"
+
+
+def _end(process: subprocess.Popen[Any]) -> None:
+    """Stop a process we started: SIGTERM, then SIGKILL if it has not ended within 5 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
