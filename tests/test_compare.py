@@ -235,7 +235,7 @@ def no_runs(monkeypatch):
         ("tent", {"workers": 0}, "workers=0 is invalid; allowed: an integer in [1, "),
         ("tent", {"workers": 100_000}, "workers=100000 is invalid; allowed: an integer in [1, "),
         ("config", {"alpha": 2}, "alpha=2 is invalid"),
-        ("config", {"foo": 1}, "unknown keyword 'foo'; allowed: problem, clients, alpha, "),
+        ("config", {"foo": 1}, "unknown keyword 'foo'; allowed: problem, num_clients, alpha, "),
         ("config", {"algorithm": "fed-pne"}, "unknown keyword 'algorithm' (compare takes algorithms=, a list)"),
         ("object", {}, "target=str is invalid; allowed: a Federation or a RunConfig"),
     ],
