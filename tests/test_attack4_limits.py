@@ -113,7 +113,8 @@ def test_a_sweep_or_comparison_refuses_an_own_parameter_none_of_its_runs_reads(t
     (tmp_path / "both.toml").write_text('[fixed]\ncandidates = 64\nhorizon = 2000\nnum_clients = 3\n'
                                         '[grid]\nalgorithm = ["pf-xab", "pf-sh"]\n')
     assert main(["sweep", str(tmp_path / "both.toml"), "--out", str(tmp_path / "ok"), "--no-progress"]) == 0
-    (tmp_path / "f.toml").write_text('[fixed]\nfields = "1,2"\nhorizon = 2000\nnum_clients = 2\n[grid]\nseed = [0, 1]\n')
+    (tmp_path / "f.toml").write_text('[fixed]\nfields = "1,2"\nhorizon = 2000\nnum_clients = 2\n'
+                                     '[grid]\nseed = [0, 1]\n')
     assert "f.toml: fields='1,2' is invalid; allowed: only with problem landmine" in one_line(
         capsys, "sweep", str(tmp_path / "f.toml"), "--out", str(tmp_path / "f"))
     assert "--fields='1,2' is invalid" in one_line(capsys, "compare", "--fields", "1,2", "--seeds", "0",
