@@ -85,7 +85,7 @@ CASES = ((10, 200_000), (10, 2_000_000), (1000, 2_000_000))  # (clients, horizon
 def measure(cases: tuple[tuple[int, int], ...] = CASES, repeats: int = 3) -> list[dict]:
     rows, reference = [], {}
     for clients, horizon in cases:
-        federation = build_federation(RunConfig(problem="garland", clients=clients))
+        federation = build_federation(RunConfig(problem="garland", num_clients=clients))
         federation.optimum(0.5)  # computed once, outside the timing
         for name, patch in variants().items():
             if name == "noise per pull" and clients > 10:
@@ -98,7 +98,7 @@ def measure(cases: tuple[tuple[int, int], ...] = CASES, repeats: int = 3) -> lis
                     times.append(time.perf_counter() - started)
                 nodes = result.summary["final_nodes"]
             same = nodes == reference.setdefault((clients, horizon), nodes)
-            rows.append({"variant": name, "clients": clients, "horizon": horizon,
+            rows.append({"variant": name, "num_clients": clients, "horizon": horizon,
                          "wall_seconds": statistics.median(times), "same_result": same})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows

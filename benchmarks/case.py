@@ -36,7 +36,7 @@ def inprocess(spec: dict) -> dict:
             seed=config.seed + i, nu1=config.nu1, rho=config.rho,
         )
         times.append(time.perf_counter() - started)
-    pulls = config.clients * config.horizon
+    pulls = config.num_clients * config.horizon
     wall = statistics.median(times)
     return {
         "wall_seconds": wall,
@@ -59,7 +59,7 @@ def plain(spec: dict) -> dict:
     wall = time.perf_counter() - started
     return {
         "wall_seconds": wall,
-        "ns_per_pull": wall / (config.clients * config.horizon) * 1e9,
+        "ns_per_pull": wall / (config.num_clients * config.horizon) * 1e9,
         "peak_rss_mib": _peak_rss_mib(),
     }
 

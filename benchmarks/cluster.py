@@ -23,7 +23,7 @@ from benchmarks.local_cluster import two_node_cluster
 def sweep_grid(horizon: int, seeds: list[int]) -> dict:
     """The throughput sweep's experiment (``pfxab sweep``'s TOML as a table)."""
     return {"experiment": {"name": "throughput", "kind": "regret", "title": "sweep throughput"},
-            "fixed": {"problem": "garland", "clients": 10, "horizon": horizon},
+            "fixed": {"problem": "garland", "num_clients": 10, "horizon": horizon},
             "grid": {"algorithm": ["pf-xab", "fed-pne", "pf-pne"], "alpha": [0.1, 0.5, 0.9], "seed": seeds}}
 
 
@@ -83,7 +83,7 @@ def section(number: str, quick: bool, run_case: Callable, progress: Callable[[st
     with two_node_cluster() as cluster:
         progress(f"{number}. two-node Ray cluster up at {cluster.address} (1 CPU per node)")
         for M in clients:
-            config = {**ITEM1, "clients": M, "horizon": horizon if M < 1000 else 200_000}
+            config = {**ITEM1, "num_clients": M, "horizon": horizon if M < 1000 else 200_000}
             progress(f"{number}. Flower (message API) on the cluster, M={M}, T={config['horizon']:.0e}")
             started = time.perf_counter()
             try:

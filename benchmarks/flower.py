@@ -20,7 +20,7 @@ from pathlib import Path
 from benchmarks.memory import MARKER_ENV, PeakMemory
 from pfxab_flower.schema.catalogue import DEFAULT_ROUND_TIMEOUT
 
-ITEM1 = {"problem": "garland", "algorithm": "pf-xab", "clients": 10, "alpha": 0.5, "horizon": 2_000_000, "seed": 0}
+ITEM1 = {"problem": "garland", "algorithm": "pf-xab", "num_clients": 10, "alpha": 0.5, "horizon": 2_000_000, "seed": 0}
 FLOWER_TIMEOUT = 900.0  # seconds a whole Flower case may take before it is called failed
 COMPARED = ("regret", "final_nodes", "phases", "communication_rounds", "values_up", "values_down")
 
@@ -85,7 +85,7 @@ def floor_case(spec: dict) -> dict:
     """Flower's own cost of one phase: two exchanges with every node, whose ClientApp does nothing.
 
     A Message-API ServerApp sends ``rounds`` times a train then an evaluate message to
-    each of ``clients`` nodes of the same Ray engine and waits for the (empty) replies;
+    each of ``num_clients`` nodes of the same Ray engine and waits for the (empty) replies;
     the mean time of a train + evaluate pair after the first is the least a phase can
     cost on this machine, whatever the algorithm does. With ``"final": true`` one more
     train exchange follows, as our final round: ``final_round_s`` is its time and
@@ -113,7 +113,7 @@ def floor_case(spec: dict) -> dict:
 
     @server_app.main()
     def main(grid: Grid, context: Context) -> None:
-        while len(nodes := sorted(grid.get_node_ids())) < spec["clients"]:
+        while len(nodes := sorted(grid.get_node_ids())) < spec["num_clients"]:
             time.sleep(0.1)
 
         def exchange(kind: str) -> None:
@@ -132,7 +132,7 @@ def floor_case(spec: dict) -> dict:
             stamps.append(time.perf_counter())
 
     with PeakMemory() as memory, ray_environment() as ray_dir:
-        run_simulation(server_app, client_app, num_supernodes=spec["clients"],
+        run_simulation(server_app, client_app, num_supernodes=spec["num_clients"],
                        backend_config=backend_config(1.0, ray_dir))
     phases = [b - a for a, b in itertools.pairwise(stamps[:spec["rounds"] + 1])]
     later = phases[1:]
@@ -175,7 +175,7 @@ def _run_isolated(run_case: Callable, spec: dict, progress: Callable[[str], None
 def section(number: str, quick: bool, run_case: Callable, progress: Callable[[str], None]) -> list[dict]:
     """Section 4 (M = 10) or 6 (M = 100): one row per API, plus ``pfxab simulate`` for section 4."""
     clients = 10 if number == "4" else 100
-    config = {**ITEM1, "clients": clients}
+    config = {**ITEM1, "num_clients": clients}
     if quick:
         config["horizon"] = 100_000
     target = "<= 15 s total, <= 0.45 s/phase" if number == "4" else "<= 0.5 s/phase"
@@ -186,7 +186,7 @@ def section(number: str, quick: bool, run_case: Callable, progress: Callable[[st
         rows.append({"item": number, "case": f"flower {api} M={clients} T={config['horizon']:.0e}", **figures,
                      "wall_seconds": figures.get("total_s"), "target": target})
     progress(f"{number}. Flower's own floor: M={clients}, a ClientApp that does nothing, 2 exchanges per phase")
-    figures = _run_isolated(run_case, {"kind": "floor", "clients": clients, "rounds": 6}, progress)
+    figures = _run_isolated(run_case, {"kind": "floor", "num_clients": clients, "rounds": 6}, progress)
     rows.append({"item": number, "case": f"flower floor (empty messages) M={clients}", **figures,
                  "target": "least a phase costs"})
     if number == "4":

@@ -22,17 +22,18 @@ def _progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def measure(clients: int) -> dict[str, dict]:
-    """Ours, then Flower alone with the same exchanges, for ``clients`` nodes."""
+def measure(num_clients: int) -> dict[str, dict]:
+    """Ours, then Flower alone with the same exchanges, for ``num_clients`` nodes."""
     from benchmarks.flower import _run_isolated
 
-    config = {"problem": "garland", "algorithm": "pf-xab", "clients": clients, "alpha": 0.5, "horizon": HORIZON,
+    config = {"problem": "garland", "algorithm": "pf-xab", "num_clients": num_clients, "alpha": 0.5, "horizon": HORIZON,
               "seed": 0}
-    _progress(f"M={clients}: ours (run_flower_simulation, Message API, T={HORIZON:.0e})")
+    _progress(f"M={num_clients}: ours (run_flower_simulation, Message API, T={HORIZON:.0e})")
     ours = _run_isolated(run_case, {"kind": "flower", "config": config, "api": "message"}, _progress)
     phases = int(ours.get("phases") or 1)
-    _progress(f"M={clients}: Flower alone ({phases} phases of 2 exchanges, then 1 final exchange)")
-    alone = _run_isolated(run_case, {"kind": "floor", "clients": clients, "rounds": phases, "final": True}, _progress)
+    _progress(f"M={num_clients}: Flower alone ({phases} phases of 2 exchanges, then 1 final exchange)")
+    floor = {"kind": "floor", "num_clients": num_clients, "rounds": phases, "final": True}
+    alone = _run_isolated(run_case, floor, _progress)
     return {"ours": ours, "alone": alone}
 
 
@@ -43,16 +44,16 @@ def ratio(ours: float | None, alone: float | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.flower_overhead",
                                      description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--clients", default="10,100,1000", help="values of M (default: 10,100,1000)")
+    parser.add_argument("--num-clients", default="10,100,1000", help="values of M (default: 10,100,1000)")
     parser.add_argument("--out", default=None, help="also write the figures as JSON here")
     args = parser.parse_args(argv)
     try:
-        clients = [int(m) for m in args.clients.split(",")]
+        sizes = [int(m) for m in args.num_clients.split(",")]
     except ValueError:
-        parser.error(f"--clients={args.clients!r} is invalid; allowed: integers >= 2, comma-separated")
-    if not clients or min(clients) < 2:
-        parser.error(f"--clients={args.clients!r} is invalid; allowed: integers >= 2, comma-separated")
-    figures = {m: measure(m) for m in clients}
+        parser.error(f"--num-clients={args.num_clients!r} is invalid; allowed: integers >= 2, comma-separated")
+    if not sizes or min(sizes) < 2:
+        parser.error(f"--num-clients={args.num_clients!r} is invalid; allowed: integers >= 2, comma-separated")
+    figures = {m: measure(m) for m in sizes}
     print(f"{'M':>5} {'what':<22} {'ours s':>8} {'alone s':>8} {'ratio':>6}  target <= {TARGET_RATIO}")
     for m, pair in figures.items():
         ours, alone = pair["ours"], pair["alone"]

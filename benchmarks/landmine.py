@@ -18,8 +18,9 @@ from pathlib import Path
 
 from tests.landmine_files import GIVEN_REAL_FILE, serve
 
-CONFIG = {"problem": "landmine", "algorithm": "pf-xab", "clients": 10, "alpha": 0.4, "horizon": 2_000_000, "seed": 0}
-QUICK = {**CONFIG, "clients": 3, "fields": "0,15,27", "horizon": 20_000}
+CONFIG = {"problem": "landmine", "algorithm": "pf-xab", "num_clients": 10, "alpha": 0.4, "horizon": 2_000_000,
+          "seed": 0}
+QUICK = {**CONFIG, "num_clients": 3, "fields": "0,15,27", "horizon": 20_000}
 
 
 def landmine_case(spec: dict) -> dict:
@@ -50,7 +51,7 @@ def section(number: str, quick: bool, run_case: Callable, progress: Callable[[st
         progress(f"5. skipped: the real landmine data is not given (PFXAB_LANDMINE_DATA={GIVEN_REAL_FILE!r})")
         return []
     config = QUICK if quick else CONFIG
-    label = f"landmine M={config['clients']} T={config['horizon']:.0e}"
+    label = f"landmine M={config['num_clients']} T={config['horizon']:.0e}"
     cases = [("cold", "<= 15 s", {}), ("warm", "<= 10 s", {})]
     if not quick:
         cases.append(("live", "= cold regret", {"PFXAB_LANDMINE_TABLE": "none"}))

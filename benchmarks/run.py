@@ -18,7 +18,8 @@ from pathlib import Path
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
-DEFAULT = {"problem": "garland", "algorithm": "pf-xab", "clients": 10, "alpha": 0.5, "horizon": 2_000_000, "seed": 0}
+DEFAULT = {"problem": "garland", "algorithm": "pf-xab", "num_clients": 10, "alpha": 0.5, "horizon": 2_000_000,
+           "seed": 0}
 
 
 def run_case(spec: dict, module: str = "benchmarks.case", env: dict | None = None, timeout: float = 1800) -> dict:
@@ -68,7 +69,7 @@ def section_scaling(quick: bool) -> list[dict]:
     horizons = (10_000, 100_000, 1_000_000) if quick else (10_000, 100_000, 1_000_000, 10_000_000, 100_000_000)
     for M in clients:
         _progress(f"3. scaling: M={M}, T=2e6")
-        figures = run_case({"kind": "inprocess", "config": {**DEFAULT, "clients": M}})
+        figures = run_case({"kind": "inprocess", "config": {**DEFAULT, "num_clients": M}})
         rows.append({"item": "3", "case": f"scaling M={M} T=2e6", **figures,
                      "target": "<= 30 s" if M == 1000 else "linear in M"})
     for T in horizons:

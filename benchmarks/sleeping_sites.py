@@ -48,7 +48,7 @@ APP = {
 
         [tool.flwr.app.config]
         algorithm = "pf-xab"
-        clients = {SITES}
+        num-clients = {SITES}
         horizon = {HORIZON}
         seed = 0
         ''',
@@ -96,7 +96,7 @@ APP = {
         @app.main()
         def main(grid: Grid, context: Context) -> None:
             config = context.run_config
-            STRATEGIES[config["algorithm"]](num_clients=config["clients"], horizon=config["horizon"],
+            STRATEGIES[config["algorithm"]](num_clients=config["num-clients"], horizon=config["horizon"],
                                             seed=config["seed"], dimensions=2).start(grid=grid)
         ''',
 }

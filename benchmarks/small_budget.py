@@ -1,6 +1,6 @@
 """Section 8 of ``python -m benchmarks``: the small-budget comparison a user with an expensive black box runs.
 
-The real ``pfxab compare --problem garland-shifted --clients 10 --horizon 200 --seeds 0-2`` of the model-based
+The real ``pfxab compare --problem garland-shifted --num-clients 10 --horizon 200 --seeds 0-2`` of the model-based
 algorithms, per-site Optuna and random search, in a fresh process, timed from outside; each algorithm's share
 is the sum of its runs' wall time (``runs.csv``). An algorithm of the list that is not registered or whose
 extra is not installed is left out and named.
@@ -21,7 +21,7 @@ from pfxab_flower.algorithms.registry import available_names
 
 #: The comparison of issue 45's benchmark, in its order.
 ALGORITHMS = ("pf-smbo", "pf-sh", "optuna-tpe", "optuna-tpe-fed", "random-search")
-FLAGS = ["--problem", "garland-shifted", "--clients", "10", "--horizon", "200"]
+FLAGS = ["--problem", "garland-shifted", "--num-clients", "10", "--horizon", "200"]
 
 
 def section(number: str, quick: bool, run_case: Callable, progress: Callable[[str], None]) -> list[dict]:

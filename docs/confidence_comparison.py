@@ -44,7 +44,7 @@ def measure(workers: int) -> pd.DataFrame:
     frames = []
     for setting in SETTINGS:
         for confidence in CONFIDENCES:
-            base = RunConfig(clients=10, horizon=2_000_000, confidence=confidence, **setting)
+            base = RunConfig(num_clients=10, horizon=2_000_000, confidence=confidence, **setting)
             runs = compare(base, list(federated_names()), SEEDS, workers=workers, progress=False).runs
             frames.append(runs.assign(noise=base.noise))
             print(f"done: {setting} {confidence}", flush=True)

@@ -51,7 +51,7 @@ def measure(workers: int) -> pd.DataFrame:
     frames = []
     settings = [(p, a, t, c) for p in PROBLEMS for a in ALPHAS for t in HORIZONS for c in CONFIDENCES]
     for problem, alpha, horizon, confidence in tqdm(settings, desc="horizons", unit="setting"):
-        base = RunConfig(problem=problem, alpha=alpha, clients=10, horizon=horizon, confidence=confidence)
+        base = RunConfig(problem=problem, alpha=alpha, num_clients=10, horizon=horizon, confidence=confidence)
         frames.append(compare(base, ["pf-xab"], SEEDS, workers=workers, progress=False).runs)
     return pd.concat(frames, ignore_index=True)
 

@@ -38,16 +38,16 @@ from pfxab_flower.schema.run_config import RunConfig
 SEEDS = (0, 1, 2)
 
 
-def healthy_regret(problem: str, clients: int, faults: FaultPlan | None, seed: int) -> float:
+def healthy_regret(problem: str, num_clients: int, faults: FaultPlan | None, seed: int) -> float:
     """The summed regret of every client but client 2 (the one that fails when ``faults`` is given)."""
-    fed = build_federation(RunConfig(problem=problem, clients=clients, seed=seed))
+    fed = build_federation(RunConfig(problem=problem, num_clients=num_clients, seed=seed))
     result = run(fed, "pf-sh", alpha=0.5, horizon=100_000, seed=seed, faults=faults or FaultPlan())
     return float(np.delete(result.clients["regret"].to_numpy(), 2).sum())
 
 
 def with_a_liar(seed: int, lies: bool) -> tuple[list[float], list[dict]]:
     """Client 1 of 3 keeps every candidate it held after each round (if ``lies``): honest regret, rejections."""
-    fed = build_federation(RunConfig(problem="garland", clients=3, seed=seed))
+    fed = build_federation(RunConfig(problem="garland", num_clients=3, seed=seed))
     settings = make_settings(3, algorithm="pf-sh", alpha=0.5, horizon=100_000, seed=seed,
                              reward_range=fed.reward_range, dimensions=1)
     held = make_policy("pf-sh").first_active_set(settings)
@@ -74,11 +74,11 @@ def main() -> None:
     print("| problem | M | healthy clients' regret, no fault | with client 2 failing every round | ratio |")
     print("|---|---|---|---|---|")
     for problem in ("garland", "garland-2d"):
-        for clients in (4, 10):
-            alone = np.mean([healthy_regret(problem, clients, None, s) for s in SEEDS])
-            failing = np.mean([healthy_regret(problem, clients, FaultPlan(seed=s, rate=1.0, clients=(2,)), s)
+        for num_clients in (4, 10):
+            alone = np.mean([healthy_regret(problem, num_clients, None, s) for s in SEEDS])
+            failing = np.mean([healthy_regret(problem, num_clients, FaultPlan(seed=s, rate=1.0, clients=(2,)), s)
                                for s in SEEDS])
-            print(f"| {problem} | {clients} | {alone:,.0f} | {failing:,.0f} | {failing / alone:.3f} |")
+            print(f"| {problem} | {num_clients} | {alone:,.0f} | {failing:,.0f} | {failing / alone:.3f} |")
     print()
     print("| seed | honest clients' regret (0, 2), no liar | with client 1 keeping all | replies rejected |")
     print("|---|---|---|---|")

@@ -16,7 +16,7 @@ REWARD_LIMIT = 2e9
 #: 3.7 s, 1e9 21 s, 1e10 85 s; the time grows with T, so a larger horizon is refused rather than left to
 #: run for hours (1e30 never ended, 2**63 gave an int64 traceback).
 MAX_HORIZON = 10**10
-#: Clients. Measured (`pfxab run --clients M --horizon 1000`): M = 1000 takes 7.6 s and 316 MB, M = 10,000
+#: Clients. Measured (`pfxab run --num-clients M --horizon 1000`): M = 1000 takes 7.6 s and 316 MB, M = 10,000
 #: did not end in 300 s and held 1.8 GB (the exact optimum evaluates every client on 2**16 grid points).
 MAX_CLIENTS = 1000
 #: Pulls of one run, clients x horizon: each limit alone allowed 1000 clients x 1e10 pulls, which did not end in

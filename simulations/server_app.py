@@ -43,7 +43,7 @@ def main(grid: Grid, context: Context) -> None:
     show_phase_log()
     config, options = parse_run_config(context.run_config)
     federation = build_federation(config)
-    LOGGER.info("%s on %s: M=%d alpha=%g T=%d seed=%d", config.algorithm, federation.name, config.clients,
+    LOGGER.info("%s on %s: M=%d alpha=%g T=%d seed=%d", config.algorithm, federation.name, config.num_clients,
                 config.alpha, config.horizon, config.seed)
     outcome = run_server(grid, context, config, options, federation, describe_problem(config))
     if isinstance(outcome, str):

@@ -68,7 +68,7 @@ def make_driver(
     check("round_timeout", round_timeout, label="round_timeout")
     if spec is None:
         if "num_clients" not in parameters:
-            raise ConfigError(f"num_clients is missing; allowed: {PARAMETERS['clients'].allowed}")
+            raise ConfigError(f"num_clients is missing; allowed: {PARAMETERS['num_clients'].allowed}")
         if reward_range is None and federation is not None:
             reward_range = federation.reward_range
         if federation is not None and "dimensions" not in parameters:

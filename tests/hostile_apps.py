@@ -21,7 +21,7 @@ from pfxab_flower.simulations.flower.in_process_simulation import run_flower_sim
 from tests import impostors
 from tests.patience import patient
 
-CONFIG = RunConfig(problem="garland", clients=4, horizon=20_000, seed=1)
+CONFIG = RunConfig(problem="garland", num_clients=4, horizon=20_000, seed=1)
 
 
 def one_more(nodes: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

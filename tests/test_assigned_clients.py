@@ -28,7 +28,7 @@ from tests.impostors import phase_of
 from tests.message_loopback import LoopbackGrid, run_loopback
 from tests.patience import patient
 
-CONFIG = RunConfig(problem="doublesine", clients=4, alpha=0.3, horizon=30_000, seed=2)
+CONFIG = RunConfig(problem="doublesine", num_clients=4, alpha=0.3, horizon=30_000, seed=2)
 NODE_IDS = [307, 105, 2**63 + 11, 150]  # in no order; one beyond int64, as Flower's node ids can be
 SAME_KEYS = ("regret", "regret_per_client", "final_nodes", "final_points", "phases", "values_down", "values_up",
              "rejected_replies", "pulls_scored")
@@ -46,7 +46,7 @@ class UnlabelledGrid(LoopbackGrid):
 
 def run(node_ids: list[int], tamper=None, table=False):
     federation = build_federation(CONFIG)
-    strategy = PFXAB(num_clients=CONFIG.clients, horizon=CONFIG.horizon, alpha=CONFIG.alpha, seed=CONFIG.seed,
+    strategy = PFXAB(num_clients=CONFIG.num_clients, horizon=CONFIG.horizon, alpha=CONFIG.alpha, seed=CONFIG.seed,
                      federation=federation)
     grid = UnlabelledGrid(node_ids, message_client_app(federation_sessions(federation)), tamper)
     result = run_loopback(strategy, grid)
@@ -93,7 +93,7 @@ def restart_before_phase_2(grid: UnlabelledGrid, node: int) -> None:
 
 def test_a_node_that_lost_its_index_is_counted_failed_then_lost_with_the_reason() -> None:
     federation = build_federation(CONFIG)
-    strategy = PFXAB(num_clients=CONFIG.clients, horizon=CONFIG.horizon, alpha=CONFIG.alpha, seed=CONFIG.seed,
+    strategy = PFXAB(num_clients=CONFIG.num_clients, horizon=CONFIG.horizon, alpha=CONFIG.alpha, seed=CONFIG.seed,
                      federation=federation)
     grid = UnlabelledGrid(NODE_IDS, message_client_app(federation_sessions(federation)))
     restart_before_phase_2(grid, 150)
@@ -110,7 +110,7 @@ def run_legacy(node_ids: list[int]) -> tuple[dict, UnlabelledGrid]:
     """The legacy strategy and ClientApp through Flower's legacy workflow (its message conversion and the
     app's mods), over the loopback grid of nodes without a ``partition-id``."""
     federation = build_federation(CONFIG)
-    strategy = PFXABStrategy(num_clients=CONFIG.clients, horizon=CONFIG.horizon, alpha=CONFIG.alpha,
+    strategy = PFXABStrategy(num_clients=CONFIG.num_clients, horizon=CONFIG.horizon, alpha=CONFIG.alpha,
                              seed=CONFIG.seed, federation=federation)
     grid = UnlabelledGrid(node_ids, legacy_client_app(federation_sessions(federation)))
     context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
@@ -136,7 +136,7 @@ def test_legacy_nodes_without_a_partition_id_get_the_index_of_their_place_and_th
 
 def test_a_legacy_node_that_lost_its_index_is_counted_failed_then_lost_with_the_reason() -> None:
     federation = build_federation(CONFIG)
-    strategy = PFXABStrategy(num_clients=CONFIG.clients, horizon=CONFIG.horizon, alpha=CONFIG.alpha,
+    strategy = PFXABStrategy(num_clients=CONFIG.num_clients, horizon=CONFIG.horizon, alpha=CONFIG.alpha,
                              seed=CONFIG.seed, federation=federation)
     grid = UnlabelledGrid(NODE_IDS, legacy_client_app(federation_sessions(federation)))
     original, trains = grid.app, []

@@ -27,7 +27,7 @@ from pfxab_flower.schema.run_config import RunConfig
 
 
 def builder(run, noise) -> Federation:
-    return Federation.from_callables([lambda x: x[:, 0]] * run.clients, {"x": (0.0, 1.0)}, name="ns-47")
+    return Federation.from_callables([lambda x: x[:, 0]] * run.num_clients, {"x": (0.0, 1.0)}, name="ns-47")
 
 
 UNIT = between(0, 1)
@@ -94,7 +94,8 @@ ALGORITHM_NAMES = {
     "fields": "already a parameter of problem 'landmine'",
     "to_dict": "the name of an attribute of RunConfig",
     "regret": "the name of a column of a sweep's tables",
-    "clients": "the name of a common run parameter",
+    "num_clients": "the name of a common run parameter",
+    "clients": "the name of a common run parameter, before it was renamed",
     "landmine_data": "already a parameter of problem 'landmine'",
     "report_pulls": "the name of a key of every message",
     "phases": "the name of a column of a sweep's tables",

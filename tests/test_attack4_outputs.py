@@ -29,8 +29,8 @@ from pfxab_flower.storage.manifest import read_manifest
 from pfxab_flower.storage.outputs import clear_result
 from tests.test_sweep import TINY, write_config
 
-RUN_ARGS = ("--clients", "3", "--horizon", "2000")
-COMPARE_ARGS = ("--clients", "3", "--horizon", "2000", "--seeds", "0-1", "--no-progress", "--algorithms",
+RUN_ARGS = ("--num-clients", "3", "--horizon", "2000")
+COMPARE_ARGS = ("--num-clients", "3", "--horizon", "2000", "--seeds", "0-1", "--no-progress", "--algorithms",
                 "pf-xab,fed-pne")
 
 
@@ -614,7 +614,7 @@ def test_a_run_whose_out_a_sweep_took_meanwhile_prints_its_result(tmp_path, monk
     finally:
         holding[0].__exit__(None, None, None)
     captured = capsys.readouterr()
-    assert json.loads(captured.out)["clients"] == 3 and "is writing" in captured.err and not (out / "r").exists()
+    assert json.loads(captured.out)["num_clients"] == 3 and "is writing" in captured.err and not (out / "r").exists()
 
 
 def test_a_write_through_a_held_directory_that_was_removed_fails_and_makes_nothing(tmp_path):

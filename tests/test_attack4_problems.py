@@ -29,12 +29,12 @@ WIDTH = Parameter("width_47", float, 1.0, "a number in (0, 10]", "the tent's hal
 
 def tent_federation(run, noise) -> Federation:
     """Each client's tent peaks at a different place, drawn from the run's seed; ``run.width_47`` sets how wide."""
-    peaks = np.random.default_rng(run.seed).uniform(0.1, 0.9, run.clients)
+    peaks = np.random.default_rng(run.seed).uniform(0.1, 0.9, run.num_clients)
 
     def objective(m: int):
         return lambda x: np.maximum(0.0, 1.0 - np.abs(x[:, 0] - peaks[m]) / run.width_47)
 
-    return Federation.from_callables([objective(m) for m in range(run.clients)], {"x": (0.0, 1.0)},
+    return Federation.from_callables([objective(m) for m in range(run.num_clients)], {"x": (0.0, 1.0)},
                                      noise_sigma=noise.sigma, noise=noise.kind, name="tent-47", value_range=(0, 1))
 
 
@@ -48,9 +48,9 @@ def tent():
 
 def through_run_config(config: RunConfig, options: AppOptions) -> dict:
     """The run on the loopback grid, its nodes given only the run config (as under ``flwr run``)."""
-    strategy = STRATEGIES[config.algorithm](num_clients=config.clients, horizon=config.horizon, alpha=config.alpha,
+    strategy = STRATEGIES[config.algorithm](num_clients=config.num_clients, horizon=config.horizon, alpha=config.alpha,
                                            seed=config.seed, federation=build_federation(config))
-    grid = LoopbackGrid(config.clients, message_client_app(federation_sessions()), seed=1)
+    grid = LoopbackGrid(config.num_clients, message_client_app(federation_sessions()), seed=1)
     for context in grid.contexts.values():
         context.run_config = to_run_config(config, options)
     run_loopback(strategy, grid)
@@ -60,7 +60,7 @@ def through_run_config(config: RunConfig, options: AppOptions) -> dict:
 def test_a_registered_problems_own_parameter_reaches_the_nodes(tent):
     """Before: the nodes evaluated width 1.0 (and peaks drawn from seed 0) while the server scored width 0.05 and
     seed 2's peaks; the final nodes and regret differed."""
-    config = RunConfig(problem="tent-47", width_47=0.05, clients=3, horizon=40_000, seed=2)
+    config = RunConfig(problem="tent-47", width_47=0.05, num_clients=3, horizon=40_000, seed=2)
     flower = through_run_config(config, AppOptions())
     inprocess = engine.run_config(config).summary
     for key in ("regret", "final_nodes", "final_points", "phases", "mean_reward_personalised"):
@@ -69,7 +69,7 @@ def test_a_registered_problems_own_parameter_reaches_the_nodes(tent):
 
 def test_the_nodes_draw_their_injected_failures_from_the_runs_seed():
     """A guard: the failure plan's seed is the one the server sends (the run config's is not needed for it)."""
-    config = RunConfig(problem="garland", clients=4, horizon=30_000, seed=5)
+    config = RunConfig(problem="garland", num_clients=4, horizon=30_000, seed=5)
     options = AppOptions(fail_rate=0.3, min_fraction=0.25)
     flower = through_run_config(config, options)
     federation = build_federation(config)
@@ -80,15 +80,15 @@ def test_the_nodes_draw_their_injected_failures_from_the_runs_seed():
 
 
 def test_a_node_keeps_every_declared_problem_key_and_nothing_else(tent):
-    run_config = {"problem": "tent-47", "width-47": 0.3, "clients": 2, "seed": 9, "alpha": 0.9, "horizon": 10,
+    run_config = {"problem": "tent-47", "width-47": 0.3, "num-clients": 2, "seed": 9, "alpha": 0.9, "horizon": 10,
                   "candidates": 4, "out-dir": "/elsewhere", "fail-rate": 0.5}
     config, options = problem_of(run_config)
-    assert (config.problem, config.width_47, config.clients, config.seed) == ("tent-47", 0.3, 2, 9)
+    assert (config.problem, config.width_47, config.num_clients, config.seed) == ("tent-47", 0.3, 2, 9)
     assert config.alpha == RunConfig().alpha and options.fail_rate == 0.5  # the algorithm's come with each message
 
 
 def test_a_node_built_from_the_run_config_evaluates_the_servers_objective(tent):
-    config = RunConfig(problem="tent-47", width_47=0.05, clients=2, seed=1)
+    config = RunConfig(problem="tent-47", width_47=0.05, num_clients=2, seed=1)
     context = Context(run_id=1, node_id=5, node_config={"partition-id": 1}, state=RecordDict(),
                       run_config=to_run_config(config))
     node = federation_sessions()(context).make_environment(None).federation

@@ -25,7 +25,7 @@ from pfxab_flower.strategies import PFXAB
 from tests.flower_loopback import run_loopback as run_legacy_loopback
 from tests.message_loopback import LoopbackGrid, run_loopback
 
-CONFIG = RunConfig(problem="garland", clients=3, horizon=20_000, seed=4)
+CONFIG = RunConfig(problem="garland", num_clients=3, horizon=20_000, seed=4)
 
 
 def failing_finals(federation, clients: set[int]):

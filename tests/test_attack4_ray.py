@@ -116,11 +116,12 @@ def test_a_run_on_flower_with_a_40_character_tmpdir_finishes(tmp_path):
     root = Path("/tmp") / ("t47-" + "x" * 31)
     root.mkdir(exist_ok=True)
     try:
-        proc = subprocess.run([*PFXAB, "run", "--engine", "flower", "--clients", "2", "--horizon", "3000", "--json"],
+        proc = subprocess.run([*PFXAB, "run", "--engine", "flower", "--num-clients", "2", "--horizon", "3000",
+                               "--json"],
                               capture_output=True, text=True, timeout=patient(240),
                               env={**os.environ, "TMPDIR": str(root)})
         assert proc.returncode == 0, proc.stderr[-2000:]
-        assert "Traceback" not in proc.stderr and json.loads(proc.stdout)["clients"] == 2
+        assert "Traceback" not in proc.stderr and json.loads(proc.stdout)["num_clients"] == 2
         assert list(root.iterdir()) == []  # Ray's files went below /tmp, and were removed
     finally:
         root.rmdir()
@@ -133,11 +134,12 @@ def test_simulate_with_a_30_character_tmpdir_finishes(tmp_path):
     root = Path("/tmp") / ("s47-" + "x" * 21)
     root.mkdir(exist_ok=True)
     try:
-        proc = subprocess.run([*PFXAB, "simulate", "--clients", "2", "--horizon", "3000", "--out", str(tmp_path / "r"),
+        proc = subprocess.run([*PFXAB, "simulate", "--num-clients", "2", "--horizon", "3000", "--out",
+                               str(tmp_path / "r"),
                                "--json"], capture_output=True, text=True, timeout=patient(400),
                               env={**os.environ, "TMPDIR": str(root)})
         assert proc.returncode == 0, proc.stderr[-2000:]
-        assert "Traceback" not in proc.stderr and json.loads(proc.stdout.strip().splitlines()[-1])["clients"] == 2
+        assert "Traceback" not in proc.stderr and json.loads(proc.stdout.strip().splitlines()[-1])["num_clients"] == 2
     finally:
         root.rmdir()
 
@@ -165,7 +167,8 @@ def test_a_flower_run_interrupted_while_ray_starts_leaves_no_agent(sig):
     root = Path(tempfile.mkdtemp(prefix="i47", dir="/tmp"))
     try:
         for delay in (1.5, 3.0, 4.5):
-            child = subprocess.Popen([*PFXAB, "run", "--engine", "flower", "--clients", "3", "--horizon", "2000000"],
+            child = subprocess.Popen([*PFXAB, "run", "--engine", "flower", "--num-clients", "3", "--horizon",
+                                      "2000000"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                                      env={**os.environ, "TMPDIR": str(root)})
             deadline = time.monotonic() + patient(120)

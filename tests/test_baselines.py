@@ -456,12 +456,12 @@ def test_baselines_through_run_and_compare() -> None:
 def test_baselines_on_the_command_line(capsys) -> None:
     from pfxab_flower.simulations.cli.main import main
 
-    assert main(["run", "--algorithm", "random-search", "--random-fraction", "0.02", "--clients", "3",
+    assert main(["run", "--algorithm", "random-search", "--random-fraction", "0.02", "--num-clients", "3",
                  "--horizon", "5000", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["algorithm"] == "random-search" and summary["random_fraction"] == 0.02
     assert summary["pulls_scored"] == [5000] * 3
-    assert main(["compare", "--algorithms", "pf-xab,local-only,random-search", "--clients", "3", "--horizon",
+    assert main(["compare", "--algorithms", "pf-xab,local-only,random-search", "--num-clients", "3", "--horizon",
                  "20000", "--seeds", "0-1", "--no-progress"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert [line.split()[0] for line in lines[2:]] == ["pf-xab", "local-only", "random-search"]
@@ -482,10 +482,10 @@ def test_baselines_through_flowers_legacy_server_loop_give_the_in_process_number
     from pfxab_flower.simulations.flower.app_builders import strategy_of
     from tests.flower_loopback import run_loopback
 
-    config = RunConfig(problem="garland", algorithm=algorithm, clients=3, alpha=0.5, horizon=10_000, seed=1)
+    config = RunConfig(problem="garland", algorithm=algorithm, num_clients=3, alpha=0.5, horizon=10_000, seed=1)
     federation = build_federation(config)
     strategy = strategy_of(config, AppOptions(api="legacy"), federation)
-    run_loopback(strategy, federation_sessions(federation), config.clients)
+    run_loopback(strategy, federation_sessions(federation), config.num_clients)
     flower, inprocess = strategy.run_result().summary, run_config(config).summary
     for key in BASELINE_KEYS:
         assert flower[key] == inprocess[key], (algorithm, key)
@@ -503,7 +503,7 @@ def test_baselines_on_flower_give_the_in_process_numbers(api: str) -> None:
     from pfxab_flower.simulations.flower.in_process_simulation import run_flower_simulation
 
     for algorithm in ("local-only", "random-search"):
-        config = RunConfig(problem="garland", algorithm=algorithm, clients=3, alpha=0.5, horizon=10_000, seed=1)
+        config = RunConfig(problem="garland", algorithm=algorithm, num_clients=3, alpha=0.5, horizon=10_000, seed=1)
         flower = run_flower_simulation(config, options=AppOptions(round_timeout=patient(60.0), api=api)).summary
         inprocess = run_config(config).summary
         for key in BASELINE_KEYS:

@@ -33,7 +33,7 @@ def test_timeline_figures_split_startup_first_phase_and_later_phases() -> None:
 def test_server_timeline_stamps_every_phase_and_restores_the_machine() -> None:
     originals = (ServerMachine.next_instruction, ServerMachine.collect, ServerMachine.finish)
     with server_timeline() as timeline:
-        result = run_config(RunConfig(problem="garland", clients=3, horizon=10_000, seed=0))
+        result = run_config(RunConfig(problem="garland", num_clients=3, horizon=10_000, seed=0))
     assert len(timeline.phase_ends) == result.summary["phases"]
     assert timeline.figures()["total_s"] > 0
     assert (ServerMachine.next_instruction, ServerMachine.collect, ServerMachine.finish) == originals
@@ -90,5 +90,5 @@ def test_the_cluster_benchmarks_sweep_grid_is_written_as_toml_the_sweep_reads(tm
     assert tomllib.loads(path.read_text(encoding="utf-8")) == grid
     experiment = load_experiment(path)
     assert (experiment.name, len(experiment.configs)) == ("throughput", 3 * 3 * 2)
-    assert {(c.algorithm, c.horizon, c.clients) for c in experiment.configs} == {
+    assert {(c.algorithm, c.horizon, c.num_clients) for c in experiment.configs} == {
         (algorithm, 2000, 10) for algorithm in ("pf-xab", "fed-pne", "pf-pne")}

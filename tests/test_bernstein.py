@@ -205,7 +205,7 @@ def test_a_phase_is_designed_from_the_smaller_width(target, variance, smaller) -
 
 
 def run(algorithm: str, confidence: str, keep_messages: bool = False, noise: str = "uniform"):
-    config = RunConfig(problem="garland", algorithm=algorithm, clients=5, alpha=0.5, horizon=200_000, seed=1,
+    config = RunConfig(problem="garland", algorithm=algorithm, num_clients=5, alpha=0.5, horizon=200_000, seed=1,
                        confidence=confidence, noise=noise)
     federation = build_federation(config)
     settings = engine.make_settings(5, algorithm=algorithm, alpha=0.5, horizon=200_000, seed=1,
@@ -239,7 +239,7 @@ def test_bernstein_sends_variances_up_and_widths_down_and_pulls_less_once_it_has
 
 
 def test_the_server_refuses_variances_that_do_not_fit_the_run() -> None:
-    config = RunConfig(problem="garland", clients=3, horizon=50_000)
+    config = RunConfig(problem="garland", num_clients=3, horizon=50_000)
     federation = build_federation(config)
     for confidence in ("hoeffding", "bernstein"):
         settings = engine.make_settings(3, alpha=0.5, horizon=50_000, seed=0, reward_range=federation.reward_range,

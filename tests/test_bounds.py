@@ -75,7 +75,7 @@ def through_the_wire(message, names):
 @pytest.mark.parametrize("algorithm", federated_names())  # the baselines run no phase
 def test_a_new_bound_runs_through_the_machines_and_codecs_unchanged(algorithm, monkeypatch) -> None:
     monkeypatch.setitem(BOUNDS, "counted", Counted())
-    federation = build_federation(RunConfig(problem="garland", clients=4, horizon=100_000, seed=3))
+    federation = build_federation(RunConfig(problem="garland", num_clients=4, horizon=100_000, seed=3))
     settings = engine.make_settings(4, algorithm=algorithm, alpha=0.5, horizon=100_000, seed=3, confidence="counted",
                                     dimensions=federation.domain.ndim)
     policy = make_policy(algorithm)

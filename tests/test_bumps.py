@@ -47,7 +47,7 @@ def test_values_lie_in_zero_one_and_each_client_is_its_two_bumps_shifted() -> No
 
 @pytest.mark.parametrize("problem", ["bumps", "bumps-2d", "bumps-3d", "bumps-5d"])
 def test_each_registered_smooth_problem_runs_and_repeats_its_numbers(problem) -> None:
-    config = RunConfig(problem=problem, clients=3, horizon=20_000, seed=1, algorithm="random-search")
+    config = RunConfig(problem=problem, num_clients=3, horizon=20_000, seed=1, algorithm="random-search")
     summary = run_config(config).summary
     assert np.isfinite(summary["regret"]) and summary["regret"] > 0
     assert run_config(config).summary["regret"] == summary["regret"]

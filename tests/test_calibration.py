@@ -155,7 +155,7 @@ def test_a_federation_is_required():
 
 def test_the_command_prints_json_and_draws_the_evidence(tmp_path, capsys):
     figure = tmp_path / "calibration.png"
-    assert main(["calibrate", "--problem", "doublesine", "--clients", "3", "--horizon", "100000", "--json",
+    assert main(["calibrate", "--problem", "doublesine", "--num-clients", "3", "--horizon", "100000", "--json",
                  "--plot", str(figure)]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["evaluations"] == [384, 384, 384] and summary["nu1"] > 0 and 0 < summary["rho"] < 1
@@ -381,7 +381,7 @@ def test_a_plot_that_cannot_be_written_names_plot(tmp_path, capsys, monkeypatch)
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(Figure, "savefig", full_disk)
-    assert main(["calibrate", "--problem", "doublesine", "--clients", "2", "--horizon", "100000",
+    assert main(["calibrate", "--problem", "doublesine", "--num-clients", "2", "--horizon", "100000",
                  "--plot", str(tmp_path / "c.png")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("pfxab calibrate: error: --plot=") and "No space left on device" in err
@@ -400,11 +400,11 @@ def test_calibrate_takes_every_parameter_of_the_algorithm_and_advises_for_it(cap
         calibrate(sites, horizon=100_000, candidates=64)
     with pytest.raises(ConfigError, match="nu1=2 is invalid here"):
         calibrate(sites, horizon=100_000, nu1=2)
-    assert main(["calibrate", "--problem", "garland", "--clients", "2", "--horizon", "100000", "--algorithm",
+    assert main(["calibrate", "--problem", "garland", "--num-clients", "2", "--horizon", "100000", "--algorithm",
                  "pf-sh", "--candidates", "32", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["algorithm"] == "pf-sh" and "candidates=32" in summary["advice"]
-    line = main_error(capsys, "calibrate", "--clients", "2", "--horizon", "100000", "--candidates", "32")
+    line = main_error(capsys, "calibrate", "--num-clients", "2", "--horizon", "100000", "--candidates", "32")
     assert line == "pfxab calibrate: error: --candidates=32 is invalid; allowed: only with --algorithm pf-sh, " \
                    "whose parameter it is (this run is pf-xab on garland)"
 

@@ -1,5 +1,6 @@
 """``pfxab run`` end to end: the JSON, the files, and one-line errors for bad input."""
 
+import argparse
 import json
 
 import pytest
@@ -8,19 +9,19 @@ from pfxab_flower.simulations.cli.main import main
 from tests.conftest import CHEAP_ALGORITHMS_FLAG, PFXAB, cli_error_line
 
 REQUIRED_KEYS = {
-    "algorithm", "problem", "alpha", "clients", "horizon", "seed", "regret", "regret_per_client", "phases",
+    "algorithm", "problem", "alpha", "num_clients", "horizon", "seed", "regret", "regret_per_client", "phases",
     "communication_rounds", "final_points", "mean_reward_personalised", "mean_reward_global",
     "mean_reward_local", "optimum_personalised", "wall_seconds",
 }
 
 
 def test_run_json_prints_exactly_one_object_with_the_documented_keys(capsys):
-    args = ["run", "--problem", "garland", "--clients", "4", "--alpha", "0.5", "--horizon", "20000", "--json"]
+    args = ["run", "--problem", "garland", "--num-clients", "4", "--alpha", "0.5", "--horizon", "20000", "--json"]
     assert main(args) == 0
     out = capsys.readouterr().out
     summary = json.loads(out)  # fails if anything else is printed
     assert summary.keys() >= REQUIRED_KEYS
-    assert summary["clients"] == 4 and len(summary["regret_per_client"]) == 4
+    assert summary["num_clients"] == 4 and len(summary["regret_per_client"]) == 4
     assert summary["regret"] == pytest.approx(sum(summary["regret_per_client"]))
     assert len(summary["final_points"]) == 4 and len(summary["final_points"][0]) == 1
     assert summary["communication_rounds"] == 2 * summary["phases"] + 1
@@ -28,7 +29,7 @@ def test_run_json_prints_exactly_one_object_with_the_documented_keys(capsys):
 
 def test_run_out_writes_the_tables(tmp_path, capsys):
     out = tmp_path / "r"
-    assert main(["run", "--problem", "doublesine", "--clients", "3", "--horizon", "10000", "--out", str(out)]) == 0
+    assert main(["run", "--problem", "doublesine", "--num-clients", "3", "--horizon", "10000", "--out", str(out)]) == 0
     assert "regret" in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     clients = (out / "clients.csv").read_text().splitlines()
@@ -45,7 +46,7 @@ def test_run_out_writes_the_tables(tmp_path, capsys):
         ("--alpha", "-0.1", "alpha=-0.1"),
         ("--horizon", "0", "horizon=0 is invalid; allowed: an integer in [1, 10,000,000,000]"),
         ("--horizon", "2.5", "horizon='2.5'"),
-        ("--clients", "0", "clients=0 is invalid"),
+        ("--num-clients", "0", "num-clients=0 is invalid"),
         ("--nu1", "0", "nu1=0.0 is invalid; allowed: a number in [1e-12, 1e+12]"),
         ("--nu1", "1e308", "nu1=1e+308 is invalid; allowed: a number in [1e-12, 1e+12]"),  # was an OverflowError
         ("--nu1", "1e-300", "nu1=1e-300 is invalid"),  # was a ZeroDivisionError
@@ -111,7 +112,7 @@ def test_an_empty_out_is_refused_not_ignored(tmp_path):
 
 def test_compare_takes_the_confidence_and_reports_it(tmp_path, capsys):
     out = tmp_path / "c"
-    args = ["compare", "--problem", "garland", "--clients", "3", "--horizon", "20000", "--seeds", "0-1",
+    args = ["compare", "--problem", "garland", "--num-clients", "3", "--horizon", "20000", "--seeds", "0-1",
             "--confidence", "bernstein", "--no-progress", "--out", str(out), *CHEAP_ALGORITHMS_FLAG]
     assert main(args) == 0
     assert "confidence=bernstein" in capsys.readouterr().out.splitlines()[0]
@@ -144,7 +145,7 @@ def test_a_run_that_only_prints_does_not_import_pandas():
     unused = ("pandas", "importlib.metadata", "psutil", "multiprocessing", "pfxab_flower.storage.outputs",
               "pfxab_flower.simulations.flower.ray_cluster")
     code = ("import sys\nfrom pfxab_flower.simulations.cli.main import main\n"
-            "main(['run', '--horizon', '20000', '--clients', '3'])\n"
+            "main(['run', '--horizon', '20000', '--num-clients', '3'])\n"
             f"print('UNUSED', [m for m in {unused!r} if m in sys.modules])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "UNUSED []"
@@ -164,7 +165,7 @@ def test_the_readme_lists_every_flag_of_pfxab_run_as_the_command_declares_it():
     start = readme.index("`pfxab run --help` lists every flag")
     paragraph = readme[start:readme.index("`pfxab --version` the version", start)]
     flags = {flag: action.metavar for action in run_parser._actions for flag in action.option_strings
-             if flag.startswith("--") and flag != "--help"}
+             if flag.startswith("--") and flag != "--help" and action.help != argparse.SUPPRESS}
     assert set(re.findall(r"`(--[a-z0-9-]+)", paragraph)) == set(flags)
     for flag, metavar in flags.items():
         if isinstance(metavar, str) and metavar.startswith("{"):  # a choice: the README shows the same choices

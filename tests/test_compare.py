@@ -29,7 +29,7 @@ from tests.patience import patient
 #: Every algorithm this installation runs but the costly ones (an Optuna study per site: tests/conftest.py), which
 #: their own files compare at small horizons and the slow tier's test below compares with the others.
 ALL = [name for name in available_names() if name not in COSTLY_ALGORITHMS]
-SMALL = RunConfig(problem="garland", clients=3, alpha=0.5, horizon=20_000)
+SMALL = RunConfig(problem="garland", num_clients=3, alpha=0.5, horizon=20_000)
 #: Every algorithm this installation runs, the costly ones too (the slow tier).
 EVERY = list(available_names())
 
@@ -99,7 +99,7 @@ def test_single_seed_has_no_standard_deviation():
 
 def test_compare_command_prints_the_table_and_writes_csv_and_parquet(tmp_path, capsys):
     out = tmp_path / "cmp"
-    args = ["compare", "--problem", "doublesine", "--clients", "3", "--alpha", "0.9", "--horizon", "20000",
+    args = ["compare", "--problem", "doublesine", "--num-clients", "3", "--alpha", "0.9", "--horizon", "20000",
             "--seeds", "0-2", "--out", str(out), "--no-progress", "--algorithms", ",".join(ALL)]
     assert main(args) == 0
     lines = capsys.readouterr().out.strip().splitlines()
@@ -177,7 +177,7 @@ def test_compare_a_federation_from_python_like_run():
         assert curve["t"].iloc[0] == 0 and curve["t"].iloc[-1] == 50_000
         assert curve["regret"].iloc[0] == 0 and curve["regret"].iloc[-1] == pytest.approx(regret, rel=1e-12)
         assert (np.diff(curve["regret"]) >= -1e-9).all()
-    assert comparison.setting["problem"] == "tent" and comparison.setting["clients"] == 3
+    assert comparison.setting["problem"] == "tent" and comparison.setting["num_clients"] == 3
     assert comparison.winner() in ALL and comparison.table().startswith("tent: M=3 alpha=0.5 T=50000")
 
 
@@ -235,7 +235,7 @@ def no_runs(monkeypatch):
         ("tent", {"workers": 0}, "workers=0 is invalid; allowed: an integer in [1, "),
         ("tent", {"workers": 100_000}, "workers=100000 is invalid; allowed: an integer in [1, "),
         ("config", {"alpha": 2}, "alpha=2 is invalid"),
-        ("config", {"foo": 1}, "unknown keyword 'foo'; allowed: problem, clients, alpha, "),
+        ("config", {"foo": 1}, "unknown keyword 'foo'; allowed: problem, num_clients, alpha, "),
         ("config", {"algorithm": "fed-pne"}, "unknown keyword 'algorithm' (compare takes algorithms=, a list)"),
         ("object", {}, "target=str is invalid; allowed: a Federation or a RunConfig"),
     ],
@@ -362,7 +362,7 @@ def test_output_closed_early_is_quiet_and_status_141(tmp_path) -> None:
 def test_output_to_a_full_device_is_one_line(tmp_path) -> None:
     """``pfxab run > /dev/full``: an ``OSError: No space left on device`` traceback (found again, issue 37)."""
     with open("/dev/full", "w") as full:
-        done = subprocess.run([*PFXAB, "run", "--horizon", "2000", "--clients", "3"], stdout=full,
+        done = subprocess.run([*PFXAB, "run", "--horizon", "2000", "--num-clients", "3"], stdout=full,
                               stderr=subprocess.PIPE, text=True, timeout=patient(120), cwd=tmp_path)
     lines = [line for line in done.stderr.splitlines() if not line.startswith("with nu1")]
     assert done.returncode == 2 and lines == [

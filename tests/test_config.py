@@ -62,7 +62,7 @@ def test_run_config_and_app_options_fields_are_the_declared_ones_with_their_defa
 def test_cli_flags_carry_the_declared_help_for_every_run_parameter() -> None:
     parser = argparse.ArgumentParser()
     add_run_options(parser)
-    helps = {a.dest: a.help for a in parser._actions if a.dest != "help"}
+    helps = {a.dest: a.help for a in parser._actions if a.dest != "help" and a.help != argparse.SUPPRESS}
     assert set(helps) == {p.name for p in scoped("run")}
     for name, text in helps.items():
         assert text.startswith(declared(name).help)
@@ -114,7 +114,7 @@ def test_the_second_checks_are_the_declared_ones() -> None:
     for call, fragment in [
         (lambda: NoiseModel("loud", 0.1), "noise='loud' is invalid; allowed: " + PARAMETERS["noise"].allowed),
         (lambda: NoiseModel("uniform", -1.0), "noise_sigma=-1.0 is invalid; allowed: a number >= 0"),
-        (lambda: synthetic_federation("garland", 0), "clients=0 is invalid; allowed: an integer in [1, "),
+        (lambda: synthetic_federation("garland", 0), "num_clients=0 is invalid; allowed: an integer in [1, "),
         (lambda: synthetic_federation("garland", 3, spread=1.0), "spread=1.0 is invalid; allowed: a number in [0, 1)"),
         (lambda: check_num_cpus(10_000), "num_cpus=10000 is invalid; allowed: a number in [0.125, "),
     ]:
@@ -132,8 +132,9 @@ def test_the_second_checks_are_the_declared_ones() -> None:
         (("run", "--horizon", str(2**63)), f"horizon={2**63} is invalid; allowed: an integer in [1, "),
         (("run", "--horizon", "1e30"), "horizon='1e30' is invalid"),
         (("run", "--horizon", str(MAX_HORIZON + 1)), f"horizon={MAX_HORIZON + 1} is invalid"),
-        (("run", "--clients", str(10**7)), f"clients=10000000 is invalid; allowed: an integer in [1, {MAX_CLIENTS}]"),
-        (("run", "--clients", str(10**12)), "clients=1000000000000 is invalid"),
+        (("run", "--num-clients", str(10**7)),
+         f"num-clients=10000000 is invalid; allowed: an integer in [1, {MAX_CLIENTS}]"),
+        (("run", "--num-clients", str(10**12)), "num-clients=1000000000000 is invalid"),
         (("run", "--seed", str(2**32)), f"seed={2**32} is invalid; allowed: an integer in [0, 2**32)"),
         (("compare", "--seeds", "0-100000000000"), "seeds='0-100000000000' is invalid"),
     ],
@@ -144,8 +145,8 @@ def test_limits_are_refused_in_one_line_before_any_work(args: tuple[str, ...], f
 
 
 def test_limits_themselves_are_accepted() -> None:
-    assert RunConfig(horizon=MAX_HORIZON, clients=MAX_PULLS // MAX_HORIZON).horizon == MAX_HORIZON
-    assert RunConfig(horizon=MAX_PULLS // MAX_CLIENTS, clients=MAX_CLIENTS).clients == MAX_CLIENTS
+    assert RunConfig(horizon=MAX_HORIZON, num_clients=MAX_PULLS // MAX_HORIZON).horizon == MAX_HORIZON
+    assert RunConfig(horizon=MAX_PULLS // MAX_CLIENTS, num_clients=MAX_CLIENTS).num_clients == MAX_CLIENTS
     assert len(parse_seeds(f"0-{MAX_SEEDS - 1}")) == MAX_SEEDS
     assert parse_seeds("5,0-2") == [5, 0, 1, 2]
 
@@ -244,7 +245,7 @@ def test_a_noise_sigma_that_is_not_a_number_is_a_config_error(sigma: object) -> 
 
 
 def test_too_many_objectives_are_refused() -> None:
-    with pytest.raises(ConfigError, match=rf"^clients={MAX_CLIENTS + 1} is invalid"):
+    with pytest.raises(ConfigError, match=rf"^num_clients={MAX_CLIENTS + 1} is invalid"):
         Federation.from_callables(_tents()[:1] * (MAX_CLIENTS + 1), {"x": (0.0, 1.0)})
 
 

@@ -58,11 +58,11 @@ def test_fault_plan_is_a_function_of_seed_client_and_phase() -> None:
 )
 def test_bad_dropout_keys_are_one_line_errors(values: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        parse_run_config({"clients": 10, **values})
+        parse_run_config({"num-clients": 10, **values})
 
 
 def test_dropout_keys_parse() -> None:
-    _, options = parse_run_config({"clients": 5, "fail-rate": "0.25", "fail-clients": "4, 0", "min-fraction": 0.6})
+    _, options = parse_run_config({"num-clients": 5, "fail-rate": "0.25", "fail-clients": "4, 0", "min-fraction": 0.6})
     assert (options.fail_rate, options.fail_clients, options.min_fraction) == (0.25, (4, 0), 0.6)
     assert options.faults(7) == FaultPlan(seed=7, rate=0.25, clients=(4, 0))
     assert [required_replies(f, 10) for f in (0.0, 0.5, 0.51, 1.0)] == [0, 5, 6, 10]
@@ -81,7 +81,7 @@ def few_phases(algorithm: str) -> dict[str, int]:
 
 @pytest.mark.parametrize("algorithm", federated_names())  # the baselines run no phase
 def test_injected_failures_are_counted_and_every_client_still_pulls_the_horizon(algorithm: str) -> None:
-    config = RunConfig(problem="doublesine", algorithm=algorithm, clients=6, alpha=0.6, horizon=60_000, seed=2)
+    config = RunConfig(problem="doublesine", algorithm=algorithm, num_clients=6, alpha=0.6, horizon=60_000, seed=2)
     federation = build_federation(config)
     plan = FaultPlan(seed=2, rate=0.3)
     settings = engine.make_settings(6, algorithm=algorithm, alpha=0.6, horizon=60_000, seed=2,
@@ -100,12 +100,12 @@ def test_injected_failures_are_counted_and_every_client_still_pulls_the_horizon(
 
 @pytest.mark.parametrize("algorithm", federated_names())  # the baselines run no phase
 def test_flower_and_inprocess_inject_the_same_failures(algorithm: str) -> None:
-    config = RunConfig(problem="garland", algorithm=algorithm, clients=5, alpha=0.5, horizon=40_000, seed=3,
+    config = RunConfig(problem="garland", algorithm=algorithm, num_clients=5, alpha=0.5, horizon=40_000, seed=3,
                        **few_phases(algorithm))
     federation = build_federation(config)
     plan = FaultPlan(seed=3, rate=0.35)
     strategy = strategy_of(config, AppOptions(api="legacy", min_fraction=0.4), federation)
-    run_loopback(strategy, federation_sessions(federation, plan), config.clients)
+    run_loopback(strategy, federation_sessions(federation, plan), config.num_clients)
     flower = strategy.run_result()
     inprocess = engine.run(federation, algorithm=algorithm, alpha=0.5, horizon=40_000, seed=3, faults=plan,
                            min_fraction=0.4, **few_phases(algorithm))
@@ -117,14 +117,14 @@ def test_flower_and_inprocess_inject_the_same_failures(algorithm: str) -> None:
 
 
 def test_too_few_replies_stop_the_run_with_a_clear_message() -> None:
-    config = RunConfig(problem="garland", clients=4, horizon=40_000, seed=0)
+    config = RunConfig(problem="garland", num_clients=4, horizon=40_000, seed=0)
     federation = build_federation(config)
     plan = FaultPlan(seed=0, rate=1.0, clients=(0, 1, 3))  # 1 of 4 answers; min-fraction 0.5 needs 2
     with pytest.raises(RunStoppedError, match=r"phase 1: only 1 of 4 clients sent a usable local-means reply, "
                                               r"fewer than min-fraction=0.5 requires \(2\); run stopped"):
         engine.run(federation, horizon=40_000, faults=plan)
     strategy = strategy_of(config, AppOptions(api="legacy"), federation)
-    run_loopback(strategy, federation_sessions(federation, plan), config.clients)
+    run_loopback(strategy, federation_sessions(federation, plan), config.num_clients)
     assert not strategy.driver.finished
     assert strategy.stop_reason is not None and "only 1 of 4 clients" in strategy.stop_reason
     assert strategy.driver.machine.done and strategy.driver.machine.completed == 0
@@ -134,7 +134,7 @@ def test_too_few_replies_stop_the_run_with_a_clear_message() -> None:
 
 
 def machines(num_clients: int = 3, horizon: int = 30_000):
-    config = RunConfig(problem="garland", clients=num_clients, horizon=horizon, seed=1)
+    config = RunConfig(problem="garland", num_clients=num_clients, horizon=horizon, seed=1)
     federation = build_federation(config)
     settings = engine.make_settings(num_clients, alpha=0.5, horizon=horizon, seed=1)
     policy = make_policy("pf-xab")

@@ -77,12 +77,12 @@ def test_the_innermost_entry_point_names_unless_it_defers() -> None:
 
 def test_too_many_landmine_clients_name_the_fields_that_bound_them() -> None:
     """Without fields the default ten bound the clients: the message says so, not 'chosen by --fields'."""
-    assert cli_error_line("run", "--problem", "landmine", "--clients", "29") == (
-        f"pfxab run: error: --clients=29 is invalid; allowed: at most 10 with the default landmine fields "
+    assert cli_error_line("run", "--problem", "landmine", "--num-clients", "29") == (
+        f"pfxab run: error: --num-clients=29 is invalid; allowed: at most 10 with the default landmine fields "
         f"({DEFAULT_FIELDS}); --fields can name up to 29")
-    assert error(lambda: RunConfig(problem="landmine", clients=3, fields="5,1")) == (
-        "clients=3 is invalid; allowed: at most 2, the number of landmine fields in fields='5,1'")
-    assert error(lambda: parse_run_config({"problem": "landmine", "clients": 11})).endswith(
+    assert error(lambda: RunConfig(problem="landmine", num_clients=3, fields="5,1")) == (
+        "num_clients=3 is invalid; allowed: at most 2, the number of landmine fields in fields='5,1'")
+    assert error(lambda: parse_run_config({"problem": "landmine", "num-clients": 11})).endswith(
         "; fields can name up to 29")
 
 

@@ -134,13 +134,13 @@ def test_deterministic_with_its_own_reference_is_the_simulated_run_without_noise
 
 
 def test_a_run_configs_evaluation_reaches_a_built_in_problem() -> None:
-    config = RunConfig(problem="garland", clients=3, horizon=20_000, evaluation="deterministic")
+    config = RunConfig(problem="garland", num_clients=3, horizon=20_000, evaluation="deterministic")
     exact = run_config(config).summary
     noiseless = run_config(config.replace(evaluation="simulated", noise="none")).summary
     for key in ("regret", "final_points", "evaluations"):
         assert exact[key] == noiseless[key], key
     assert exact["evaluation"] == "deterministic"
-    parsed, _ = parse_run_config({"evaluation": "stochastic", "clients": 2})
+    parsed, _ = parse_run_config({"evaluation": "stochastic", "num-clients": 2})
     assert parsed.evaluation == "stochastic"
 
 
@@ -260,7 +260,7 @@ def test_a_context_built_objective_on_flowers_ray_simulation_gives_the_inprocess
     from pfxab_flower.simulations.flower.in_process_simulation import run_flower
 
     federation = shifted_federation(0.0, "deterministic")  # run_simulation gives no run config: no shift
-    config = RunConfig(clients=len(CENTRES), alpha=0.5, horizon=4_000, seed=0)
+    config = RunConfig(num_clients=len(CENTRES), alpha=0.5, horizon=4_000, seed=0)
     sessions = objective_sessions(from_context(site_objective), DOMAIN, evaluation="deterministic")
     flower = run_flower(federation, config, session_fn=sessions, round_timeout=patient(60.0)).summary
     inprocess = run(federation, alpha=0.5, horizon=4_000, seed=0).summary
@@ -300,7 +300,7 @@ def test_the_bundled_apps_clients_build_the_run_configs_evaluation() -> None:
     from pfxab_flower.client_apps import federation_sessions
 
     context = Context(run_id=1, node_id=1, node_config={"partition-id": 1}, state={},
-                      run_config={"evaluation": "stochastic", "clients": 3, "out-dir": "elsewhere"})
+                      run_config={"evaluation": "stochastic", "num-clients": 3, "out-dir": "elsewhere"})
     env = federation_sessions()(context).make_environment(None)
     assert env.federation.evaluation == "stochastic" and env.federation.truth() is not None
 

@@ -74,7 +74,7 @@ def test_the_result_reports_evaluations_per_client_and_in_total():
 
 
 def test_noise_none_makes_the_run_independent_of_the_seed():
-    base = RunConfig(problem="garland", clients=3, horizon=50_000, noise="none")
+    base = RunConfig(problem="garland", num_clients=3, horizon=50_000, noise="none")
     first, second = (run_config(base.replace(seed=s)).summary for s in (0, 1))
     assert first["regret"] == second["regret"] and first["evaluations"] == second["evaluations"]
     noisy = [run_config(base.replace(noise="uniform", noise_sigma=1.0, seed=s)).summary["regret"] for s in (0, 1, 2)]
@@ -90,7 +90,7 @@ def test_noise_none_rewards_are_the_means_whatever_sigma():
 
 
 def test_wall_seconds_covers_building_the_federation():
-    summary = run_config(RunConfig(problem="garland", clients=3, horizon=20_000)).summary
+    summary = run_config(RunConfig(problem="garland", num_clients=3, horizon=20_000)).summary
     assert summary["setup_seconds"] > 0 and summary["run_seconds"] > 0
     assert summary["scoring_seconds"] > 0
     assert summary["wall_seconds"] == pytest.approx(summary["setup_seconds"] + summary["run_seconds"]

@@ -89,7 +89,7 @@ def test_a_broken_objective_on_ray_stops_the_run_with_one_line(capfd) -> None:
 
     objectives = [good, broken("nan"), good]
     federation = Federation.from_callables(objectives, DOMAIN, noise_sigma=0.1)
-    config = RunConfig(clients=3, horizon=5_000, seed=0)
+    config = RunConfig(num_clients=3, horizon=5_000, seed=0)
     sessions = objective_sessions(lambda points, m: objectives[m](points), DOMAIN)
     with pytest.raises(RunStoppedError, match=r"only 2 of 3 clients.*objective of client 1 returned nan at point"):
         run_flower(federation, config, session_fn=sessions,
@@ -175,7 +175,7 @@ def test_a_site_whose_objective_raises_keeps_the_exceptions_type_and_message_on_
         return good
 
     federation = Federation.from_callables([good] * 3, DOMAIN, noise_sigma=0.1)
-    config = RunConfig(clients=3, horizon=5_000, seed=0)
+    config = RunConfig(num_clients=3, horizon=5_000, seed=0)
     with pytest.raises(RunStoppedError, match=r"from client 1 \(Flower node \d+\): KeyError: 'data-dir'$"):
         run_flower(federation, config, session_fn=objective_sessions(build, DOMAIN),
                    options=AppOptions(round_timeout=patient(60.0), min_fraction=1.0, api=api))

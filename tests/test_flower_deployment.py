@@ -40,10 +40,10 @@ def run_deployment(tmp_path: Path, tls: bool, options: AppOptions, config: RunCo
     out = tmp_path / "out"
     options = AppOptions(**{**options.__dict__, "out_dir": str(out)})
     pyproject = (ROOT / "pyproject.toml").read_bytes()
-    with dep.deployment(config.clients, tmp_path / "deploy", tls=tls, startup_timeout=patient(60),
+    with dep.deployment(config.num_clients, tmp_path / "deploy", tls=tls, startup_timeout=patient(60),
                         authenticate=authenticate) as running:
         home = str(running.home)
-        registered = [running.node_ids[f"site-{i}"] for i in range(config.clients)] if authenticate else None
+        registered = [running.node_ids[f"site-{i}"] for i in range(config.num_clients)] if authenticate else None
         done = running.flwr_run(ROOT, run_config_argument(config, options), timeout=patient(150))
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:] + log_tail(running)
         assert (out / "summary.json").exists(), done.stdout[-3000:] + log_tail(running)
@@ -56,7 +56,7 @@ def run_deployment(tmp_path: Path, tls: bool, options: AppOptions, config: RunCo
     summary = json.loads((out / "summary.json").read_text())
     if registered is not None:  # each client held by its registered site's SuperNode
         assert summary["flower_nodes"] == registered
-        assert summary["sites"] == [f"site-{i}" for i in range(config.clients)]
+        assert summary["sites"] == [f"site-{i}" for i in range(config.num_clients)]
     return summary
 
 
@@ -76,7 +76,7 @@ def assert_same_as_inprocess(summary: dict, config: RunConfig, options: AppOptio
 
 @pytest.mark.exhaustive  # default tier: the same dropouts through Flower's legacy loop (tests/test_dropouts.py)
 def test_insecure_deployment_with_dropouts_matches_inprocess(tmp_path: Path) -> None:
-    config = RunConfig(problem="doublesine", algorithm="fed-pne", clients=3, alpha=0.5, horizon=3000, seed=1)
+    config = RunConfig(problem="doublesine", algorithm="fed-pne", num_clients=3, alpha=0.5, horizon=3000, seed=1)
     options = AppOptions(fail_rate=0.3, min_fraction=0.3, api="legacy")
     plan = FaultPlan(config.seed, 0.3)
     assert any(plan.misses(m, p) for m in range(3) for p in (1, 2))  # the seed really drops someone
@@ -89,7 +89,7 @@ def test_tls_deployment_of_registered_sites_matches_inprocess(tmp_path: Path) ->
     """The default tier's deployment smoke test: a SuperLink and SuperNodes over TLS, each SuperNode authenticated
     by its site's registered key (tests/test_supernode_auth.py: the rest of authentication), ``flwr run``, the
     result equal to the in-process run's."""
-    config = RunConfig(problem="garland", algorithm="pf-xab", clients=2, alpha=0.5, horizon=3000, seed=0)
+    config = RunConfig(problem="garland", algorithm="pf-xab", num_clients=2, alpha=0.5, horizon=3000, seed=0)
     summary = run_deployment(tmp_path, tls=True, options=AppOptions(), config=config, authenticate=True)
     assert summary == {**summary, "failures": 0}
     assert summary == {**summary, **{k: run_config(config).summary[k] for k in SAME_KEYS}}
@@ -186,14 +186,14 @@ def test_supernodes_killed_mid_phase_and_between_phases_lose_nothing_else(tmp_pa
     """
     import threading
 
-    config = RunConfig(problem="garland", algorithm="pf-xab", clients=4, alpha=0.5, horizon=200_000, seed=0)
+    config = RunConfig(problem="garland", algorithm="pf-xab", num_clients=4, alpha=0.5, horizon=200_000, seed=0)
     out = tmp_path / "out"
     # the survivors must answer within the round timeout: 20 s on an idle machine, more on a busy one
     options = AppOptions(out_dir=str(out), round_timeout=patient(20.0), min_fraction=0.5, fail_rate=1.0,
                          fail_clients=(1,), straggle_seconds=4.0)
     killed: list[float] = []
 
-    with dep.deployment(config.clients, tmp_path / "deploy", startup_timeout=patient(60)) as running:
+    with dep.deployment(config.num_clients, tmp_path / "deploy", startup_timeout=patient(60)) as running:
         home = str(running.home)
 
         def kill_after_phase_one() -> None:

@@ -47,7 +47,7 @@ SET_BREAKS = ("garbage", "odd-bytes", "not-children", "duplicate-ids", "empty", 
 
 
 def sent_phase(seed: int):
-    config = RunConfig(clients=M, horizon=50_000, seed=seed)
+    config = RunConfig(num_clients=M, horizon=50_000, seed=seed)
     federation = build_federation(config)
     strategy = strategy_of(config, AppOptions(api="legacy", min_fraction=0.0), federation)  # never stop
     manager = SimpleClientManager()
@@ -268,7 +268,7 @@ WIRE_FINAL_BREAKS = (
 
 def final_round(seed: int):
     """A legacy strategy run to its final broadcast, with every client's honest final reply."""
-    config = RunConfig(clients=M, horizon=50_000, seed=seed)
+    config = RunConfig(num_clients=M, horizon=50_000, seed=seed)
     federation = build_federation(config)
     strategy = strategy_of(config, AppOptions(api="legacy", min_fraction=0.0), federation)
     manager = SimpleClientManager()

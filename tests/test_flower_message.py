@@ -41,17 +41,17 @@ SAME_KEYS = (
 
 def loopback(config: RunConfig, nodes: int | None = None, seed: int = 0, tamper=None, **options):
     federation = build_federation(config)
-    kwargs = dict(num_clients=config.clients, horizon=config.horizon, alpha=config.alpha, seed=config.seed,
+    kwargs = dict(num_clients=config.num_clients, horizon=config.horizon, alpha=config.alpha, seed=config.seed,
                   federation=federation, confidence=config.confidence, **options)
     strategy = STRATEGIES[config.algorithm](**kwargs)
-    grid = LoopbackGrid(nodes or config.clients, message_client_app(federation_sessions(federation)), seed, tamper)
+    grid = LoopbackGrid(nodes or config.num_clients, message_client_app(federation_sessions(federation)), seed, tamper)
     return run_loopback(strategy, grid), strategy
 
 
 @pytest.mark.parametrize("confidence", CONFIDENCES)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_message_adapters_match_the_inprocess_engine_and_fill_the_result(algorithm: str, confidence: str) -> None:
-    config = RunConfig(problem="doublesine", algorithm=algorithm, clients=4, alpha=0.7, horizon=30_000, seed=3,
+    config = RunConfig(problem="doublesine", algorithm=algorithm, num_clients=4, alpha=0.7, horizon=30_000, seed=3,
                        confidence=confidence)
     result, strategy = loopback(config, seed=ALGORITHMS.index(algorithm))
     flower, inprocess = strategy.run_result(), engine.run_config(config)
@@ -84,7 +84,7 @@ def test_the_strategy_classes_check_their_arguments_in_one_line(algorithm: str) 
 
 
 def test_unreadable_and_error_replies_are_logged_and_skipped(caplog) -> None:
-    config = RunConfig(problem="garland", clients=4, horizon=20_000, seed=1)
+    config = RunConfig(problem="garland", num_clients=4, horizon=20_000, seed=1)
     tampered: list[str] = []
 
     def tamper(message: Message, reply: Message) -> Message:
@@ -112,7 +112,7 @@ def test_unreadable_and_error_replies_are_logged_and_skipped(caplog) -> None:
 
 
 def test_malformed_final_replies_are_rejected_and_never_crash_the_result() -> None:
-    config = RunConfig(problem="garland", clients=4, horizon=20_000, seed=1)
+    config = RunConfig(problem="garland", num_clients=4, horizon=20_000, seed=1)
 
     def tamper(message: Message, reply: Message) -> Message:
         # the final round: client 1 names node 2^62, client 2 a NaN point, client 3 a point of another length
@@ -141,7 +141,7 @@ def test_malformed_final_replies_are_rejected_and_never_crash_the_result() -> No
 
 
 def test_a_node_beyond_the_clients_stands_by(caplog) -> None:
-    config = RunConfig(clients=3, horizon=20_000, seed=2)
+    config = RunConfig(num_clients=3, horizon=20_000, seed=2)
     with caplog.at_level(logging.INFO, logger="pfxab_flower"):
         _, strategy = loopback(config, nodes=5)
     assert strategy.driver.machine.rejected == [] and strategy.run_result().summary["failures"] == 0
@@ -150,7 +150,7 @@ def test_a_node_beyond_the_clients_stands_by(caplog) -> None:
 
 
 def test_too_few_nodes_stop_the_run_with_one_line() -> None:
-    config = RunConfig(clients=4, horizon=20_000, seed=2)
+    config = RunConfig(num_clients=4, horizon=20_000, seed=2)
     strategy = PFXAB(num_clients=4, horizon=20_000, round_timeout=0.5)
     grid = LoopbackGrid(2, message_client_app(federation_sessions(build_federation(config))))
     with pytest.raises(RunStoppedError, match=r"only 2 of the 4 nodes the run needs are connected") as info:
@@ -160,7 +160,7 @@ def test_too_few_nodes_stop_the_run_with_one_line() -> None:
 
 def test_api_key_is_validated_and_round_trips() -> None:
     for api in APIS:
-        config, options = parse_run_config({"api": api, "clients": 3})
+        config, options = parse_run_config({"api": api, "num-clients": 3})
         assert options.api == api and to_run_config(config, options)["api"] == api
     with pytest.raises(ConfigError, match=r"api='grpc' is invalid; allowed: message, legacy"):
         parse_run_config({"api": "grpc"})

@@ -41,7 +41,7 @@ def test_ray_simulation_matches_inprocess(algorithm: str, api: str) -> None:
     # optuna-tpe-fed's 200 phases (400 Flower rounds at T = 10,000) outlasted the test's timeout there (806 s); what
     # is tested is the engines' equality, which 40 trials and 20 phases show as well
     horizon = 60 if algorithm == "optuna-tpe-fed" else 10_000  # min(T // M, 200) phases: 20
-    config = RunConfig(problem="garland", algorithm=algorithm, clients=3, alpha=0.5, horizon=horizon, seed=0,
+    config = RunConfig(problem="garland", algorithm=algorithm, num_clients=3, alpha=0.5, horizon=horizon, seed=0,
                        **cheap_options(algorithm))
     flower = run_flower_simulation(config, options=AppOptions(round_timeout=patient(60.0), api=api))
     inprocess = run_config(config)

@@ -26,7 +26,7 @@ from pfxab_flower.simulations.flower.app_builders import strategy_of
 from pfxab_flower.strategies.secure import run_legacy_workflow
 from tests.message_loopback import LoopbackGrid, run_loopback
 
-CONFIG = RunConfig(problem="garland", clients=3, horizon=20_000, seed=0)
+CONFIG = RunConfig(problem="garland", num_clients=3, horizon=20_000, seed=0)
 SAME_KEYS = ("regret", "final_nodes", "phases", "communication_rounds", "values_down", "values_up")
 STOPPING = AppOptions(fail_rate=1.0, fail_clients=(1,), min_fraction=1.0)  # client 1 always fails: stop in phase 1
 

@@ -51,7 +51,7 @@ def test_pyproject_app_config_is_every_run_option_and_parses_to_the_defaults() -
 def test_run_config_argument_round_trips_through_flwrs_parser() -> None:
     from flwr.common.config import parse_config_args
 
-    config = RunConfig(problem="doublesine", algorithm="pf-pne", clients=7, alpha=0.9, horizon=12345, seed=4,
+    config = RunConfig(problem="doublesine", algorithm="pf-pne", num_clients=7, alpha=0.9, horizon=12345, seed=4,
                        max_depth=6, pf_pne_eps=0.25)
     options = AppOptions(out_dir="/tmp/some dir/out", round_timeout=30.0)
     parsed = parse_config_args([flwr_run.run_config_argument(config, options)])
@@ -160,13 +160,13 @@ def test_pfxab_simulate_runs_flwr_run_and_leaves_nothing_behind(tmp_path, monkey
     out = tmp_path / "results"
     code = subprocess.run(
         [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "simulate", "--app-dir", str(ROOT),
-         "--clients", "2", "--horizon", "3000", "--algorithm", "fed-pne", "--out", "results", "--json"],
+         "--num-clients", "2", "--horizon", "3000", "--algorithm", "fed-pne", "--out", "results", "--json"],
         capture_output=True, text=True, timeout=patient(220),
     )
     assert code.returncode == 0, code.stderr[-2000:]
     summary = json.loads(code.stdout)
     assert summary == json.loads((out / "summary.json").read_text())
-    assert summary["engine"] == "flower" and summary["algorithm"] == "fed-pne" and summary["clients"] == 2
+    assert summary["engine"] == "flower" and summary["algorithm"] == "fed-pne" and summary["num_clients"] == 2
     assert "phase 1 (depth 1)" in code.stderr  # one readable line per phase, streamed
     assert {"clients.csv", "curve.csv", "phases.csv", "communication.csv"} <= {p.name for p in out.iterdir()}
     assert (ROOT / "pyproject.toml").read_bytes() == pyproject
@@ -182,12 +182,13 @@ def test_pfxab_simulate_works_outside_a_clone(tmp_path, short_tmpdir) -> None:
     """No --app-dir, run from a directory that is not the repository: the generated app is used."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"TMPDIR": str(short_tmpdir)}
     code = subprocess.run(
-        [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "simulate", "--clients", "2", "--horizon", "2000",
+        [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "simulate", "--num-clients", "2", "--horizon",
+         "2000",
          "--out", str(tmp_path / "out")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=patient(220),
     )
     assert code.returncode == 0, code.stderr[-2000:]
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary["engine"] == "flower" and summary["clients"] == 2 and summary["horizon"] == 2000
+    assert summary["engine"] == "flower" and summary["num_clients"] == 2 and summary["horizon"] == 2000
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # nothing written in the working directory
     assert "Flower configuration not found" not in code.stdout + code.stderr  # the log holds only the run
     assert list(short_tmpdir.iterdir()) == []  # its temporary directories removed

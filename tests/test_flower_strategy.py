@@ -51,7 +51,7 @@ LEGACY = AppOptions(api="legacy")
 @pytest.mark.parametrize("confidence", CONFIDENCES)
 @pytest.mark.parametrize("algorithm", federated_names())  # phase by phase (the baselines: tests/test_baselines.py)
 def test_legacy_adapters_match_the_inprocess_engine(algorithm: str, confidence: str) -> None:
-    config = RunConfig(problem="doublesine", algorithm=algorithm, clients=M, alpha=0.7, horizon=30_000, seed=3,
+    config = RunConfig(problem="doublesine", algorithm=algorithm, num_clients=M, alpha=0.7, horizon=30_000, seed=3,
                        confidence=confidence)
     federation = build_federation(config)
     strategy = strategy_of(config, LEGACY, federation)
@@ -92,7 +92,7 @@ def test_strategy_classes_fix_their_algorithm_and_check_their_arguments(algorith
 
 def first_phase():
     """A legacy strategy after phase 1's broadcast, with every client's reply."""
-    config = RunConfig(problem="garland", clients=M, horizon=50_000, seed=1)
+    config = RunConfig(problem="garland", num_clients=M, horizon=50_000, seed=1)
     federation = build_federation(config)
     strategy = strategy_of(config, LEGACY, federation)
     manager = SimpleClientManager()
@@ -171,7 +171,7 @@ def test_malformed_active_set_is_logged_and_the_phase_closes(caplog) -> None:
 
 
 def test_a_node_beyond_the_clients_stands_by_and_a_finished_strategy_sends_nothing(caplog) -> None:
-    config = RunConfig(clients=2, horizon=5_000, seed=0)
+    config = RunConfig(num_clients=2, horizon=5_000, seed=0)
     federation = build_federation(config)
     strategy = strategy_of(config, LEGACY, federation)
     with caplog.at_level(logging.INFO, logger="pfxab_flower"):

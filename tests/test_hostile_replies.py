@@ -184,7 +184,7 @@ def test_a_clients_text_reaches_the_log_and_the_result_as_one_printable_line(cap
         return reply
 
     with caplog.at_level("INFO", logger="pfxab_flower"):
-        _, strategy = loopback(RunConfig(clients=4, horizon=20_000), tamper=tamper)
+        _, strategy = loopback(RunConfig(num_clients=4, horizon=20_000), tamper=tamper)
     summary = strategy.run_result().summary
     logged = [record.getMessage() for record in caplog.records if record.name.startswith("pfxab_flower")]
     assert any("KeyError: 'data-dir'" in line for line in logged)  # the reason's type and message stay readable

@@ -36,7 +36,7 @@ from pfxab_flower.storage.cache import EvaluationStore
 from tests.conftest import PFXAB, cheap_algorithms, tent_federation
 from tests.patience import patient
 
-SMALL_RUN = ["--problem", "garland", "--clients", "3", "--horizon", "5000"]
+SMALL_RUN = ["--problem", "garland", "--num-clients", "3", "--horizon", "5000"]
 CPUS = os.cpu_count() or 1
 
 
@@ -62,11 +62,11 @@ def test_workers_beyond_the_cpus_are_refused_before_any_worker_forks(capsys, com
 
 def test_a_pair_of_limits_that_would_not_finish_is_refused(capsys):
     """1000 clients x 1e10 pulls, each within its limit, did not finish in 400 s."""
-    line = error_line(capsys, "run", "--clients", "1000", "--horizon", "1e10")
+    line = error_line(capsys, "run", "--num-clients", "1000", "--horizon", "1e10")
     assert line == ("pfxab run: error: --horizon=10000000000 is invalid; allowed: an integer in [1, 100,000,000] "
-                    "with --clients=1000 (clients x horizon at most 100,000,000,000, which takes minutes; see "
+                    "with --num-clients=1000 (clients x horizon at most 100,000,000,000, which takes minutes; see "
                     "docs/scaling.md)")
-    assert RunConfig(clients=10, horizon=10**10).horizon == 10**10  # the documented largest horizon stays allowed
+    assert RunConfig(num_clients=10, horizon=10**10).horizon == 10**10  # the documented largest horizon stays allowed
 
 
 # --- 7. sweep files: regular, small, flat, few runs --------------------------------------------------------
@@ -164,7 +164,7 @@ def test_run_prints_its_result_when_its_files_cannot_be_written(tmp_path, capsys
     assert main(["run", *SMALL_RUN, "--json", "--out", str(tmp_path / "r")]) == 2
     captured = capsys.readouterr()
     summary = json.loads(captured.out)
-    assert summary["clients"] == 3 and summary["regret"] > 0
+    assert summary["num_clients"] == 3 and summary["regret"] > 0
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"pfxab run: error: --out='{tmp_path / 'r'}' could not be written "
                                                    "(No space left on device)")
@@ -472,7 +472,7 @@ def test_too_few_open_files_or_too_little_memory_is_one_line_before_any_work(tmp
     """``ulimit -n 15`` made ``pfxab sweep`` hang after a traceback; ``ulimit -v`` gave MemoryError and ImportError
     tracebacks after up to 12 s of work."""
     config = tmp_path / "s.toml"
-    config.write_text("[fixed]\nhorizon = 2000\nclients = 3\n[grid]\nseed = [0, 1, 2, 3]\n")
+    config.write_text("[fixed]\nhorizon = 2000\nnum_clients = 3\n[grid]\nseed = [0, 1, 2, 3]\n")
     done = _limited(resource_name, value, "sweep", str(config), "--out", str(tmp_path / "S"), "--no-progress")
     assert (done.returncode, done.stdout, done.stderr) == (2, "", line + "\n")
     assert not (tmp_path / "S").exists()

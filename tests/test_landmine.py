@@ -124,7 +124,7 @@ def test_store_survives_an_unusable_directory(tmp_path):
 
 def test_optimum_is_the_best_of_grid_and_evaluated_points(splits, monkeypatch):
     monkeypatch.setattr(landmine, "OPTIMUM_GRID_DEPTH", 4)
-    config = RunConfig(problem="landmine", fields="0,15,27", clients=2, alpha=0.4)
+    config = RunConfig(problem="landmine", fields="0,15,27", num_clients=2, alpha=0.4)
     federation = landmine_federation(config, NoiseModel())
     extra = _points(3, seed=3)
     federation.local_values(extra)
@@ -144,11 +144,11 @@ def test_optimum_is_the_best_of_grid_and_evaluated_points(splits, monkeypatch):
 
 def test_small_landmine_run_completes(splits, monkeypatch):
     monkeypatch.setattr(landmine, "OPTIMUM_GRID_DEPTH", 6)
-    config = RunConfig(problem="landmine", algorithm="pf-xab", fields="0,15,27", clients=3, alpha=0.4,
+    config = RunConfig(problem="landmine", algorithm="pf-xab", fields="0,15,27", num_clients=3, alpha=0.4,
                        horizon=20_000, seed=0)
     result = run_config(config)
     summary = result.summary
-    assert summary["problem"] == "landmine" and summary["clients"] == 3
+    assert summary["problem"] == "landmine" and summary["num_clients"] == 3
     assert summary["optimum_estimated"] is True
     # Every pulled midpoint is among the points the optimum is taken over, so no regret is negative.
     assert all(r >= 0 for r in summary["regret_per_client"])
@@ -160,7 +160,7 @@ def test_small_landmine_run_completes(splits, monkeypatch):
 def test_a_runs_regret_does_not_depend_on_what_the_federation_evaluated_before(splits, monkeypatch):
     """The optimum is estimated from the grid and evaluated points: a run is scored with its own points only."""
     monkeypatch.setattr(landmine, "OPTIMUM_GRID_DEPTH", 2)  # 7 cell centres: random points beat them
-    config = RunConfig(problem="landmine", fields="0,15,27", clients=2, alpha=0.4)
+    config = RunConfig(problem="landmine", fields="0,15,27", num_clients=2, alpha=0.4)
     keywords = {"alpha": 0.4, "horizon": 3_000, "seed": 0}
     alone = run(landmine_federation(config, NoiseModel()), "pf-xab", **keywords).summary
     federation = landmine_federation(config, NoiseModel())
@@ -174,7 +174,7 @@ def test_federation_pickles_for_flower_workers(splits, monkeypatch):
     import pickle
 
     monkeypatch.setattr(landmine, "OPTIMUM_GRID_DEPTH", 2)
-    federation = landmine_federation(RunConfig(problem="landmine", fields="0,15", clients=2), NoiseModel())
+    federation = landmine_federation(RunConfig(problem="landmine", fields="0,15", num_clients=2), NoiseModel())
     points = _points(3, seed=5)
     before = federation.local_values(points)
     copy = pickle.loads(pickle.dumps(federation))
@@ -283,7 +283,7 @@ def _run_with_cache(tmp_path, code: str = "", **env: str):
     import sys
 
     program = (code + "\nimport sys\nfrom pfxab_flower.simulations.cli.main import main\n"
-               "sys.exit(main(['run', '--horizon', '2000', '--clients', '3', '--json']))")
+               "sys.exit(main(['run', '--horizon', '2000', '--num-clients', '3', '--json']))")
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=patient(300),
                           env={**os.environ, "PFXAB_CACHE_DIR": str(tmp_path), **env}, cwd=tmp_path)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]

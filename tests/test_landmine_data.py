@@ -82,7 +82,7 @@ def test_split_is_the_spec_stratified_half(data, landmine_file):
 
 
 def _run_landmine(capsys, *extra: str) -> tuple[int, str]:
-    code = cli.main(["run", "--problem", "landmine", "--clients", "2", "--horizon", "100", *extra])
+    code = cli.main(["run", "--problem", "landmine", "--num-clients", "2", "--horizon", "100", *extra])
     return code, capsys.readouterr().err
 
 
@@ -140,15 +140,15 @@ def test_a_file_other_than_the_real_one_exits_2_with_one_line(landmine_file, cap
 @pytest.mark.parametrize("fields", ["0,0", "29", "-1", "a,b", "", "1,,2"])
 def test_bad_fields_are_rejected(fields):
     with pytest.raises(ConfigError, match="fields="):
-        RunConfig(problem="landmine", fields=fields, clients=1)
+        RunConfig(problem="landmine", fields=fields, num_clients=1)
 
 
 def test_clients_take_the_first_fields_and_may_not_exceed_them():
     assert landmine_fields(RunConfig(problem="landmine")) == tuple(range(0, 29, 3))
-    assert landmine_fields(RunConfig(problem="landmine", clients=3)) == (0, 3, 6)
-    assert landmine_fields(RunConfig(problem="landmine", fields="5,1,20", clients=2)) == (5, 1)
-    with pytest.raises(ConfigError, match="clients=4"):
-        RunConfig(problem="landmine", fields="5,1,20", clients=4)
-    with pytest.raises(ConfigError, match="clients=11"):
-        RunConfig(problem="landmine", clients=11)
-    assert RunConfig(problem="garland", clients=20).clients == 20  # fields only bound landmine
+    assert landmine_fields(RunConfig(problem="landmine", num_clients=3)) == (0, 3, 6)
+    assert landmine_fields(RunConfig(problem="landmine", fields="5,1,20", num_clients=2)) == (5, 1)
+    with pytest.raises(ConfigError, match="num_clients=4"):
+        RunConfig(problem="landmine", fields="5,1,20", num_clients=4)
+    with pytest.raises(ConfigError, match="num_clients=11"):
+        RunConfig(problem="landmine", num_clients=11)
+    assert RunConfig(problem="garland", num_clients=20).num_clients == 20  # fields only bound landmine

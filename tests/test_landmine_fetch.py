@@ -79,7 +79,8 @@ def _cli_in_env(url: str, env_cache: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PFXAB_CACHE_DIR=env_cache, **{URL_ENV_VAR: url})
     env.pop(ENV_VAR, None)
     return subprocess.run(
-        [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "run", "--problem", "landmine", "--clients", "2",
+        [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "run", "--problem", "landmine", "--num-clients",
+         "2",
          "--horizon", "100", "--json"],
         capture_output=True, text=True, timeout=patient(120), env=env,
     )

@@ -116,7 +116,7 @@ def test_random_table_entries_equal_a_fresh_fit_of_the_real_data(table, real_dat
 
 def test_a_real_run_within_the_shipped_table_fits_no_svm(table, real_data, monkeypatch):
     monkeypatch.setattr(landmine, "OPTIMUM_GRID_DEPTH", min(table.depth, 8))
-    federation = landmine_federation(RunConfig(problem="landmine", clients=3, alpha=0.4), NoiseModel())
+    federation = landmine_federation(RunConfig(problem="landmine", num_clients=3, alpha=0.4), NoiseModel())
     federation.optimum(0.4)
     assert federation.evaluator.fits == 0
 
@@ -166,7 +166,7 @@ def test_a_run_within_the_table_fits_no_svm(small_table, monkeypatch):
     table, path = small_table
     monkeypatch.setenv(TABLE_ENV_VAR, str(path))
     monkeypatch.setattr(landmine, "OPTIMUM_GRID_DEPTH", table.depth)
-    federation = landmine_federation(RunConfig(problem="landmine", clients=3, alpha=0.4), NoiseModel())
+    federation = landmine_federation(RunConfig(problem="landmine", num_clients=3, alpha=0.4), NoiseModel())
     federation.optimum(0.4)
     assert federation.evaluator.fits == 0
 
@@ -176,7 +176,7 @@ def test_table_and_live_fits_give_the_same_run(small_table, tmp_path, monkeypatc
     _, path = small_table
     monkeypatch.setenv(TABLE_ENV_VAR, str(path))
     monkeypatch.setattr(landmine, "OPTIMUM_GRID_DEPTH", SMALL_DEPTH)
-    config = RunConfig(problem="landmine", fields="1,16,28", clients=3, alpha=0.4, horizon=30_000, seed=0)
+    config = RunConfig(problem="landmine", fields="1,16,28", num_clients=3, alpha=0.4, horizon=30_000, seed=0)
     with_table = run_config(config).summary
     monkeypatch.setenv(TABLE_ENV_VAR, "none")
     monkeypatch.setenv("PFXAB_CACHE_DIR", str(tmp_path / "live-cache"))  # nothing from the first run is reused
@@ -192,7 +192,7 @@ def test_a_table_for_another_namespace_is_not_used(small_table, tmp_path, monkey
     dataclasses.replace(table, namespace=table.namespace + "/sklearn=0.0").write(other)
     monkeypatch.setenv(TABLE_ENV_VAR, str(other))
     monkeypatch.setattr(landmine, "OPTIMUM_GRID_DEPTH", 2)
-    federation = landmine_federation(RunConfig(problem="landmine", clients=2, alpha=0.4), NoiseModel())
+    federation = landmine_federation(RunConfig(problem="landmine", num_clients=2, alpha=0.4), NoiseModel())
     federation.optimum(0.4)
     assert federation.evaluator.fits == 2 * 7  # every grid point fit live
     lines = capsys.readouterr().err.strip().splitlines()
@@ -216,5 +216,5 @@ def test_an_output_that_cannot_be_written_is_refused_before_fitting(tmp_path, la
 
 def test_a_bad_table_setting_is_one_line(tmp_path, monkeypatch, landmine_file):
     monkeypatch.setenv(TABLE_ENV_VAR, str(tmp_path / "absent.npz"))
-    line = cli_error_line("run", "--problem", "landmine", "--clients", "2", "--horizon", "100")
+    line = cli_error_line("run", "--problem", "landmine", "--num-clients", "2", "--horizon", "100")
     assert TABLE_ENV_VAR in line and "is invalid" in line

@@ -44,7 +44,7 @@ def test_sigkill_of_a_cold_run_leaves_no_worker(tmp_path, landmine_file: Landmin
     env = dict(os.environ, PFXAB_CACHE_DIR=str(tmp_path / "cache"), PFXAB_LANDMINE_TABLE="none",
                PFXAB_LANDMINE_DATA=str(landmine_file.path), PFXAB_LANDMINE_URL=NOWHERE)
     proc = subprocess.Popen(
-        [*accepting_cli(landmine_file), "run", "--problem", "landmine", "--clients", "3", "--horizon", "1000"],
+        [*accepting_cli(landmine_file), "run", "--problem", "landmine", "--num-clients", "3", "--horizon", "1000"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:

@@ -206,7 +206,8 @@ def test_killed_simulate_stops_superlink_ray_and_removes_its_directories(
     before = set(Path("/tmp").glob("pfxab-flwr-*"))
     log = (tmp_path / "log.txt").open("w")
     parent = subprocess.Popen(
-        [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "simulate", "--clients", "2", "--horizon", "2000",
+        [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "simulate", "--num-clients", "2", "--horizon",
+         "2000",
          "--out", str(tmp_path / "out")], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
     try:
         def started() -> tuple[Path, int] | None:
@@ -289,7 +290,8 @@ def test_simulate_and_its_watcher_both_sigkilled_leave_no_process_and_the_next_r
     private = Path(tempfile.mkdtemp(prefix="pfxab-t", dir="/tmp"))  # short: Ray's socket paths live below it
     log = (tmp_path / "log.txt").open("w")
     parent = subprocess.Popen(
-        [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "simulate", "--clients", "2", "--horizon", "2000",
+        [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "simulate", "--num-clients", "2", "--horizon",
+         "2000",
          "--out", str(tmp_path / "out")], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
         env=dict(os.environ, TMPDIR=str(private)))
     try:
@@ -358,7 +360,7 @@ def _interrupt(args: list[str], sig: signal.Signals, started: Callable[[str], bo
 def test_an_interrupted_flower_run_ends_within_seconds_with_one_line_and_nothing_left(tmp_path: Path, sig) -> None:
     """``pfxab run --engine flower``: Ctrl-C printed "interrupted" and the process lived 40-120 s more (a Flower
     ServerApp thread); SIGTERM ended in SIGABRT with Ray's C++ stack (its failure handler)."""
-    status, lines, left = _interrupt(["run", "--engine", "flower", "--clients", "3", "--horizon", "2000000",
+    status, lines, left = _interrupt(["run", "--engine", "flower", "--num-clients", "3", "--horizon", "2000000",
                                       "--out", "out"], sig, lambda err: "phase 1 (depth 1)" in err, tmp_path)
     assert status == 128 + sig and lines[-1] == f"pfxab run: interrupted ({sig.name})", lines[-5:]
     assert not any("Traceback" in line or "SIGTERM received" in line for line in lines)
@@ -369,7 +371,7 @@ def test_an_interrupted_flower_run_ends_within_seconds_with_one_line_and_nothing
 def test_an_interrupted_sweep_ends_with_one_line_its_status_and_no_worker(tmp_path: Path, sig) -> None:
     """An in-process sweep with two workers: SIGTERM killed it without its clean-up (no line, a run's temporary
     directory left) and no resume note; now every stop signal is an interrupt, as Ctrl-C is."""
-    (tmp_path / "s.toml").write_text('[fixed]\nhorizon = 200000000\nclients = 3\n[grid]\nseed = [0, 1, 2, 3]\n')
+    (tmp_path / "s.toml").write_text('[fixed]\nhorizon = 200000000\nnum_clients = 3\n[grid]\nseed = [0, 1, 2, 3]\n')
     status, lines, left = _interrupt(["sweep", "s.toml", "--out", "S", "--workers", "2", "--no-progress"], sig,
                                      lambda err: "runs to do" in err, tmp_path)
     assert status == 128 + sig and lines[-1].startswith(

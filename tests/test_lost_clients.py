@@ -30,7 +30,7 @@ from tests.flower_loopback import LoopbackProxy
 from tests.flower_loopback import run_loopback as run_legacy_loopback
 from tests.message_loopback import LoopbackGrid, run_loopback
 
-CONFIG = RunConfig(problem="garland", clients=4, horizon=20_000, seed=1)
+CONFIG = RunConfig(problem="garland", num_clients=4, horizon=20_000, seed=1)
 GONE = "its Flower node is gone (no heartbeat, or unregistered)"
 
 

@@ -29,7 +29,7 @@ needs_optuna = pytest.mark.skipif(not registry.installed("optuna"), reason='need
 
 def small(**changes: object) -> RunConfig:
     """A small optuna-tpe run (built when asked: without optuna, choosing the algorithm is refused)."""
-    return RunConfig(**{"problem": "doublesine-shifted-2d", "algorithm": "optuna-tpe", "clients": 3, "alpha": 0.5,
+    return RunConfig(**{"problem": "doublesine-shifted-2d", "algorithm": "optuna-tpe", "num_clients": 3, "alpha": 0.5,
                         "horizon": 90, "seed": 2, **changes})
 SAME_KEYS = ("regret", "regret_per_client", "final_nodes", "final_points", "pulls_scored", "phases",
              "communication_rounds", "values_up", "values_down", "rejected_replies", "evaluations_per_client",
@@ -113,7 +113,7 @@ def test_without_optuna_choosing_it_is_one_line_naming_the_extra_and_the_rest_ru
     assert "optuna-tpe" not in registry.available_names() and "optuna-tpe" in registry.algorithm_names()
     comparison = compare(synthetic_federation("garland", 2), seeds=[0], horizon=2_000, progress=False)
     assert comparison.algorithms == registry.available_names()  # every algorithm it can run, by default
-    assert main(["run", "--algorithm", "random-search", "--clients", "2", "--horizon", "500", "--json"]) == 0
+    assert main(["run", "--algorithm", "random-search", "--num-clients", "2", "--horizon", "500", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["algorithm"] == "random-search"
 
 

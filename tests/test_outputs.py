@@ -21,7 +21,7 @@ from pfxab_flower.storage.outputs import OutputError, check_output_dir, check_ou
 from tests.conftest import cli_error_line
 from tests.patience import patient
 
-SMALL_RUN = ("--problem", "garland", "--clients", "3", "--horizon", "10000")
+SMALL_RUN = ("--problem", "garland", "--num-clients", "3", "--horizon", "10000")
 
 
 def _can_unshare() -> bool:
@@ -74,7 +74,7 @@ def bad_dirs(tmp_path: Path) -> dict[str, tuple[str, str]]:
 def test_a_bad_out_dir_is_one_line_before_any_work(tmp_path, capsys, no_work, command, case):
     value, fragment = bad_dirs(tmp_path)[case]
     config = tmp_path / "tiny.toml"
-    config.write_text('[fixed]\nproblem = "garland"\nclients = 3\nhorizon = 5000\n[grid]\nseed = [0]\n')
+    config.write_text('[fixed]\nproblem = "garland"\nnum_clients = 3\nhorizon = 5000\n[grid]\nseed = [0]\n')
     args = {"run": ["run", *SMALL_RUN], "compare": ["compare", *SMALL_RUN, "--seeds", "0"],
             "sweep": ["sweep", str(config)], "simulate": ["simulate", *SMALL_RUN]}[command]
     assert main([*args, "--out", value]) == 2
@@ -119,13 +119,13 @@ def test_the_checks_accept_what_they_should(tmp_path):
 def test_run_out_replaces_an_old_result_whole_and_says_where(tmp_path, capsys):
     out = tmp_path / "r"
     assert main(["run", *SMALL_RUN, "--seed", "2", "--out", str(out)]) == 0
-    assert main(["run", "--problem", "garland", "--clients", "5", "--horizon", "10000", "--seed", "3",
+    assert main(["run", "--problem", "garland", "--num-clients", "5", "--horizon", "10000", "--seed", "3",
                  "--out", str(out), "--json"]) == 0
     captured = capsys.readouterr()
     assert f"wrote {', '.join(RESULT_FILES)} to {out}" in captured.out  # the first, readable report
     assert captured.err.strip() == f"pfxab run: wrote {out}"  # with --json, stdout stays one object
     summary = json.loads((out / "summary.json").read_text())
-    assert (summary["clients"], summary["seed"]) == (5, 3)
+    assert (summary["num_clients"], summary["seed"]) == (5, 3)
     assert len((out / "clients.csv").read_text().splitlines()) == 1 + 5
     assert sorted(p.name for p in out.iterdir()) == sorted([*RESULT_FILES, MANIFEST_NAME])
     assert leftovers(tmp_path) == []
@@ -187,7 +187,7 @@ mkdir -p disk && mount -t tmpfs -o size=40k tmpfs disk
 {cli} run {' '.join(SMALL_RUN)} --seed 2 --out disk/r > /dev/null
 cp -r disk/r before
 set +e
-{cli} run --problem garland --clients 40 --horizon 200000 --seed 3 --out disk/r --json > out.txt 2> err.txt
+{cli} run --problem garland --num-clients 40 --horizon 200000 --seed 3 --out disk/r --json > out.txt 2> err.txt
 status=$?
 set -e
 {sys.executable} -c 'import json, os; print(json.dumps({{"status": '$status', "out": open("out.txt").read(),
@@ -198,7 +198,7 @@ set -e
     seen = _in_private_mounts(tmp_path, script)
     assert seen["status"] == 2, seen
     summary = json.loads(seen["out"])  # the result, on stdout although it could not be saved
-    assert (summary["seed"], summary["clients"]) == (3, 40) and summary["regret"] > 0
+    assert (summary["seed"], summary["num_clients"]) == (3, 40) and summary["regret"] > 0
     assert seen["err"].count("\n") == 1 and "No space left on device" in seen["err"], seen["err"]
     assert f"not written: {', '.join(RESULT_FILES)} (the result is printed on stdout)" in seen["err"]
     assert seen["err"].startswith(f"pfxab run: error: --out='{tmp_path}/disk/r' could not be written")  # as checked

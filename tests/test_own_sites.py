@@ -49,7 +49,8 @@ class DocsApp:
 
     def strategy(self, algorithm: str, **keywords):
         """The strategy the app's ServerApp makes (docs/flower.md's server_app.py)."""
-        return STRATEGIES[algorithm](num_clients=self.config["clients"], horizon=HORIZON, alpha=self.config["alpha"],
+        return STRATEGIES[algorithm](num_clients=self.config["num-clients"], horizon=HORIZON,
+                                     alpha=self.config["alpha"],
                                      seed=self.config["seed"], dimensions=len(self.task.DOMAIN),
                                      reward_range=(0.0, 1.0), **keywords)
 
@@ -101,10 +102,10 @@ def builds(docs_app: DocsApp, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[
 
 def test_the_docs_app_declares_every_key_it_reads_and_what_flower_asks_for(docs_app: DocsApp) -> None:
     text = (docs_app.directory / "pyproject.toml").read_text()
-    assert {"algorithm", "clients", "horizon", "alpha", "seed", "num-server-rounds", "results-file"} <= set(
+    assert {"algorithm", "num-clients", "horizon", "alpha", "seed", "num-server-rounds", "results-file"} <= set(
         docs_app.config)
     assert 'description = "' in text and 'license = "' in text  # Flower warned of both when they were missing
-    assert len(docs_app.task.SITES) == len(docs_app.task.CENTRES) == docs_app.config["clients"] == 4
+    assert len(docs_app.task.SITES) == len(docs_app.task.CENTRES) == docs_app.config["num-clients"] == 4
 
 
 def test_each_sites_objective_is_built_once_per_node_though_flower_unpickles_the_app_for_every_message(
@@ -207,7 +208,7 @@ def test_pfxab_simulate_names_a_flag_the_users_app_does_not_declare_before_anyth
     assert out == "" and len(err.strip().splitlines()) == 1
     assert err.startswith(f"pfxab simulate: error: --noise-sigma=0.2 is invalid with app-dir="
                           f"{str(docs_app.directory)!r}: the app declares no run-config key 'noise-sigma' (its "
-                          "[tool.flwr.app.config] declares: algorithm, clients, horizon, alpha, seed, ")
+                          "[tool.flwr.app.config] declares: algorithm, num-clients, horizon, alpha, seed, ")
     pyproject = docs_app.directory / "pyproject.toml"
     given = app_run_config(pyproject, {"algorithm": "fed-pne", "horizon": 9, "noise": "gaussian"},
                            frozenset({"algorithm"}))
@@ -215,7 +216,7 @@ def test_pfxab_simulate_names_a_flag_the_users_app_does_not_declare_before_anyth
     from pfxab_flower.schema.run_config import RunConfig
 
     assert supernodes_of(pyproject, RunConfig(), frozenset()) == 4  # the app's own clients, not the default 10
-    assert supernodes_of(pyproject, RunConfig(clients=6), frozenset({"clients"})) == 6
+    assert supernodes_of(pyproject, RunConfig(num_clients=6), frozenset({"num-clients"})) == 6
 
 
 def test_a_fraction_of_a_core_per_client_is_whole_logical_cpus_for_flower(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -239,7 +240,7 @@ def test_the_site_table_shows_the_columns_a_result_has_in_a_fixed_order() -> Non
 
 
 def test_pfxab_run_prints_each_sites_row(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "--clients", "3", "--horizon", "20000"]) == 0
+    assert main(["run", "--num-clients", "3", "--horizon", "20000"]) == 0
     lines = capsys.readouterr().out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["client", "final_x"])
     assert [line.split()[0] for line in lines[header + 1:header + 4]] == ["0", "1", "2"]

@@ -25,7 +25,7 @@ from tests.conftest import CHEAP_ALGORITHMS_FLAG, cli_error_line
 from tests.patience import patient
 from tests.test_sweep import TINY, write_config
 
-SMALL_RUN = ("--problem", "garland", "--clients", "3", "--horizon", "5000")
+SMALL_RUN = ("--problem", "garland", "--num-clients", "3", "--horizon", "5000")
 LONG_NAME = "d" * 300
 
 
@@ -88,7 +88,7 @@ def test_landmine_table_may_replace_its_own_table(tmp_path):
 @pytest.fixture(scope="module")
 def comparison_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("cmp") / "cmp"
-    compare(RunConfig(clients=2, horizon=2000), ["pf-xab"], [0], progress=False).write(out)
+    compare(RunConfig(num_clients=2, horizon=2000), ["pf-xab"], [0], progress=False).write(out)
     return out
 
 
@@ -235,8 +235,8 @@ def test_a_sweep_directory_lists_what_it_claims(tmp_path, capsys):
 
 # --- issue 37, class 1: each command owns its kind of directory -------------------------------------------------
 
-RUN_ARGS = ("--clients", "3", "--horizon", "2000")
-COMPARE_ARGS = ("--clients", "3", "--horizon", "2000", "--seeds", "0-1", "--no-progress", *CHEAP_ALGORITHMS_FLAG)
+RUN_ARGS = ("--num-clients", "3", "--horizon", "2000")
+COMPARE_ARGS = ("--num-clients", "3", "--horizon", "2000", "--seeds", "0-1", "--no-progress", *CHEAP_ALGORITHMS_FLAG)
 
 
 def _snapshot(directory: Path) -> dict[str, bytes]:
@@ -369,7 +369,7 @@ def write_then_signal(path, data):
     if len(written) == 2:  # mid-way through the result's files
         os.kill(os.getpid(), getattr(signal, sys.argv[1]))
 outputs.write_bytes_synced = write_then_signal
-sys.exit(main(["run", "--clients", "3", "--horizon", "2000", "--out", sys.argv[2]]))
+sys.exit(main(["run", "--num-clients", "3", "--horizon", "2000", "--out", sys.argv[2]]))
 """
 
 

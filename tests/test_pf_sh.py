@@ -194,7 +194,7 @@ def test_compare_runs_pf_sh_beside_the_baselines_on_a_users_own_federation_and_f
     assert pf_sh["regret"].item() == alone.summary["regret"]  # the same run as run() gives
 
     out = tmp_path / "cmp"
-    assert main(["compare", "--problem", "garland", "--clients", "3", "--horizon", "20000", "--seeds", "0-1",
+    assert main(["compare", "--problem", "garland", "--num-clients", "3", "--horizon", "20000", "--seeds", "0-1",
                  "--algorithms", "pf-sh,random-search,local-only", "--no-progress", "--out", str(out)]) == 0
     written = (out / "summary.csv").read_text(encoding="utf-8")
     assert all(name in written for name in ("pf-sh", "random-search", "local-only"))

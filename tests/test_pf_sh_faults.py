@@ -48,7 +48,7 @@ class MissesPhases(FaultPlan):
 
 
 def garland(clients: int) -> Federation:
-    return build_federation(RunConfig(problem="garland", clients=clients))
+    return build_federation(RunConfig(problem="garland", num_clients=clients))
 
 
 def test_a_client_that_misses_every_round_is_left_out_of_the_union_the_others_halve() -> None:
@@ -87,14 +87,14 @@ def test_a_client_that_comes_back_resumes_from_what_it_holds_that_is_still_in_pl
 
 @pytest.mark.parametrize("api", ["legacy", "message"])
 def test_one_client_failing_every_round_gives_the_same_numbers_in_flower_and_in_process(api) -> None:
-    config = RunConfig(problem="garland-2d", algorithm="pf-sh", clients=4, alpha=0.5, horizon=30_000, seed=3)
+    config = RunConfig(problem="garland-2d", algorithm="pf-sh", num_clients=4, alpha=0.5, horizon=30_000, seed=3)
     federation = build_federation(config)
     plan = FaultPlan(seed=3, rate=1.0, clients=(2,))
     strategy = strategy_of(config, AppOptions(api=api), federation)
     if api == "legacy":
-        run_loopback(strategy, federation_sessions(federation, plan), config.clients)
+        run_loopback(strategy, federation_sessions(federation, plan), config.num_clients)
     else:
-        run_message_loopback(strategy, LoopbackGrid(config.clients, message_client_app(
+        run_message_loopback(strategy, LoopbackGrid(config.num_clients, message_client_app(
             federation_sessions(federation, plan))))
     flower = strategy.run_result()
     inprocess = engine.run(federation, algorithm="pf-sh", alpha=0.5, horizon=30_000, seed=3, faults=plan)

@@ -69,7 +69,7 @@ def test_a_phase_starts_exactly_when_it_lowers_the_regret_bound(rho) -> None:
 
 
 def test_it_runs_cheaper_phases_and_stops_where_the_bound_says() -> None:
-    config = RunConfig(problem="garland", clients=5, alpha=0.5, horizon=200_000, seed=3)
+    config = RunConfig(problem="garland", num_clients=5, alpha=0.5, horizon=200_000, seed=3)
     federation = build_federation(config)
     runs = {name: engine.run(federation, name, alpha=0.5, horizon=200_000, seed=3) for name in
             ("pf-xab", "pf-xab-adaptive")}

@@ -32,7 +32,7 @@ title = "PF-XAB on Garland, small"
 [fixed]
 problem = "garland"
 algorithm = "pf-xab"
-clients = 10
+num_clients = 10
 horizon = 300000
 
 [grid]
@@ -93,7 +93,7 @@ def test_figure3_plot_and_table(figure3_small, tmp_path, capsys):
 
 # --- a comparison directory -------------------------------------------------------------------------------------
 
-COMPARE_ARGS = ["compare", "--problem", "garland", "--clients", "3", "--alpha", "0.5", "--horizon", "30000",
+COMPARE_ARGS = ["compare", "--problem", "garland", "--num-clients", "3", "--alpha", "0.5", "--horizon", "30000",
                 "--seeds", "0,1", "--no-progress", *CHEAP_ALGORITHMS_FLAG]
 
 

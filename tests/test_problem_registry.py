@@ -37,7 +37,7 @@ def bowl_centres(clients: int) -> np.ndarray:
 
 def bowl_federation(config: RunConfig, noise: NoiseModel) -> Federation:
     """``mu_m(x) = 1 - |x - c_m|^2`` on ``[0, 1]^2``: what a user writes for a problem of their own."""
-    objectives = [lambda x, c=c: 1.0 - ((x - c) ** 2).sum(axis=1) for c in bowl_centres(config.clients)]
+    objectives = [lambda x, c=c: 1.0 - ((x - c) ** 2).sum(axis=1) for c in bowl_centres(config.num_clients)]
     domain = Domain.from_mapping({"u": (0.0, 1.0), "v": (0.0, 1.0)})
     return Federation(objectives, domain, noise, name="bowl", value_range=(-1.0, 1.0))
 
@@ -50,10 +50,10 @@ def bowl():
 
 
 def test_a_registered_2d_problem_runs_by_name_and_reaches_its_personalised_optima(bowl) -> None:
-    config = RunConfig(problem=bowl, clients=3, alpha=0.5, horizon=100_000, seed=1)
+    config = RunConfig(problem=bowl, num_clients=3, alpha=0.5, horizon=100_000, seed=1)
     result = run_config(config)
     summary = result.summary
-    assert summary["problem"] == "bowl" and summary["clients"] == 3
+    assert summary["problem"] == "bowl" and summary["num_clients"] == 3
     points = np.array(summary["final_points"])
     assert points.shape == (3, 2)
     centres = bowl_centres(3)
@@ -84,10 +84,10 @@ def test_a_registered_problem_is_a_choice_everywhere(bowl) -> None:
 
 
 def test_the_command_line_and_compare_run_a_registered_problem(bowl, capsys) -> None:
-    assert main(["run", "--problem", bowl, "--clients", "2", "--horizon", "20000", "--json"]) == 0
+    assert main(["run", "--problem", bowl, "--num-clients", "2", "--horizon", "20000", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["problem"] == "bowl" and len(summary["final_points"][0]) == 2
-    comparison = compare(RunConfig(problem=bowl, clients=2, horizon=20_000), ["pf-xab"], [0], progress=False)
+    comparison = compare(RunConfig(problem=bowl, num_clients=2, horizon=20_000), ["pf-xab"], [0], progress=False)
     assert comparison.runs["regret"].tolist() == [summary["regret"]]
 
 
@@ -108,10 +108,12 @@ def test_the_registry_refuses_a_bad_registration_in_one_line(bowl) -> None:
 
 
 def test_a_builder_that_makes_the_wrong_number_of_clients_is_refused_in_one_line() -> None:
-    register_problem("short", lambda config, noise: bowl_federation(config.replace(clients=2), noise), help="one short")
+    register_problem("short", lambda config, noise: bowl_federation(config.replace(num_clients=2), noise),
+                     help="one short")
     try:
-        with pytest.raises(ConfigError, match=r"^problem='short' built 2 clients for clients=3; allowed: a builder"):
-            build_federation(RunConfig(problem="short", clients=3))
+        with pytest.raises(ConfigError,
+                           match=r"^problem='short' built 2 clients for num_clients=3; allowed: a builder"):
+            build_federation(RunConfig(problem="short", num_clients=3))
     finally:
         unregister_problem("short")
 
@@ -121,7 +123,7 @@ def test_a_problem_registered_by_reference_is_imported_only_when_built() -> None
 
     (``problems.synthetic`` is not in the list: checking ``algorithm`` reads the algorithm registry, whose
     policies import the sampling code, which imports the ``problems`` package.)"""
-    code = ("import sys; import pfxab_flower.schema.run_config as c; c.RunConfig(problem='landmine', clients=2); "
+    code = ("import sys; import pfxab_flower.schema.run_config as c; c.RunConfig(problem='landmine', num_clients=2); "
             "import pfxab_flower.simulations.cli.main; "
             "print(sorted(m for m in ('sklearn', 'pfxab_flower.problems.landmine') "
             "if m in sys.modules))")
@@ -140,13 +142,13 @@ def test_a_problem_s_own_parameter_is_a_run_parameter_its_flag_and_key_read_by_i
 
     def deep_bowls(config, noise: NoiseModel) -> Federation:
         objectives = [lambda x, c=c: config.bowl_depth * (1.0 - ((x - c) ** 2).sum(axis=1))
-                      for c in bowl_centres(config.clients)]
+                      for c in bowl_centres(config.num_clients)]
         return Federation(objectives, Domain.from_mapping({"u": (0.0, 1.0), "v": (0.0, 1.0)}), noise, name="deep")
 
     register_problem("deep-bowl", deep_bowls, help="2-D, bowls of a declared depth", parameters=(depth,))
     try:
         assert RunConfig().bowl_depth == 1.0 and "bowl_depth" in RunConfig.names()
-        config, _ = parse_run_config({"problem": "deep-bowl", "bowl-depth": "0.5", "clients": 2})
+        config, _ = parse_run_config({"problem": "deep-bowl", "bowl-depth": "0.5", "num-clients": 2})
         assert config.bowl_depth == 0.5 and config.to_dict()["bowl_depth"] == 0.5
         assert build_federation(config).objectives[0](np.array(bowl_centres(1)))[0] == 0.5
         with pytest.raises(ConfigError, match=r"^bowl_depth=3\.0 is invalid; allowed: a number in \(0, 2\]$"):

@@ -81,5 +81,5 @@ def test_run_config_from_flower_style_mapping():
     assert config.alpha == 0.9 and config.noise_sigma == 0 and config.max_depth == 4
     with pytest.raises(ConfigError, match="unknown parameter 'alhpa'"):
         RunConfig.from_mapping({"alhpa": 0.1})
-    with pytest.raises(ConfigError, match="clients=True is invalid"):
-        RunConfig(clients=True)
+    with pytest.raises(ConfigError, match="num_clients=True is invalid"):
+        RunConfig(num_clients=True)

@@ -203,7 +203,7 @@ def test_the_docs_app_with_a_ray_head_already_running(tmp_path: Path) -> None:
 
             # 1. as a user would: the run stops within a minute, one line naming the cause and the fix
             results = tmp_path / "first.json"
-            command = flwr_run_command(app_dir, config["clients"], f"algorithm='fed-pne' results-file='{results}'",
+            command = flwr_run_command(app_dir, config["num-clients"], f"algorithm='fed-pne' results-file='{results}'",
                                        init_cpus=False)
             output, seconds = timed_flwr_run(command, app_dir, env)
             assert seconds < patient(WITHIN), (seconds, output[-3000:])
@@ -217,7 +217,7 @@ def test_the_docs_app_with_a_ray_head_already_running(tmp_path: Path) -> None:
 
             # the bundled app on the legacy API (on the same SuperLink) stops the same way
             bundled = write_app_project(private / "bundled")
-            run_config = run_config_argument(RunConfig(clients=3, horizon=2000),
+            run_config = run_config_argument(RunConfig(num_clients=3, horizon=2000),
                                              AppOptions(api="legacy", out_dir=str(tmp_path / "bundled-out")))
             output, seconds = timed_flwr_run(flwr_run_command(bundled.parent, 3, run_config, init_cpus=False),
                                              bundled.parent, env)
@@ -229,7 +229,7 @@ def test_the_docs_app_with_a_ray_head_already_running(tmp_path: Path) -> None:
             # 2. the fix: stop the SuperLink (it keeps the environment it started with), export RAY_ADDRESS=local
             assert stop_local_superlink(home) == []
             results = tmp_path / "fixed.json"
-            command = flwr_run_command(app_dir, config["clients"], f"algorithm='fed-pne' results-file='{results}'",
+            command = flwr_run_command(app_dir, config["num-clients"], f"algorithm='fed-pne' results-file='{results}'",
                                        init_cpus=False)
             done = subprocess.run(command, cwd=app_dir, env={**env, "RAY_ADDRESS": "local"}, capture_output=True,
                                   text=True, timeout=patient(300))

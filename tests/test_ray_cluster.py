@@ -142,7 +142,7 @@ def test_a_sweep_on_the_cluster_equals_the_local_one_and_resumes_on_either(clust
 @pytest.mark.ray
 @pytest.mark.timeout(300)
 def test_a_comparison_on_the_cluster_equals_the_local_one(cluster, tmp_path) -> None:
-    common = ["compare", "--problem", "doublesine", "--clients", "3", "--horizon", "20000", "--seeds", "0-2",
+    common = ["compare", "--problem", "doublesine", "--num-clients", "3", "--horizon", "20000", "--seeds", "0-2",
               "--confidence", "bernstein", "--no-progress", *CHEAP_ALGORITHMS_FLAG]
     assert main([*common, "--workers", "2", "--out", str(tmp_path / "local")]) == 0
     assert main([*common, "--executor", "ray", "--ray-address", cluster, "--out", str(tmp_path / "ray")]) == 0
@@ -176,7 +176,7 @@ def test_landmine_fits_on_the_cluster_equal_local_fits_and_only_the_driver_write
 def test_a_flower_simulation_on_the_cluster_equals_the_inprocess_run(cluster) -> None:
     from pfxab_flower.simulations.flower.in_process_simulation import run_flower_simulation
 
-    config = RunConfig(problem="garland", algorithm="pf-xab", clients=4, alpha=0.5, horizon=30_000, seed=2)
+    config = RunConfig(problem="garland", algorithm="pf-xab", num_clients=4, alpha=0.5, horizon=30_000, seed=2)
     flower = run_flower_simulation(config, ray_address=cluster)
     inprocess = engine.run_config(config)
     for key in ("regret", "regret_per_client", "final_nodes", "final_points", "phases", "communication_rounds"):
@@ -190,7 +190,7 @@ def test_a_flower_simulation_on_the_cluster_equals_the_inprocess_run(cluster) ->
 def test_simulate_through_flwr_run_on_the_cluster_equals_the_inprocess_run(cluster, tmp_path, capsys) -> None:
     import json
 
-    args = ["--problem", "doublesine", "--clients", "3", "--horizon", "20000", "--seed", "1"]
+    args = ["--problem", "doublesine", "--num-clients", "3", "--horizon", "20000", "--seed", "1"]
     assert main(["simulate", *args, "--ray-address", cluster, "--out", str(tmp_path / "sim"), "--json"]) == 0
     simulated = json.loads(capsys.readouterr().out)
     assert main(["run", *args, "--json"]) == 0
@@ -202,7 +202,7 @@ def test_simulate_through_flwr_run_on_the_cluster_equals_the_inprocess_run(clust
 @pytest.mark.ray
 @pytest.mark.timeout(120)
 def test_a_client_larger_than_every_node_of_the_cluster_is_refused_before_the_run(cluster, tmp_path) -> None:
-    line = cli_error_line("simulate", "--clients", "2", "--horizon", "1000", "--num-cpus", "2",  # in a process of
+    line = cli_error_line("simulate", "--num-clients", "2", "--horizon", "1000", "--num-cpus", "2",  # in a process of
                           "--ray-address", cluster, "--out", str(tmp_path / "o"),  # its own: it asks the cluster
                           program=PFXAB, not_ours=RAY_NO_ROUTE_WARNING)
     assert line == (f"pfxab simulate: error: --num-cpus=2.0 is invalid; allowed: a number in (0, 1] (the largest node "
@@ -216,7 +216,7 @@ def test_an_inprocess_run_with_an_address_gives_the_same_numbers(running: Cluste
     """With the in-process engine the address only sends landmine's SVM fits to the cluster (none here)."""
     import json
 
-    args = ["run", "--problem", "garland", "--clients", "3", "--horizon", "20000", "--json"]
+    args = ["run", "--problem", "garland", "--num-clients", "3", "--horizon", "20000", "--json"]
     assert main([*args, "--ray-address", running.address]) == 0
     remote = json.loads(capsys.readouterr().out)
     assert main(args) == 0

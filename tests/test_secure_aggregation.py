@@ -76,7 +76,8 @@ def test_secure_sums_give_the_plain_runs_decisions(algorithm, problem, clients, 
     np.random.seed(seed)  # Flower's stochastic rounding draws from numpy's global generator
     proposes = make_policy(algorithm).proposes  # a model of the means: 2,000 pulls show it (a phase is fits)
     horizon = 2_000 if proposes else 200_000
-    config = RunConfig(problem=problem, algorithm=algorithm, clients=clients, alpha=alpha, horizon=horizon, seed=seed)
+    config = RunConfig(problem=problem, algorithm=algorithm, num_clients=clients, alpha=alpha, horizon=horizon,
+                       seed=seed)
     federation = build_federation(config)
     settings = engine.make_settings(clients, algorithm=algorithm, alpha=alpha, horizon=horizon, seed=seed,
                                     reward_range=federation.reward_range, confidence=confidence,
@@ -162,7 +163,7 @@ def test_secure_aggregation_key() -> None:
 def test_secagg_plus_on_ray_matches_the_plain_run() -> None:
     from pfxab_flower.simulations.flower.in_process_simulation import run_flower_simulation
 
-    config = RunConfig(problem="garland", algorithm="pf-xab", clients=3, alpha=0.5, horizon=10_000, seed=0)
+    config = RunConfig(problem="garland", algorithm="pf-xab", num_clients=3, alpha=0.5, horizon=10_000, seed=0)
     result = run_flower_simulation(config, options=AppOptions(round_timeout=patient(60.0), secure_aggregation=True))
     plain = engine.run_config(config)
     for key in ("regret", "final_nodes", "final_points", "phases", "failures", "communication_rounds"):
@@ -210,7 +211,7 @@ def test_a_secure_round_that_cannot_be_unmasked_loses_its_means_and_the_quorum_d
     from pfxab_flower.strategies.workflow import PhasedWorkflow
     from tests.message_loopback import LoopbackGrid
 
-    config = RunConfig(problem="garland", algorithm="pf-sh", clients=4, horizon=20_000, seed=0)
+    config = RunConfig(problem="garland", algorithm="pf-sh", num_clients=4, horizon=20_000, seed=0)
     federation = build_federation(config)
     strategy = strategy_of(config, AppOptions(api="legacy", min_fraction=0.5), federation)
     grid = LoopbackGrid(4, legacy_client_app(federation_sessions(federation)))
@@ -236,13 +237,13 @@ def test_a_secure_round_that_cannot_be_unmasked_loses_its_means_and_the_quorum_d
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_pf_sh_with_secagg_plus_and_half_the_clients_dropping_finishes_on_both_apis() -> None:
-    """The issue's command (``--algorithm pf-sh --clients 4 --horizon 20000 --fail-rate 0.5 --min-fraction 0.25
+    """The issue's command (``--algorithm pf-sh --num-clients 4 --horizon 20000 --fail-rate 0.5 --min-fraction 0.25
     --secure-aggregation true``) over Ray: a phase SecAgg+ cannot unmask no longer ends the run (it is the
     default tier's loop, :func:`test_a_secure_round_that_cannot_be_unmasked_loses_its_means_and_the_quorum_decides`,
     over the real protocol); both APIs finish with the same numbers."""
     from pfxab_flower.simulations.flower.in_process_simulation import run_flower_simulation
 
-    config = RunConfig(problem="garland", algorithm="pf-sh", clients=4, horizon=20_000, seed=0)
+    config = RunConfig(problem="garland", algorithm="pf-sh", num_clients=4, horizon=20_000, seed=0)
     results = [run_flower_simulation(config, options=AppOptions(
         api=api, round_timeout=patient(60.0), secure_aggregation=True, fail_rate=0.5, min_fraction=0.25))
         for api in ("legacy", "message")]

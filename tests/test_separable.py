@@ -41,7 +41,7 @@ def test_each_client_is_the_mean_of_its_1d_objective_over_the_coordinates() -> N
 
 
 def test_a_registered_d_dimensional_problem_runs_and_repeats_its_numbers() -> None:
-    config = RunConfig(problem="garland-3d", clients=3, horizon=20_000, seed=2)
+    config = RunConfig(problem="garland-3d", num_clients=3, horizon=20_000, seed=2)
     summary = run_config(config).summary
     assert summary["dimensions"] == ["x1", "x2", "x3"] and len(summary["final_points"][0]) == 3
     assert np.isfinite(summary["regret"]) and summary["regret"] > 0

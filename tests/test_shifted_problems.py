@@ -43,7 +43,7 @@ def test_the_objectives_are_the_unshifted_ones_translated_by_the_seeds_vector(na
     base = unshifted(family, dimension, 4)
     points = np.random.default_rng(0).random((200, dimension))
     for seed in (0, 7):
-        moved = build_federation(RunConfig(problem=name, clients=4, seed=seed))
+        moved = build_federation(RunConfig(problem=name, num_clients=4, seed=seed))
         t = translation(seed, dimension)
         np.testing.assert_allclose(moved.local_values(np.mod(points + t, 1.0)), base.local_values(points),
                                    rtol=0, atol=1e-6)  # Garland's cusps turn 1e-16 of rounding into 1e-8
@@ -57,7 +57,7 @@ def test_the_optimum_moved_off_the_centre_and_kept_its_value(name: str) -> None:
     base = unshifted(name.split("-")[0], dimension, 5).optimum(alpha)
     points = []
     for seed in range(5):
-        federation = build_federation(RunConfig(problem=name, clients=5, seed=seed))
+        federation = build_federation(RunConfig(problem=name, num_clients=5, seed=seed))
         optimum = federation.optimum(alpha)
         t = translation(seed, dimension)
         np.testing.assert_array_equal(optimum.values, base.values)
@@ -79,7 +79,7 @@ def test_the_optimum_moved_off_the_centre_and_kept_its_value(name: str) -> None:
 @pytest.mark.parametrize("algorithm", ["pf-xab", "random-search"])
 def test_a_runs_regret_on_a_shifted_problem_is_exact(algorithm: str) -> None:
     """Recomputed from each client's pull log and the federation's own values and optimum."""
-    config = RunConfig(problem="doublesine-shifted-2d", algorithm=algorithm, clients=3, alpha=0.3, horizon=20_000,
+    config = RunConfig(problem="doublesine-shifted-2d", algorithm=algorithm, num_clients=3, alpha=0.3, horizon=20_000,
                        seed=4)
     federation = build_federation(config)
     spec = AlgorithmSpec.from_config(config, federation.reward_range, federation.domain.ndim)
@@ -104,10 +104,10 @@ def test_each_seed_is_its_own_federation_wherever_runs_share_federations() -> No
     assert shared_federation(one).optimum(0.5).points[0, 0] != shared_federation(other).optimum(0.5).points[0, 0]
     plain = RunConfig(problem="garland", seed=1)
     assert federation_key(plain) == federation_key(plain.replace(seed=2))  # the others still share one
-    comparison = compare(RunConfig(problem="garland-shifted", clients=3, horizon=5_000), ["random-search"],
+    comparison = compare(RunConfig(problem="garland-shifted", num_clients=3, horizon=5_000), ["random-search"],
                          seeds=[1, 2], progress=False)
     for seed in (1, 2):  # each seed's run on its own translation, as a run of that seed alone
-        alone = run_config(RunConfig(problem="garland-shifted", clients=3, horizon=5_000, seed=seed,
+        alone = run_config(RunConfig(problem="garland-shifted", num_clients=3, horizon=5_000, seed=seed,
                                      algorithm="random-search"))
         row = comparison.runs[comparison.runs["seed"] == seed].iloc[0]
         assert row["regret"] == alone.summary["regret"] and row["simple_regret"] == alone.summary["simple_regret"]
@@ -116,7 +116,7 @@ def test_each_seed_is_its_own_federation_wherever_runs_share_federations() -> No
 def test_a_flower_client_builds_the_shifted_problem_of_the_run_configs_seed() -> None:
     from pfxab_flower.client_apps.sessions import problem_of
 
-    config, _ = problem_of({"problem": "garland-shifted-2d", "clients": 3, "seed": 6, "alpha": 0.2})
+    config, _ = problem_of({"problem": "garland-shifted-2d", "num-clients": 3, "seed": 6, "alpha": 0.2})
     np.testing.assert_array_equal(build_federation(config).optimum(0.5).points,
-                                  build_federation(RunConfig(problem="garland-shifted-2d", clients=3,
+                                  build_federation(RunConfig(problem="garland-shifted-2d", num_clients=3,
                                                              seed=6)).optimum(0.5).points)

@@ -48,7 +48,8 @@ def test_the_streamed_log_loses_colour_codes_misleading_notices_and_client_trace
 def test_a_run_the_server_stops_is_one_line_and_exit_2_under_simulate(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "simulate", "--clients", "3", "--horizon", "20000",
+        [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "simulate", "--num-clients", "3", "--horizon",
+         "20000",
          "--fail-rate", "1.0", "--out", str(out)],
         capture_output=True, text=True, timeout=patient(280), cwd=tmp_path,
     )
@@ -88,7 +89,8 @@ def test_a_run_that_ends_without_a_result_names_flowers_record_and_exits_1(tmp_p
     app = write_boom_app(tmp_path / "app")
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "simulate", "--clients", "2", "--horizon", "2000",
+        [sys.executable, "-m", "pfxab_flower.simulations.cli.main", "simulate", "--num-clients", "2", "--horizon",
+         "2000",
          "--app-dir", str(app), "--out", str(out)],
         capture_output=True, text=True, timeout=patient(280), cwd=tmp_path,
     )

@@ -25,7 +25,7 @@ def runs() -> pd.DataFrame:
     rows = []
     for (horizon, algorithm), seeds in values.items():
         for seed, (simple, regret) in enumerate(seeds):
-            rows.append({"problem": "garland-shifted", "clients": 5, "horizon": horizon, "alpha": 0.5,
+            rows.append({"problem": "garland-shifted", "num_clients": 5, "horizon": horizon, "alpha": 0.5,
                          "noise_sigma": 0.1, "algorithm": algorithm, "seed": seed, "simple_regret": simple,
                          "regret": regret, "wall_seconds": 1.0 + seed + (horizon == 200)})
     return pd.DataFrame(rows)

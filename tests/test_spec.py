@@ -56,7 +56,7 @@ def slack(monkeypatch: pytest.MonkeyPatch) -> type[SlackPFXAB]:
     return registry.register_algorithm(SlackPFXAB)
 
 
-FED = build_federation(RunConfig(problem="doublesine", clients=3, horizon=200_000, seed=2))
+FED = build_federation(RunConfig(problem="doublesine", num_clients=3, horizon=200_000, seed=2))
 RUN = {"alpha": 0.5, "horizon": 200_000, "seed": 2}
 
 
@@ -197,6 +197,6 @@ def test_a_run_checks_its_parameters_once_and_the_sessions_not_again(monkeypatch
     monkeypatch.setattr(spec_module, "check_against", counting)
     result = engine.run(FED, "pf-pne", **RUN)
     assert result.summary["phases"] >= 3  # many messages went to every session
-    # the algorithm, every common keyword's declaration (COMMON: clients, ..., confidence), pf-pne's own, the quorum
-    assert sorted(checked) == sorted(["algorithm", *config.COMMON.values(), "pf_pne_eps", "min_fraction"])
+    # the algorithm, every common keyword's declaration (COMMON: num_clients, ..., confidence), pf-pne's own, the quorum
+    assert sorted(checked) == sorted(["algorithm", *config.COMMON, "pf_pne_eps", "min_fraction"])
     assert not hasattr(session, "check_parameters")

@@ -46,11 +46,11 @@ SAME_KEYS = (
 @pytest.mark.parametrize("value", [-1, "slow", math.nan, math.inf, True])
 def test_bad_straggle_seconds_is_a_one_line_error(value: object) -> None:
     with pytest.raises(ConfigError, match=r"straggle-seconds=.* is invalid; allowed: a number of seconds >= 0"):
-        parse_run_config({"clients": 3, "straggle-seconds": value})
+        parse_run_config({"num-clients": 3, "straggle-seconds": value})
 
 
 def test_straggle_seconds_round_trips_and_builds_the_plan() -> None:
-    config, options = parse_run_config({"clients": 3, "fail-rate": 1, "fail-clients": "1", "straggle-seconds": "7",
+    config, options = parse_run_config({"num-clients": 3, "fail-rate": 1, "fail-clients": "1", "straggle-seconds": "7",
                                         "round-timeout": 5})
     assert options.straggle_seconds == 7.0
     assert parse_run_config(to_run_config(config, options)) == (config, options)
@@ -79,7 +79,7 @@ def test_a_straggler_misses_a_phase_only_if_later_than_the_round_timeout() -> No
 
 @pytest.mark.parametrize("round_timeout", [0.01, 60.0])
 def test_a_late_straggler_waits_then_keeps_none_of_its_work(round_timeout: float) -> None:
-    config = RunConfig(problem="garland", clients=3, horizon=3000, seed=0)
+    config = RunConfig(problem="garland", num_clients=3, horizon=3000, seed=0)
     federation = build_federation(config)
     settings = engine.make_settings(3, alpha=0.5, horizon=3000, seed=0, min_fraction=0.0)
     plan = FaultPlan(seed=0, rate=1.0, clients=(1,), straggle_seconds=0.01, round_timeout=round_timeout)
@@ -112,7 +112,7 @@ def test_a_straggler_later_than_the_round_timeout_is_a_failure_through_flowers_l
     work), through Flower's own server loop and the real client apps: two failures, the run goes on, and it is
     the in-process run of the plan whose client fails at once. The clock's part (Flower giving up on a reply that
     has not come) is the Ray test's below."""
-    config = RunConfig(problem="garland", algorithm="pf-xab", clients=3, alpha=0.5, horizon=3000, seed=3)
+    config = RunConfig(problem="garland", algorithm="pf-xab", num_clients=3, alpha=0.5, horizon=3000, seed=3)
     options = AppOptions(round_timeout=0.01, fail_rate=0.5, fail_clients=(1,), straggle_seconds=0.01, api=api)
     plan = options.faults(config.seed)
     assert plan.late and [plan.selects(1, p) for p in (1, 2)] == [True, False]  # client 1 is late in phase 1 only
@@ -120,9 +120,9 @@ def test_a_straggler_later_than_the_round_timeout_is_a_failure_through_flowers_l
     strategy = strategy_of(config, options, federation)
     sessions = federation_sessions(federation, plan)
     if api == "legacy":
-        flower_loopback.run_loopback(strategy, sessions, config.clients)
+        flower_loopback.run_loopback(strategy, sessions, config.num_clients)
     else:
-        message_loopback.run_loopback(strategy, message_loopback.LoopbackGrid(config.clients,
+        message_loopback.run_loopback(strategy, message_loopback.LoopbackGrid(config.num_clients,
                                                                               message_client_app(sessions)))
     flower = strategy.run_result()
     assert flower.summary["phases"] == 2
@@ -148,7 +148,7 @@ def test_a_straggler_later_than_the_round_timeout_is_a_failure_and_the_run_goes_
     # round 1 includes the Ray actors' start (measured 5-10 s on an idle 2-core machine), which the timeout must
     # leave room for: twice that, stretched on a busy machine (12 s, 1.2 times it, failed at load 8)
     timeout = patient(20.0)
-    config = RunConfig(problem="garland", algorithm="pf-xab", clients=3, alpha=0.5, horizon=3000, seed=3)
+    config = RunConfig(problem="garland", algorithm="pf-xab", num_clients=3, alpha=0.5, horizon=3000, seed=3)
     options = AppOptions(round_timeout=timeout, fail_rate=0.5, fail_clients=(1,), straggle_seconds=timeout + 1.0,
                          api=api)
     plan = options.faults(config.seed)

@@ -128,7 +128,7 @@ class RestartingGrid(LoopbackGrid):
 
 
 def run_with_a_restart(state_dir: Path | None) -> tuple[PFXAB, dict]:
-    config = RunConfig(problem="garland", clients=4, horizon=20_000, seed=1)
+    config = RunConfig(problem="garland", num_clients=4, horizon=20_000, seed=1)
     federation = build_federation(config)
     strategy = PFXAB(num_clients=4, horizon=config.horizon, seed=config.seed, federation=federation)
     grid = RestartingGrid(4, message_client_app(federation_sessions(federation)), state_dir=state_dir)
@@ -182,7 +182,7 @@ def test_a_pull_log_must_continue_the_clients_earlier_one() -> None:
 @pytest.mark.timeout(300)
 def test_only_registered_sites_join_and_a_restarted_site_takes_its_client_back(tmp_path: Path) -> None:
     T = 500_000
-    config = RunConfig(problem="garland", algorithm="pf-xab", clients=3, alpha=0.5, horizon=T, seed=0)
+    config = RunConfig(problem="garland", algorithm="pf-xab", num_clients=3, alpha=0.5, horizon=T, seed=0)
     out = tmp_path / "out"
     options = AppOptions(out_dir=str(out), round_timeout=patient(30.0), min_fraction=0.3)
     node_configs = [f'{dep.default_node_config(i, 3, f"site-{i}")} {STATE_DIR}="{tmp_path / "state" / str(i)}"'

@@ -25,7 +25,7 @@ title = "tiny sweep"
 
 [fixed]
 problem = "garland"
-clients = 3
+num_clients = 3
 horizon = 5000
 
 [grid]
@@ -197,8 +197,8 @@ def test_a_larger_grid_reuses_the_runs_of_a_smaller_one(tmp_path, capsys):
     [
         (lambda t: t.replace("alpha = [0.1, 0.9]", "alpha = [0.1, 1.5]"), "tiny.toml: alpha=1.5 is invalid"),
         (lambda t: t.replace("seed = [0, 1]", "seed = 3"), "tiny.toml: [grid] seed=3 is invalid"),
-        (lambda t: t.replace("clients = 3", "clients = 3\nalpha = 0.5"), "[grid] alpha is also in [fixed]"),
-        (lambda t: t.replace("clients = 3", "clientz = 3"), "tiny.toml: [fixed] clientz is unknown"),
+        (lambda t: t.replace("num_clients = 3", "num_clients = 3\nalpha = 0.5"), "[grid] alpha is also in [fixed]"),
+        (lambda t: t.replace("num_clients = 3", "clientz = 3"), "tiny.toml: [fixed] clientz is unknown"),
         (lambda t: t.replace('kind = "regret"', 'kind = "speed"'), "[experiment] kind='speed' is invalid"),
         (lambda t: t.replace('"fed-pne"', '"ucb"'), "tiny.toml: algorithm='ucb' is invalid"),
         (lambda t: t.replace("[grid]", "[grid"), "tiny.toml: not valid TOML"),
@@ -246,7 +246,7 @@ name = "flower-one"
 [fixed]
 problem = "garland"
 algorithm = "pf-xab"
-clients = 3
+num_clients = 3
 alpha = 0.5
 horizon = 5000
 seed = 0
@@ -274,7 +274,9 @@ def test_a_field_added_later_keeps_older_run_ids_at_its_default() -> None:
     """Results written before ``confidence`` (or ``evaluation``, ``random_fraction``) existed resume: a run at
     their defaults has the id it always had."""
     config = RunConfig(problem="garland", alpha=0.5, seed=3)
-    before = {k: v for k, v in config.to_dict().items() if k in FIRST_RUN_ID_FIELDS}
+    first_names = {"num_clients": "clients"}  # as the ids were first written: renamed since
+    renamed = {first_names.get(k, k): v for k, v in config.to_dict().items()}
+    before = {k: v for k, v in renamed.items() if k in FIRST_RUN_ID_FIELDS}
     digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:12]
     assert run_id(config) == f"garland-pf-xab-a0.5-s3-{digest}"
     assert run_id(config.replace(confidence="bernstein")) != run_id(config)
@@ -288,10 +290,11 @@ FIRST_RUN_ID_FIELDS = {"problem", "algorithm", "clients", "alpha", "horizon", "s
 
 def test_a_field_added_to_run_configs_leaves_older_run_ids_unchanged() -> None:
     from pfxab_flower.schema.run_config import RunConfig
-    from pfxab_flower.simulations.experiments.experiment import LATER_FIELDS
+    from pfxab_flower.simulations.experiments.experiment import FIRST_NAMES, LATER_FIELDS
 
-    assert set(RunConfig.names()) - set(LATER_FIELDS) == FIRST_RUN_ID_FIELDS  # a new parameter is declared late
-    config = RunConfig(problem="doublesine", clients=3, horizon=20_000, seed=4)
+    first = {FIRST_NAMES.get(name, name) for name in RunConfig.names()}  # a renamed field keeps its first name
+    assert first - set(LATER_FIELDS) == FIRST_RUN_ID_FIELDS  # a new parameter is declared late
+    config = RunConfig(problem="doublesine", num_clients=3, horizon=20_000, seed=4)
     for name in LATER_FIELDS:  # a later field changes the id only away from its default
         assert run_id(config) != run_id(RunConfig(**{**config.to_dict(), name: _other_value(name)})), name
 

@@ -242,7 +242,7 @@ def test_a_run_file_of_50_gb_is_redone_without_being_read(finished, capsys):
 def test_a_comparison_description_of_50_gb_is_one_line(tmp_path, capsys):
     from pfxab_flower.simulations.cli.main import main
 
-    assert main(["compare", "--clients", "3", "--horizon", "2000", "--seeds", "0-1", "--no-progress", "--out",
+    assert main(["compare", "--num-clients", "3", "--horizon", "2000", "--seeds", "0-1", "--no-progress", "--out",
                  str(tmp_path / "C"), *CHEAP_ALGORITHMS_FLAG]) == 0
     os.truncate(tmp_path / "C" / "comparison.json", 50 << 30)
     capsys.readouterr()

@@ -46,7 +46,7 @@ from tests.patience import patient
 from tests.test_hostile_replies import federation as tent_federation
 from tests.test_hostile_replies import replies, start
 
-CONFIG = RunConfig(problem="garland", clients=4, horizon=20_000, seed=1)
+CONFIG = RunConfig(problem="garland", num_clients=4, horizon=20_000, seed=1)
 T = CONFIG.horizon
 
 

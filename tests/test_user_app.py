@@ -212,7 +212,7 @@ def test_user_app_through_flwr_run_for_every_registered_algorithm(
     app_dir, config = user_app
     _, env = superlink
     results = tmp_path / f"{algorithm}.json"
-    command = flwr_run_command(app_dir, config["clients"],
+    command = flwr_run_command(app_dir, config["num-clients"],
                                f"algorithm='{algorithm}' horizon={HORIZON} results-file='{results}'")
     done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True, timeout=patient(240))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
@@ -251,7 +251,7 @@ def test_an_algorithm_nobody_registered_fails_the_serverapp_with_one_line_and_fl
     app_dir, config = user_app
     results = tmp_path / "none.json"
     _, env = superlink  # the module's SuperLink
-    command = flwr_run_command(app_dir, config["clients"], f"algorithm='pf-xba' results-file='{results}'")
+    command = flwr_run_command(app_dir, config["num-clients"], f"algorithm='pf-xba' results-file='{results}'")
     done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
                           timeout=patient(240))
     assert done.returncode == 0, done.stdout[-3000:]  # Flower's: whatever happened to the run
@@ -276,11 +276,11 @@ def test_a_stopped_run_ends_with_one_line_its_record_and_a_superlink_that_stops(
     app_dir, config = user_app
     results = tmp_path / "stopped.json"
     with flower_home() as (home, env):
-        command = flwr_run_command(app_dir, config["clients"] - 1, f"results-file='{results}'")
+        command = flwr_run_command(app_dir, config["num-clients"] - 1, f"results-file='{results}'")
         done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
                               timeout=patient(240))
         assert done.returncode == 0, done.stdout[-3000:]  # Flower's: whatever happened to the run
-        why = f"only {config['clients'] - 1} of the {config['clients']} nodes the run needs are connected"
+        why = f"only {config['num-clients'] - 1} of the {config['num-clients']} nodes the run needs are connected"
         lines = [line for line in done.stdout.splitlines() if "my-tuning-app:" in line]
         assert len(lines) == 1 and f"no result, the run stopped: {why}" in lines[0], done.stdout[-3000:]
         assert "Traceback" not in done.stdout and "Exit Code" not in done.stdout, done.stdout[-3000:]
@@ -362,7 +362,7 @@ def test_user_app_through_run_simulation(instrumented_app: tuple[Path, dict], tm
         settings = {**config, "algorithm": algorithm, "results-file": str(results)}
         with ray_environment() as ray_dir, warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            run_simulation(server_app.make_app(settings), client_app.app, num_supernodes=config["clients"],
+            run_simulation(server_app.make_app(settings), client_app.app, num_supernodes=config["num-clients"],
                            backend_config=backend_config(0.5, ray_dir))  # four workers on two cores
     outcome = json.loads(results.read_text())
     check_outcome(outcome, expected_run(app_dir, config, algorithm))
@@ -386,7 +386,7 @@ def test_a_failing_site_in_a_four_site_flwr_run_is_one_line_per_phase_and_object
     with flower_home() as (home, env):
         env = {**env, "PFXAB_BUILD_LOG": str(log), "PFXAB_FAILING_PARTITION": "2"}
         start_superlink_patiently(env, home)
-        command = flwr_run_command(app_dir, config["clients"], f"algorithm='pf-xab' horizon={HORIZON} "
+        command = flwr_run_command(app_dir, config["num-clients"], f"algorithm='pf-xab' horizon={HORIZON} "
                                    f"results-file='{results}'")
         done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True,
                               timeout=patient(300))

@@ -19,14 +19,15 @@ def build_federation(config: ProblemRun) -> Federation:
     A real ``evaluation`` (``deterministic``, ``stochastic``) is scored against the problem's own objectives,
     which are its true means.
 
-    A builder must return a :class:`Federation` of ``config.clients`` clients: anything else is
+    A builder must return a :class:`Federation` of ``config.num_clients`` clients: anything else is
     refused in one line (the run, the Flower simulation's node count and the scoring all rely on it).
     """
     made = problem(config.problem).build(config, NoiseModel(config.noise, config.noise_sigma))
-    if not isinstance(made, Federation) or made.num_clients != config.clients:
+    if not isinstance(made, Federation) or made.num_clients != config.num_clients:
         got = f"{made.num_clients} clients" if isinstance(made, Federation) else type(made).__name__
-        raise ConfigError(f"{spelled('problem')}={config.problem!r} built {got} for {spelled('clients')}="
-                          f"{config.clients}; allowed: a builder that returns a Federation of config.clients clients")
+        raise ConfigError(f"{spelled('problem')}={config.problem!r} built {got} for {spelled('num_clients')}="
+                          f"{config.num_clients}; allowed: a builder that returns a Federation of "
+                          "config.num_clients clients")
     return made.with_evaluation(config.evaluation)
 
 

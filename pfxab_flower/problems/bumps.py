@@ -13,7 +13,7 @@ import numpy as np
 from pfxab_flower.arms.domain import Dimension, Domain
 from pfxab_flower.arms.noise import NoiseModel
 from pfxab_flower.parameter import check_against
-from pfxab_flower.problems.federation import CLIENTS, Federation
+from pfxab_flower.problems.federation import NUM_CLIENTS, Federation
 from pfxab_flower.problems.optimum import Optimum
 from pfxab_flower.problems.registry import SPREAD, ProblemRun
 from pfxab_flower.problems.synthetic import shifts
@@ -86,7 +86,7 @@ def bumps_federation(dimension: int, num_clients: int = 10, spread: float = 0.3,
     quadratic). Which bump holds a client's personalised optimum depends on ``d``, ``alpha`` and the client.
     The family was fixed before any algorithm was run on it. Its optimum: :func:`bumps_optimum`.
     """
-    num_clients, spread = check_against(CLIENTS, num_clients), check_against(SPREAD, spread)
+    num_clients, spread = check_against(NUM_CLIENTS, num_clients), check_against(SPREAD, spread)
     all_shifts = shifts(num_clients, spread)
     domain = Domain(tuple(Dimension(f"x{i + 1}", 0.0, 1.0) for i in range(dimension)))
     return Federation(
@@ -102,7 +102,7 @@ def bumps_federation(dimension: int, num_clients: int = 10, spread: float = 0.3,
 
 
 def _builder(dimension: int, config: ProblemRun, noise: NoiseModel) -> Federation:
-    return bumps_federation(dimension, config.clients, config.spread, noise)
+    return bumps_federation(dimension, config.num_clients, config.spread, noise)
 
 
 # The registered problems (pfxab_flower/problems/registry.py names them by reference).

@@ -26,8 +26,8 @@ from pfxab_flower.problems.optimum import Optimum, maximise_personalised
 from pfxab_flower.processes.deadline import call_within
 
 #: How many clients a federation (a run) has: ``M``.
-CLIENTS = Parameter("clients", int, 10, f"an integer in [1, {MAX_CLIENTS}]",
-                    f"number of clients M, at most {MAX_CLIENTS}", between(1, MAX_CLIENTS))
+NUM_CLIENTS = Parameter("num_clients", int, 10, f"an integer in [1, {MAX_CLIENTS}]",
+                        f"number of clients M, at most {MAX_CLIENTS}", between(1, MAX_CLIENTS), every_algorithm=True)
 #: What a pull is (docs/flower.md#evaluation-modes): objective + synthetic noise, an exact value, or one real call.
 EVALUATIONS = ("simulated", "deterministic", "stochastic")
 EVALUATION = replace(choice("evaluation", "simulated", "what a pull is: simulated, deterministic or stochastic",
@@ -154,7 +154,7 @@ class Federation:
     _truth: Federation | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        check_against(CLIENTS, len(self.objectives))  # at least one, at most the declared limit
+        check_against(NUM_CLIENTS, len(self.objectives))  # at least one, at most the declared limit
         for m, fn in enumerate(self.objectives):
             if not callable(fn):
                 raise ConfigError(f"objective of client {m} is {type(fn).__name__}; allowed: a callable")

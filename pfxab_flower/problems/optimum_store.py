@@ -52,15 +52,15 @@ class RefinementKey:
         return f"optimum-v{METHOD_VERSION}/{digest.hexdigest()}"
 
 
-def load_refined(key: str, clients: int, ndim: int) -> tuple[np.ndarray, np.ndarray] | None:
+def load_refined(key: str, num_clients: int, ndim: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Stored ``(values (M,), unit points (M, d))``, or None unless every client's entry is whole."""
     store = EvaluationStore()
-    stored = store.load(key, range(clients))
+    stored = store.load(key, range(num_clients))
     store.close()
-    values = np.empty(clients)
-    points = np.empty((clients, ndim))
+    values = np.empty(num_clients)
+    points = np.empty((num_clients, ndim))
     names = [_VALUE, *(_coordinate(j) for j in range(ndim))]
-    for m in range(clients):
+    for m in range(num_clients):
         entry = stored[m]
         if any(name not in entry for name in names):
             return None

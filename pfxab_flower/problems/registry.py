@@ -32,7 +32,7 @@ class ProblemRun(Protocol):
     @property
     def problem(self) -> str: ...
     @property
-    def clients(self) -> int: ...
+    def num_clients(self) -> int: ...
     @property
     def seed(self) -> int: ...
     @property
@@ -51,7 +51,7 @@ def problem_fields() -> tuple[str, ...]:
     return (*common, *declared_options())
 
 
-#: ``builder(run, noise)``: a :class:`~pfxab_flower.problems.federation.Federation` of ``run.clients`` clients with
+#: ``builder(run, noise)``: a :class:`~pfxab_flower.problems.federation.Federation` of ``run.num_clients`` clients with
 #: ``noise`` as their noise model (``object`` here: problems/ sits above this module; ``build_federation`` checks it).
 Builder = Callable[[ProblemRun, "NoiseModel"], object]
 #: ``check(run)``: a one-line :class:`ConfigError` if the run's values do not fit the problem (before any work).
@@ -98,7 +98,7 @@ def register_problem(name: str, builder: Builder | str, *, help: str, dimension:
     """Make ``name`` a problem every entry point accepts (``RunConfig(problem=name)``, ``--problem name``).
 
     ``builder(config, noise)`` returns the :class:`~pfxab_flower.problems.federation.Federation` of
-    ``config.clients`` clients; ``"module:function"`` defers its import to the first build.
+    ``config.num_clients`` clients; ``"module:function"`` defers its import to the first build.
     ``help`` is the short description ``--problem``'s help shows; ``dimension``, if given, the
     domain's dimension (read by tables that group problems by it); ``parameters`` the problem's
     own (a flag and a run-config key each, read by the builder as ``config.<name>``); ``check``
@@ -188,8 +188,8 @@ LANDMINE_PARAMETERS = (
 
 
 def landmine_fields(run: ProblemRun) -> tuple[int, ...]:
-    """The landmine fields of a run's clients: the first ``clients`` of ``fields`` (default 0, 3, ..., 27)."""
-    return _chosen_fields(run)[: run.clients]
+    """The landmine fields of a run's clients: the first ``num_clients`` of ``fields`` (default 0, 3, ..., 27)."""
+    return _chosen_fields(run)[: run.num_clients]
 
 
 def _chosen_fields(run: ProblemRun) -> tuple[int, ...]:
@@ -199,13 +199,13 @@ def _chosen_fields(run: ProblemRun) -> tuple[int, ...]:
 def _check_landmine(run: ProblemRun) -> None:
     """One client per landmine field: no more clients than fields chosen."""
     chosen = _chosen_fields(run)
-    if run.clients > len(chosen):
+    if run.num_clients > len(chosen):
         fields_ = spelled("fields")
         allowed = (f"at most {len(chosen)}, the number of landmine fields in {fields_}={run.fields!r}"
                    if run.fields is not None else
                    f"at most {len(chosen)} with the default landmine fields ({LANDMINE_PARAMETERS[1].unset}); "
                    f"{fields_} can name up to {LANDMINE_FIELD_COUNT}")
-        refuse("clients", run.clients, allowed)
+        refuse("num_clients", run.num_clients, allowed)
 
 
 

@@ -46,7 +46,7 @@ def separable_federation(
 
 
 def _builder(name: str, dimension: int, config: ProblemRun, noise: NoiseModel) -> Federation:
-    return separable_federation(name, dimension, config.clients, config.spread, noise)
+    return separable_federation(name, dimension, config.num_clients, config.spread, noise)
 
 
 # The registered problems (pfxab_flower/problems/registry.py names them by reference).

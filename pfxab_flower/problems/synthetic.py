@@ -17,7 +17,7 @@ from pfxab_flower.arms.domain import Domain
 from pfxab_flower.arms.noise import NoiseModel
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.parameter import check_against
-from pfxab_flower.problems.federation import CLIENTS, Federation
+from pfxab_flower.problems.federation import NUM_CLIENTS, Federation
 from pfxab_flower.problems.registry import SPREAD, ProblemRun
 
 # DoubleSine constants (rho1 = 0.3, rho2 = 0.8, tmax = 0.5).
@@ -87,7 +87,7 @@ def synthetic_federation(
     """The shifted ``garland`` or ``doublesine`` federation of ``num_clients`` clients."""
     if name not in BASE_FUNCTIONS:
         raise ConfigError(f"problem={name!r} is invalid; allowed: {', '.join(BASE_FUNCTIONS)}")
-    num_clients, spread = check_against(CLIENTS, num_clients), check_against(SPREAD, spread)
+    num_clients, spread = check_against(NUM_CLIENTS, num_clients), check_against(SPREAD, spread)
     g, base_kinks = BASE_FUNCTIONS[name]
     all_shifts = shifts(num_clients, spread)
     return Federation(
@@ -103,10 +103,10 @@ def synthetic_federation(
 
 
 def garland_federation(config: ProblemRun, noise: NoiseModel) -> Federation:
-    """The registered problem ``garland``: ``config.clients`` clients, shifts spread by ``config.spread``."""
-    return synthetic_federation("garland", config.clients, config.spread, noise)
+    """The registered problem ``garland``: ``config.num_clients`` clients, shifts spread by ``config.spread``."""
+    return synthetic_federation("garland", config.num_clients, config.spread, noise)
 
 
 def doublesine_federation(config: ProblemRun, noise: NoiseModel) -> Federation:
-    """The registered problem ``doublesine``: ``config.clients`` clients, shifts spread by ``config.spread``."""
-    return synthetic_federation("doublesine", config.clients, config.spread, noise)
+    """The registered problem ``doublesine``: ``config.num_clients`` clients, shifts spread by ``config.spread``."""
+    return synthetic_federation("doublesine", config.num_clients, config.spread, noise)

@@ -70,5 +70,5 @@ def shifted_federation(config: ProblemRun, noise: NoiseModel) -> Federation:
     problem's name, the dimension from its registration, the translation from the run's seed."""
     dimension = problem(config.problem).dimension
     assert dimension is not None  # every shifted problem is registered with its dimension
-    return translated_federation(config.problem.split("-")[0], dimension, config.seed, config.clients, config.spread,
-                                 noise)
+    return translated_federation(config.problem.split("-")[0], dimension, config.seed, config.num_clients,
+                                 config.spread, noise)

@@ -17,7 +17,7 @@ from pfxab_flower.algorithms import registry
 from pfxab_flower.algorithms.bounds import BOUNDS
 from pfxab_flower.arms.domain import DIMENSIONS
 from pfxab_flower.arms.noise import NOISE, NOISE_SIGMA
-from pfxab_flower.errors import ConfigError
+from pfxab_flower.errors import SPELLINGS, ConfigError, spelled
 from pfxab_flower.faults import DEFAULT_MIN_FRACTION, DEFAULT_ROUND_TIMEOUT
 from pfxab_flower.limits import (
     MAX_CURVE_POINTS,
@@ -31,7 +31,7 @@ from pfxab_flower.limits import (
 )
 from pfxab_flower.parameter import Parameter, between, check_against, choice, from_text, refuse
 from pfxab_flower.problems import registry as problem_registry
-from pfxab_flower.problems.federation import CLIENTS, EVALUATION
+from pfxab_flower.problems.federation import EVALUATION, NUM_CLIENTS
 
 ENGINES = ("inprocess", "flower")
 #: Where the runs of a sweep or comparison execute: a local process pool, or tasks on a Ray cluster.
@@ -63,7 +63,7 @@ _SEEDS_ALLOWED = (f"an integer, a range like 0-9, or a comma-separated list like
 PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     choice("problem", "garland", "federation to optimise", problem_registry.problem_help),
     choice("algorithm", "pf-xab", "algorithm", lambda: _registered_algorithms()),
-    CLIENTS,
+    NUM_CLIENTS,
     Parameter("alpha", float, 0.5, "a number in [0, 1]", "personalisation weight in [0, 1]", between(0, 1),
               every_algorithm=True),
     Parameter("horizon", int, 2_000_000, f"an integer in [1, {MAX_HORIZON:,}]",
@@ -138,13 +138,31 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
 
 namespace.reserve(PARAMETERS, "a common run parameter")
 
-#: The keywords every algorithm takes, each with the declared parameter that checks it: the number of clients
-#: (keyword ``num_clients``, declared ``clients``), then every parameter declared ``every_algorithm``, in order.
+#: The keywords every algorithm takes, each a declared parameter of the same name: every parameter declared
+#: ``every_algorithm``, in order (``num_clients``, ``alpha``, ``horizon``, ...).
 #: Derived: a new common parameter is its declaration above (and the code that reads it), nothing more.
-COMMON: dict[str, str] = {"num_clients": CLIENTS.name,
-                          **{p.name: p.name for p in PARAMETERS.values() if p.every_algorithm}}
+COMMON: tuple[str, ...] = tuple(p.name for p in PARAMETERS.values() if p.every_algorithm)
 
 namespace.reserve(COMMON, "a common run parameter")
+
+#: Former names of common parameters, each with its name now. One name each: a former one is refused with a line
+#: naming the new one (:func:`refuse_renamed`), never read as an alias, and no own parameter may take it.
+RENAMED: dict[str, str] = {"clients": NUM_CLIENTS.name}
+
+namespace.reserve(RENAMED, "a common run parameter, before it was renamed")
+
+
+def refuse_renamed(given: str, where: str | None = None, spelling: str | None = None) -> None:
+    """A one-line :class:`ConfigError` if ``given`` (as the user wrote it: ``clients``, ``--clients``) is a former
+    name (:data:`RENAMED`); nothing otherwise.
+
+    The line names the new name as ``spelling`` (a key of :data:`~pfxab_flower.errors.SPELLINGS`; default: the
+    entry point's, :func:`~pfxab_flower.errors.spelled`) and ``given`` as ``where`` if given (a sweep file's place).
+    """
+    name = given.lstrip("-").replace("-", "_")
+    if name in RENAMED:
+        new = SPELLINGS[spelling](RENAMED[name]) if spelling is not None else spelled(RENAMED[name])
+        raise ConfigError(f"{where or repr(given)} is renamed {new}; allowed: {new}")
 
 
 def algorithm_names() -> tuple[str, ...]:
@@ -181,6 +199,7 @@ def declared(name: str) -> Parameter:
     """The declaration of ``name``: :data:`PARAMETERS`', or that of the algorithm or problem that owns it."""
     if name in PARAMETERS:
         return PARAMETERS[name]
+    refuse_renamed(name)
     own = own_parameters()
     if name not in own:
         known = ", ".join(p.key for p in [*scoped("run"), *scoped("app"), *scoped("other")])

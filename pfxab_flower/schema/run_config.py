@@ -19,7 +19,7 @@ from pfxab_flower.faults import FaultPlan
 from pfxab_flower.limits import MAX_PULLS, REWARD_LIMIT
 from pfxab_flower.parameter import from_text, refuse
 from pfxab_flower.problems.registry import check_run
-from pfxab_flower.schema.catalogue import PARAMETERS, check, declared, run_config_value, scoped
+from pfxab_flower.schema.catalogue import PARAMETERS, check, declared, refuse_renamed, run_config_value, scoped
 from pfxab_flower.schema.own_options import away_from_default, refuse_foreign
 
 
@@ -59,7 +59,7 @@ class RunConfig:
 
     problem: str
     algorithm: str
-    clients: int
+    num_clients: int
     alpha: float
     horizon: int
     seed: int
@@ -78,6 +78,8 @@ class RunConfig:
         listing = scoped("run")
         names = [p.name for p in listing]
         unknown = [name for name in values if name not in names]
+        for name in unknown:
+            refuse_renamed(name)
         if unknown:
             raise ConfigError(f"unknown parameter {unknown[0].replace('_', '-')!r}; allowed: "
                               f"{', '.join(sorted(name.replace('_', '-') for name in names))}")
@@ -89,12 +91,13 @@ class RunConfig:
             else:
                 options[p.name] = check(p.name, p.default if value is None else value)
         object.__setattr__(self, "options", options)
-        if self.clients * self.horizon > MAX_PULLS:
-            allowed = (f"an integer in [1, {MAX_PULLS // self.clients:,}] with {spelled('clients')}={self.clients} "
-                       f"(clients x horizon at most {MAX_PULLS:,}, which takes minutes; see docs/scaling.md)")
+        if self.num_clients * self.horizon > MAX_PULLS:
+            allowed = (f"an integer in [1, {MAX_PULLS // self.num_clients:,}] with {spelled('num_clients')}="
+                       f"{self.num_clients} (clients x horizon at most {MAX_PULLS:,}, which takes minutes; see "
+                       "docs/scaling.md)")
             refuse("horizon", self.horizon, allowed)
         check_run(self)
-        policy_class(self.algorithm).check_options(self.clients, options)  # e.g. pf-sh's candidates x clients
+        policy_class(self.algorithm).check_options(self.num_clients, options)  # e.g. pf-sh's candidates x clients
         check_evaluation_budget(self.evaluation, self.max_evaluations, self.horizon)
 
     def __getattr__(self, name: str) -> Any:
@@ -132,6 +135,7 @@ class RunConfig:
         for key, value in values.items():
             name = key.replace("-", "_")
             if name not in known:
+                refuse_renamed(key)
                 allowed = ", ".join(sorted(k.replace("_", "-") for k in known))
                 raise ConfigError(f"unknown parameter {key!r}; allowed: {allowed}")
             kwargs[name] = from_text(declared(name), value)
@@ -208,7 +212,7 @@ def _parse_run_config(values: Mapping[str, Any]) -> tuple[RunConfig, AppOptions]
     run = {k: v for k, v in values.items() if k not in APP_DEFAULTS}
     options = AppOptions.from_mapping({k: v for k, v in values.items() if k in APP_DEFAULTS})
     config = RunConfig.from_mapping(run)
-    options.check_clients(config.clients)  # a run config is one run: another algorithm's or problem's option set
+    options.check_clients(config.num_clients)  # a run config is one run: another algorithm's or problem's option set
     refuse_foreign(config.algorithm, config.problem, config.options, away_from_default(config.options))  # is refused
     return config, options
 

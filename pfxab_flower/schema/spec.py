@@ -85,9 +85,9 @@ class AlgorithmSpec:
         from it (:meth:`~pfxab_flower.algorithms.phased.Policy.resolve`, e.g. PF-SH's candidate count)."""
         algorithm = check("algorithm", algorithm, label="algorithm")
         check_keywords(algorithm, keywords)
-        common = {name: check(declared, keywords[name] if name in keywords else _default(declared), label=name)
-                  for name, declared in COMMON.items() if name != "num_clients"}
-        num_clients = check("clients", num_clients, label="num_clients")
+        common = {name: check(name, keywords[name] if name in keywords else _default(name), label=name)
+                  for name in COMMON if name != "num_clients"}
+        num_clients = check("num_clients", num_clients, label="num_clients")
         options = {name: check_against(p, keywords.get(name, p.default), label=name)
                    for name, p in options_of(algorithm).items()}
         span = check_reward_range(common["confidence"], FULL_RANGE if reward_range is None else reward_range)
@@ -101,7 +101,7 @@ class AlgorithmSpec:
         (against the confidence bound: ``bernstein`` needs a real one). The algorithm's options are read
         from the config's (``config.options``); ``dimensions`` as in :meth:`build`."""
         options = {name: config.options.get(name, p.default) for name, p in options_of(config.algorithm).items()}
-        common = {name: getattr(config, declared) for name, declared in COMMON.items()}
+        common = {name: getattr(config, name) for name in COMMON}
         spec = cls(algorithm=config.algorithm, reward_range=check_reward_range(config.confidence, reward_range),
                    options=options, **_fielded(common))
         return _resolved(spec, dimensions)
@@ -119,7 +119,7 @@ class AlgorithmSpec:
 
     def summary(self) -> dict[str, Any]:
         """The parameters as a run's summary lists them (after ``algorithm``, ``problem``, ``engine``)."""
-        first = {"alpha": self.alpha, "clients": self.num_clients, "horizon": self.horizon, "seed": self.seed,
+        first = {"alpha": self.alpha, "num_clients": self.num_clients, "horizon": self.horizon, "seed": self.seed,
                  "nu1": self.nu1, "rho": self.rho, "max_depth": self.max_depth, **self.options,
                  "confidence": self.confidence}
         later = {name: getattr(self, name) for name in _later() if name != "confidence"}
@@ -146,7 +146,7 @@ class AlgorithmSpec:
             "max_depth": self.max_depth or 0, **options, "report_pulls": self.report_pulls,
         }
         values.update({name: getattr(self, name) for name in _later()
-                       if getattr(self, name) != _default(COMMON[name])})
+                       if getattr(self, name) != _default(name)})
         if self.reward_range != FULL_RANGE:
             values["reward_low"], values["reward_high"] = self.reward_range
         return {_key(name): value for name, value in values.items()}
@@ -161,13 +161,13 @@ class AlgorithmSpec:
         """
         algorithm = check("algorithm", _typed(values, "algorithm", str))
         optional = _later()  # on the wire only when not at their default
-        common = {name: _typed(values, name, PARAMETERS[declared].kind) if name not in optional or _key(name) in values
-                  else _default(declared) for name, declared in COMMON.items()}
-        for name, declared in COMMON.items():
+        common = {name: _typed(values, name, PARAMETERS[name].kind) if name not in optional or _key(name) in values
+                  else _default(name) for name in COMMON}
+        for name in COMMON:
             value = common[name]
             if name == "max_depth" and value == 0:
                 value = None
-            common[name] = check(declared, value)
+            common[name] = check(name, value)
         options = {name: check_against(p, _typed(values, name, p.kind)) for name, p in options_of(algorithm).items()}
         span = (_typed(values, "reward_low", float), _typed(values, "reward_high", float)) \
             if _key("reward_low") in values or _key("reward_high") in values else FULL_RANGE

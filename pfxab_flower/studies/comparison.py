@@ -33,7 +33,7 @@ from pfxab_flower.processes.remote import JobRunner
 from pfxab_flower.running.engine import describe_problem, run_checked, run_spec
 from pfxab_flower.running.parallel import local_runner, shared_federation
 from pfxab_flower.running.results import time_grid
-from pfxab_flower.schema.catalogue import COMMON, PARAMETERS, check, parse, parse_workers
+from pfxab_flower.schema.catalogue import COMMON, PARAMETERS, RENAMED, check, parse, parse_workers
 from pfxab_flower.schema.own_options import away_from_default, refuse_unread
 from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.schema.spec import AlgorithmSpec
@@ -42,7 +42,7 @@ from pfxab_flower.storage.outputs import PathIdentity, write_files_atomically
 
 #: The columns of one run's row, in order.
 RUN_COLUMNS = (
-    "algorithm", "seed", "problem", "alpha", "confidence", "clients", "horizon",
+    "algorithm", "seed", "problem", "alpha", "confidence", "num_clients", "horizon",
     "regret", "simple_regret", "best_simple_regret", "evaluations", "phases", "pulls_per_phase", "communication_rounds",
     "bytes_up", "bytes_down", "bytes_sent", "values_up", "values_down", "rejected_replies",
     "mean_reward_personalised", "mean_reward_global", "mean_reward_local", "wall_seconds",
@@ -72,7 +72,7 @@ MAX_DESCRIPTION_BYTES = 1 << 20
 COMPARE_FILES = (MANIFEST, "runs.csv", "runs.parquet", "summary.csv", "summary.parquet", "curves.csv",
                  "curves.parquet")
 #: What ``setting`` always holds (the header of a table or a figure names them).
-SETTING_KEYS = ("problem", "clients", "alpha", "horizon", "noise", "noise_sigma", "confidence")
+SETTING_KEYS = ("problem", "num_clients", "alpha", "horizon", "noise", "noise_sigma", "confidence")
 #: The seeds of a comparison when none are given (``pfxab compare``'s default too).
 DEFAULT_SEEDS = tuple(range(10))
 #: Points of each run's regret curve (the sweep's default; :func:`pfxab_flower.running.results.time_grid`).
@@ -85,7 +85,7 @@ _PER_RUN = ("algorithm", "seed")
 class Comparison:
     """One row per run (``runs``), one row per algorithm (``summary``), every run's regret curve (``curves``).
 
-    ``setting`` is what every run shared (problem, clients, alpha, horizon, noise, ...).
+    ``setting`` is what every run shared (problem, num_clients, alpha, horizon, noise, ...).
     """
 
     runs: pd.DataFrame
@@ -115,7 +115,7 @@ class Comparison:
         """One line: what was compared, on which seeds."""
         s = self.setting
         runs = int(self.summary["runs"].max()) if len(self.summary) else 0
-        return (f"{s['problem']}: M={s['clients']} alpha={s['alpha']:g} T={s['horizon']} "
+        return (f"{s['problem']}: M={s['num_clients']} alpha={s['alpha']:g} T={s['horizon']} "
                 f"noise={s['noise']}(sigma={s['noise_sigma']:g}) confidence={s['confidence']} "
                 f"seeds={format_seeds(self.seeds)} ({runs} runs per algorithm; mean ± sd over seeds)")
 
@@ -248,7 +248,7 @@ def _plan_federation(federation: Federation, algorithms: tuple[str, ...], seeds:
     keywords = [{"spec": specs[a].replace(seed=s), **extra} for a in algorithms for s in seeds]
     first = specs[algorithms[0]]
     setting = {
-        "problem": federation.name, "clients": federation.num_clients, "dimensions": federation.domain.ndim,
+        "problem": federation.name, "num_clients": federation.num_clients, "dimensions": federation.domain.ndim,
         "noise": federation.noise.kind, "noise_sigma": federation.noise.sigma,
         **{k: v for k, v in first.summary().items() if k in common},
         **{name: next(spec.options[name] for spec in specs.values() if name in spec.options) for name in own},
@@ -367,7 +367,10 @@ def load_comparison(directory: str | os.PathLike[str]) -> Comparison:
         raise refuse(f"{MANIFEST} is not a comparison's manifest")
     missing = [key for key in SETTING_KEYS if key not in manifest["setting"]]
     if missing:
-        raise refuse(f"{MANIFEST} lacks setting {missing[0]!r}")
+        former = [old for old, new in RENAMED.items() if new == missing[0] and old in manifest["setting"]]
+        since = f" (written before {former[0]!r} was renamed {missing[0]}: run `pfxab compare --out` again)" \
+            if former else ""
+        raise refuse(f"{MANIFEST} lacks setting {missing[0]!r}{since}")
     tables = {}
     for name, columns in (("runs", RUN_COLUMNS), ("curves", CURVE_COLUMNS)):
         try:

@@ -32,6 +32,8 @@ def flags() -> list[str]:
     run = cast("dict[str, argparse.ArgumentParser]", commands)["run"]
     shown = []
     for action in run._actions:
+        if action.help == argparse.SUPPRESS:  # not listed by --help either (a former flag, refused)
+            continue
         for flag in action.option_strings:
             if flag.startswith("--") and flag != "--help":
                 named = isinstance(action.metavar, str) and action.metavar != action.dest.upper()  # {a,b}, DIR

@@ -24,7 +24,7 @@ from typing import Any
 from pfxab_flower.algorithms.registry import algorithm_names, label
 from pfxab_flower.errors import ConfigError, spelled_as
 from pfxab_flower.limits import MAX_CONFIG_BYTES, MAX_SWEEP_RUNS, MAX_TITLE_CHARS
-from pfxab_flower.schema.catalogue import PARAMETERS, check, scoped
+from pfxab_flower.schema.catalogue import PARAMETERS, RENAMED, check, refuse_renamed, scoped
 from pfxab_flower.schema.own_options import away_from_default, refuse_unread
 from pfxab_flower.schema.run_config import RunConfig
 
@@ -216,6 +216,7 @@ def _unique_fields(data: dict[str, Any], table: str, path: Path) -> dict[str, An
 def _field_name(key: str, path: Path, table: str) -> str:
     name = key.replace("-", "_")
     if name not in _RUN_FIELDS:
+        refuse_renamed(key, _where(path, table, key), spelling="keyword")  # snake_case, as the bundled files spell keys
         allowed = ", ".join(f.replace("_", "-") for f in _RUN_FIELDS)
         raise ConfigError(f"{_where(path, table, key)} is unknown; allowed: {allowed}")
     return name
@@ -225,6 +226,9 @@ def _field_name(key: str, path: Path, table: str) -> str:
 #: default, so an older results directory keeps its run ids (and resumes) unchanged.
 LATER_FIELDS = tuple(p.name for p in scoped("run") if p.late)
 LATER_FIELD_DEFAULTS = {name: getattr(RunConfig(), name) for name in LATER_FIELDS}
+#: A renamed field's name when run ids were first written (``num_clients`` was ``clients``): a run's id hashes it under
+#: that name, and a run directory's ``config.json`` written then names it so, so such a directory resumes unchanged.
+FIRST_NAMES = {new: old for old, new in RENAMED.items()}
 
 
 def same_run(saved: Mapping[str, Any], config: RunConfig) -> bool:
@@ -233,6 +237,7 @@ def same_run(saved: Mapping[str, Any], config: RunConfig) -> bool:
     written before an algorithm's own parameter existed resumes without redoing its runs)."""
     expected: dict[str, Any] = json.loads(json.dumps(config.to_dict()))  # as written (tuples become lists)
     defaults: dict[str, Any] = json.loads(json.dumps(LATER_FIELD_DEFAULTS))
+    saved = {RENAMED.get(k, k): v for k, v in saved.items()}  # written before a rename (FIRST_NAMES)
     filled: dict[str, Any] = {**{k: v for k, v in defaults.items() if k not in saved}, **saved}
     return filled == expected
 
@@ -243,7 +248,8 @@ RUN_ID_PATTERN = re.compile(r"[a-z]+-[a-z-]+-a[0-9.e+-]+-s[0-9]+-[0-9a-f]{12}")
 
 def run_id(config: RunConfig) -> str:
     """A stable, readable directory name for one run: a slug plus a hash of every field."""
-    fields = {k: v for k, v in config.to_dict().items() if LATER_FIELD_DEFAULTS.get(k, object()) != v}
+    fields = {FIRST_NAMES.get(k, k): v for k, v in config.to_dict().items()
+              if LATER_FIELD_DEFAULTS.get(k, object()) != v}
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
     return f"{config.problem}-{config.algorithm}-a{config.alpha:g}-s{config.seed}-{digest}"
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow
+import pyarrow.parquet
 
 from pfxab_flower.errors import ConfigError, IncompleteRunError
 from pfxab_flower.printable import first_line
@@ -38,12 +39,15 @@ TABLES = ("curves.parquet", "runs.parquet")
 
 
 def _table_ids(path: Path) -> set[str]:
+    """The run ids of a table; none if it lacks a config column (written before a parameter was renamed)."""
+    if not set(CONFIG_COLUMNS) <= set(pyarrow.parquet.read_schema(path).names):
+        return set()
     return set(pd.read_parquet(path, columns=["run_id"])["run_id"])
 
 
 def tables_match(experiment: Experiment, out: Path) -> bool:
-    """Both tables are as the sweep wrote them (checksums), parse, and hold exactly the grid's runs (else they are
-    rebuilt)."""
+    """Both tables are as the sweep wrote them (checksums), parse, hold exactly the grid's runs and name its
+    parameters as they are named now (else they are rebuilt)."""
     if verify_recorded(out, TABLES) is not None:
         return False
     expected = {run_id(c) for c in experiment.configs}

@@ -28,6 +28,7 @@ import tomli_w
 
 from pfxab_flower.errors import ConfigError, spelled
 from pfxab_flower.processes.lifetime import with_parent
+from pfxab_flower.schema.catalogue import PARAMETERS, RENAMED, refuse_renamed
 from pfxab_flower.schema.run_config import AppOptions, RunConfig, to_run_config
 from pfxab_flower.simulations.flower.flwr_run_log import readable_lines
 from pfxab_flower.simulations.flower.flwr_run_progress import PhaseBar
@@ -134,11 +135,18 @@ def app_run_config(pyproject: Path, values: dict[str, Any], given: frozenset[str
 
 
 def supernodes_of(pyproject: Path | None, config: RunConfig, given: frozenset[str]) -> int:
-    """The federation's size: ``--clients`` if given, else a user's app's own ``clients`` default, else the config's."""
-    if pyproject is None or "clients" in given:
-        return config.clients
-    declared = declared_config(pyproject).get("clients")
-    return declared if isinstance(declared, int) and not isinstance(declared, bool) and declared > 0 else config.clients
+    """The federation's size: ``--num-clients`` if given, else a user's app's own ``num-clients`` default, else the
+    config's. An app that declares the former key ``clients`` instead is one line naming ``num-clients``."""
+    key = PARAMETERS["num_clients"].key
+    if pyproject is None or key in given:
+        return config.num_clients
+    keys = declared_config(pyproject)
+    if key not in keys:
+        for former in (k for k in keys if k.replace("-", "_") in RENAMED):
+            refuse_renamed(former, f"run-config key {former!r} in {str(pyproject)!r}", spelling="key")
+    declared = keys.get(key)
+    return declared if isinstance(declared, int) and not isinstance(declared, bool) and declared > 0 else \
+        config.num_clients
 
 
 #: The generated app's components: the installed package's ServerApp and ClientApp.
@@ -192,7 +200,7 @@ def simulate(
     ``app_dir`` is a user's own Flower app; without it a generated one is used. A user's app is
     given only the run-config keys the user set (``given``, kebab-case) and it declares (one
     line before anything starts for one it does not: :func:`app_run_config`), and its own
-    ``clients`` as the federation's size unless ``--clients`` was given. With
+    ``num-clients`` as the federation's size unless ``--num-clients`` was given. With
     ``ray_address`` the simulation joins that Ray cluster: Flower 1.41's federation
     config has no address key, so ``RAY_ADDRESS`` goes into the environment of the
     SuperLink (which starts the simulation, whose ``ray.init()`` reads it), and no

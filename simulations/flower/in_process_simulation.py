@@ -72,8 +72,8 @@ def run_flower(
     ``options`` (validated app options: API, injected failures, ``min-fraction``) override
     ``round_timeout``. Raises :class:`RunStoppedError` if the server stopped the run.
     """
-    if config.clients != federation.num_clients:
-        raise ConfigError(f"clients={config.clients} is invalid; allowed: {federation.num_clients} "
+    if config.num_clients != federation.num_clients:
+        raise ConfigError(f"num_clients={config.num_clients} is invalid; allowed: {federation.num_clients} "
                           f"(the federation's number of objectives)")
     if ray_address is not None:
         ray_address = check_ray_address(ray_address)
@@ -97,7 +97,7 @@ def run_flower(
         with ray_environment() as ray_dir, warnings.catch_warnings(), fits_on(ray_address), \
                 our_signal_handlers(ray_dir):  # fits_on: landmine's optimum grid; our_signal_handlers: see there
             warnings.simplefilter("ignore", DeprecationWarning)
-            run_simulation(server, client, num_supernodes=config.clients,
+            run_simulation(server, client, num_supernodes=config.num_clients,
                            backend_config=backend_config(num_cpus, ray_dir, ray_address))
     finally:
         flwr_logger.removeFilter(_drop_run_simulation_deprecation)

@@ -45,7 +45,7 @@ def regret_report(experiment: Experiment, runs: pd.DataFrame) -> str:
     alphas = sorted(runs["alpha"].unique())
     scale, unit = _scale(runs["regret"])
     seeds = runs["seed"].nunique()
-    clients, horizon = int(runs["clients"].iloc[0]), int(runs["horizon"].iloc[0])
+    clients, horizon = int(runs["num_clients"].iloc[0]), int(runs["horizon"].iloc[0])
     groups = list(runs.groupby(keys, sort=False)) if keys else [((), runs)]
     rows, simple, comm = [], [], []
     for values, group in groups:
@@ -92,7 +92,7 @@ def comparison_report(comparison: Comparison) -> str:
     winner = comparison.winner()
     bold = 2  # the winner's name and regret
     rows = [[f"**{c}**" for c in row[:bold]] + row[bold:] if row[0] == winner else row for row in rows]
-    clients, horizon = comparison.setting["clients"], comparison.setting["horizon"]
+    clients, horizon = comparison.setting["num_clients"], comparison.setting["horizon"]
     title = (f"Final cumulative regret, summed over M = {clients} clients at T = {horizon:,}; simple regret, the "
              f"final points' (mean over the clients); and what each run cost; mean ± sd over "
              f"{_seeds(len(comparison.seeds))}")

@@ -74,7 +74,7 @@ def plot_regret(experiment: Experiment, curves: pd.DataFrame, runs: pd.DataFrame
     keys = series_keys(experiment)
     alphas = sorted(curves["alpha"].unique())
     fig, axes = plt.subplots(1, len(alphas), figsize=(max(6.4, 4.6 * len(alphas) + 0.4), 4.0), squeeze=False)
-    clients = int(runs["clients"].iloc[0])
+    clients = int(runs["num_clients"].iloc[0])
     seeds = runs["seed"].nunique()
     for ax, alpha in zip(axes[0], alphas, strict=True):
         panel = curves[curves["alpha"] == alpha]
@@ -151,7 +151,7 @@ def plot_comparison(comparison: Comparison) -> Figure:
     setting, seeds = comparison.setting, len(comparison.seeds)
     what = "mean ± 1 sd; dots: seeds" if seeds > 1 else "1 seed"
     _bars_with_seeds(bars, comparison, "regret")
-    bars.set_ylabel(f"final cumulative regret (sum over M = {setting['clients']} clients)")
+    bars.set_ylabel(f"final cumulative regret (sum over M = {setting['num_clients']} clients)")
     bars.set_title(f"cumulative regret: {what}", pad=14)
     if simple:
         _bars_with_seeds(axes[1], comparison, "simple_regret")
@@ -167,7 +167,7 @@ def plot_comparison(comparison: Comparison) -> Figure:
     curves.legend(loc="upper left", frameon=True)
     curves.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
     curves.grid(alpha=0.3)
-    fig.suptitle(f"{setting['problem']}: M = {setting['clients']}, α = {setting['alpha']:g}, "
+    fig.suptitle(f"{setting['problem']}: M = {setting['num_clients']}, α = {setting['alpha']:g}, "
                  f"T = {setting['horizon']:,}, {seeds} seed{'s' if seeds > 1 else ''}")
     fig.tight_layout()
     return fig

@@ -25,7 +25,7 @@ from pfxab_flower.simulations.reports.practice_map import (
 )
 from pfxab_flower.storage.outputs import atomic_file
 
-SETTING = ["problem", "clients", "horizon", "alpha", "noise_sigma"]
+SETTING = ["problem", "num_clients", "horizon", "alpha", "noise_sigma"]
 #: The two measures, by the runs' column: what a site deploys (its final point), and every evaluation counted.
 MEASURES = {"simple_regret": "simple regret", "regret": "cumulative regret"}
 #: What each algorithm is held against, where it ran: the external baselines, the project's best, random search.
@@ -71,7 +71,7 @@ def winners(table: pd.DataFrame, measure: str) -> pd.DataFrame:
         group = group.sort_values(f"{measure}_mean")
         best = group.iloc[0]
         rows.append({**dict(zip(SETTING, setting, strict=True)), "measure": MEASURES[measure],
-                     "family": f"{MEASURES[measure]}, M = {best['clients']}", "dimension": best["dimension"],
+                     "family": f"{MEASURES[measure]}, M = {best['num_clients']}", "dimension": best["dimension"],
                      "best": ALGORITHM_LABELS.get(best["algorithm"], best["algorithm"]),
                      "best_mean": best[f"{measure}_mean"],
                      "runner_up_ratio": group.iloc[1][f"{measure}_to_best"] if len(group) > 1 else np.nan,
@@ -84,7 +84,7 @@ def winners(table: pd.DataFrame, measure: str) -> pd.DataFrame:
 def by_horizon(table: pd.DataFrame, measure: str) -> pd.DataFrame:
     """The median over settings of each algorithm's ratio to random search, per horizon and number of clients."""
     column = f"{measure}_to_random_search"
-    return (table.groupby(["algorithm", "clients", "horizon"], as_index=False)
+    return (table.groupby(["algorithm", "num_clients", "horizon"], as_index=False)
             .agg(median=(column, "median"), low=(column, lambda v: v.quantile(0.25)),
                  high=(column, lambda v: v.quantile(0.75)), settings=(column, "size")))
 
@@ -153,7 +153,7 @@ def ratios_figure(table: pd.DataFrame, stem: Path) -> list[Path]:
     from pfxab_flower.simulations.reports.plots import algorithm_colour
 
     plt = pyplot()
-    clients = sorted(table["clients"].unique())
+    clients = sorted(table["num_clients"].unique())
     algorithms = sorted((a for a in table["algorithm"].unique() if a != "random-search"), key=_label)
     colours = {a: algorithm_colour(a) for a in algorithms}  # each algorithm's colour in every figure
     fig, axes = plt.subplots(len(clients), len(MEASURES), figsize=(5.0 * len(MEASURES), 3.4 * len(clients)),
@@ -163,7 +163,7 @@ def ratios_figure(table: pd.DataFrame, stem: Path) -> list[Path]:
         for r, m in enumerate(clients):
             ax = axes[r][c]
             for algorithm in algorithms:
-                line = curves[(curves["algorithm"] == algorithm) & (curves["clients"] == m)].sort_values("horizon")
+                line = curves[(curves["algorithm"] == algorithm) & (curves["num_clients"] == m)].sort_values("horizon")
                 ax.plot(line["horizon"], line["median"], marker="o", markersize=3, color=colours[algorithm],
                         label=_label(algorithm))
                 ax.fill_between(line["horizon"], line["low"], line["high"], color=colours[algorithm], alpha=0.12,
@@ -211,8 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         with atomic_file(out / name) as tmp:
             frame.to_csv(tmp, index=False)
     written = ratios_figure(synthetic, out / "small_budget")
-    order = [(family, noise) for family in dict.fromkeys(best.sort_values(["measure", "clients"], key=_measure_order)
-                                                         ["family"]) for noise in sorted(best["noise_sigma"].unique())]
+    families = dict.fromkeys(best.sort_values(["measure", "num_clients"], key=_measure_order)["family"])
+    order = [(family, noise) for family in families for noise in sorted(best["noise_sigma"].unique())]
     written += winners_figure(best, out / "small_budget_winners", ratio="random_search_ratio",
                               ratio_label="random search's mean / the winner's", rows=order)
     for path in written:

@@ -88,7 +88,7 @@ class SuccessiveHalving(CandidatePolicy):
         most, given = most_candidates(num_clients), options["candidates"]
         if given > most:
             raise ConfigError(f"{spelled('candidates')}={given!r} is invalid; allowed: an integer in [0, {most:,}] "
-                              f"with {spelled('clients')}={num_clients} (candidates x clients at most "
+                              f"with {spelled('num_clients')}={num_clients} (candidates x clients at most "
                               f"{MAX_CANDIDATE_PAIRS:,})")
 
     def resolve(self, spec: SpecT, dimensions: int | None) -> SpecT:

@@ -33,7 +33,8 @@ def check_phase(settings: Settings, policy: Policy, phase: int, *, final: bool =
     if not low <= phase <= high:
         what = "completed phases" if final else "phase"
         raise ProtocolError(f"{what} {phase} is not one this run can have: [{low}, {high}] for horizon="
-                            f"{settings.horizon}, clients={settings.num_clients}, algorithm={settings.spec.algorithm}")
+                            f"{settings.horizon}, num_clients={settings.num_clients}, "
+                            f"algorithm={settings.spec.algorithm}")
 
 
 def check_nodes(settings: Settings, policy: Policy, node_ids: np.ndarray, phase: int) -> None:

@@ -42,7 +42,7 @@ def _samples(text: str | None) -> int | None:
 
 
 def algorithm_keywords(args: argparse.Namespace, config: RunConfig) -> dict[str, Any]:
-    """What the run would pass its algorithm beyond clients, horizon, alpha and seed: every keyword it takes
+    """What the run would pass its algorithm beyond num_clients, horizon, alpha and seed: every keyword it takes
     (``--candidates`` for pf-sh, ``--max-depth``, ...); a flag given for another algorithm is one line."""
     from pfxab_flower.algorithms.registry import declared_options, options_of
     from pfxab_flower.schema.catalogue import COMMON
@@ -52,7 +52,7 @@ def algorithm_keywords(args: argparse.Namespace, config: RunConfig) -> dict[str,
         if name not in own and getattr(args, name, None) is not None:
             raise ConfigError(f"--{name.replace('_', '-')}={getattr(args, name)!r} is invalid with --algorithm "
                               f"{config.algorithm}; allowed: only with an algorithm that takes it")
-    common = {name: getattr(config, declared) for name, declared in COMMON.items()
+    common = {name: getattr(config, name) for name in COMMON
               if name not in ("num_clients", "horizon", "alpha", "seed", "nu1", "rho")}
     return {**common, **{name: config.options[name] for name in own}}
 

@@ -99,7 +99,7 @@ def handle(args: argparse.Namespace) -> int:
 def format_report(summary: dict[str, Any]) -> str:
     """A few readable lines about one run."""
     lines = [
-        f"{summary['algorithm']} on {summary['problem']}: M={summary['clients']} alpha={summary['alpha']} "
+        f"{summary['algorithm']} on {summary['problem']}: M={summary['num_clients']} alpha={summary['alpha']} "
         f"T={summary['horizon']} seed={summary['seed']} ({summary['engine']})",
         f"  regret {summary['regret']:.6g} after {_phases(summary)}, "
         f"{summary['communication_rounds']} communication rounds, "
@@ -110,7 +110,7 @@ def format_report(summary: dict[str, Any]) -> str:
     ]
     if summary.get("lost_clients"):  # honest about what the regret covers: a lost client's reported pulls only
         lost = len(summary["lost_clients"])
-        total = summary["clients"] * summary["horizon"]
+        total = summary["num_clients"] * summary["horizon"]
         lines.insert(2, f"  {lost} client{'' if lost == 1 else 's'} lost: the regret covers "
                         f"{total - summary['pulls_unscored']:,} of the {total:,} pulls (a lost client's are scored up "
                         "to its last reply)")
