@@ -4,11 +4,18 @@ Each case is the installed ``pfxab`` script in a fresh process, each timed run r
 ``python -c 'import numpy'`` (paired: ``x numpy`` is the median of the pairs' ratios, which a busy
 machine leaves readable); then the slowest imports of each case. Targets are printed, never
 asserted (docs/performance.md).
+
+Every process runs with Python's bytecode caches written (``PYTHONDONTWRITEBYTECODE`` is dropped from
+its environment): the untimed first run of a case compiles what has changed, as a user's first run
+after an install or an edit does, and the timed runs read the caches, as every later run does (the
+reference, numpy, is compiled when it is installed). Under ``PYTHONDONTWRITEBYTECODE=1`` every timed
+``pfxab`` run would recompile each module edited since its cache was last written.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import statistics
@@ -18,6 +25,10 @@ import time
 from pathlib import Path
 
 NUMPY = [sys.executable, "-c", "import numpy"]
+#: The environment of every timed process: this one, with bytecode caches written (see the module docstring).
+ENVIRONMENT = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+#: A command to time and its environment.
+Timed = tuple[list[str], dict[str, str]]
 #: (case, command after the interpreter or script, target seconds or None, target ratio to NUMPY or None)
 CASES = (
     ("python -c pass (reference)", [sys.executable, "-c", "pass"], None, None),
@@ -38,27 +49,35 @@ def whole_process_seconds(command: list[str], repeats: int) -> list[float]:
     optimum in the evaluation cache, as any user's first run does: the timed runs are
     every later run (the first costs about 0.3 s more, for importing scipy).
     """
-    subprocess.run(command, capture_output=True, check=True)
+    subprocess.run(command, capture_output=True, check=True, env=ENVIRONMENT)
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        subprocess.run(command, capture_output=True, check=True)
+        subprocess.run(command, capture_output=True, check=True, env=ENVIRONMENT)
         times.append(time.perf_counter() - start)
     return times
 
 
-def paired_seconds(command: list[str], reference: list[str], repeats: int) -> tuple[list[float], list[float]]:
-    """Wall seconds of ``repeats`` fresh runs of ``command``, each right after one of ``reference``; and of those.
+def paired_seconds(commands: list[Timed], reference: list[str], repeats: int) -> tuple[list[list[float]], list[float]]:
+    """Wall seconds of ``repeats`` fresh runs of each of ``commands``, each round right after one of ``reference``;
+    and of those.
 
-    As :func:`whole_process_seconds`, one untimed run of each first.
+    As :func:`whole_process_seconds`, one untimed run of each first. With several commands (the
+    same case from two trees, ``--against``), their order turns round by round, so that none gains
+    from always following the same one.
     """
-    for warm in (reference, command):
-        subprocess.run(warm, capture_output=True, check=True)
-    times, references = [], []
-    for _ in range(repeats):
-        for runs, timed in ((references, reference), (times, command)):
+    subprocess.run(reference, capture_output=True, check=True, env=ENVIRONMENT)
+    for command, environment in commands:
+        subprocess.run(command, capture_output=True, check=True, env=environment)
+    times: list[list[float]] = [[] for _ in commands]
+    references: list[float] = []
+    for round_ in range(repeats):
+        turned = round_ % len(commands)
+        order = [(references, (reference, ENVIRONMENT))]
+        order += [(times[i], commands[i]) for i in [*range(turned, len(commands)), *range(turned)]]
+        for runs, (timed, environment) in order:
             start = time.perf_counter()
-            subprocess.run(timed, capture_output=True, check=True)
+            subprocess.run(timed, capture_output=True, check=True, env=environment)
             runs.append(time.perf_counter() - start)
     return times, references
 
@@ -66,7 +85,8 @@ def paired_seconds(command: list[str], reference: list[str], repeats: int) -> tu
 def slowest_imports(arguments: list[str], top: int) -> list[tuple[str, float]]:
     """The top-level imports of ``pfxab ARGUMENTS`` that took longest (cumulative ms, ``-X importtime``)."""
     code = f"import sys; from pfxab_flower.simulations.cli.main import main; main({arguments!r})"
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True,
+                          env=ENVIRONMENT)
     rows = []
     for line in done.stderr.splitlines():
         match = IMPORT_LINE.match(line)
@@ -75,12 +95,29 @@ def slowest_imports(arguments: list[str], top: int) -> list[tuple[str, float]]:
     return sorted(rows, key=lambda row: -row[1])[:top]
 
 
+def _print_row(case: str, times: list[float], ratio: float, medians: dict[str, float], target: float | None,
+               target_ratio: float | None) -> None:
+    medians[case] = median = statistics.median(times)
+    bare = medians.get(CASES[0][0], median)
+    verdicts = [f"<= {target} s: {'met' if median <= target else 'NOT met'}"] if target is not None else []
+    if target_ratio is not None:
+        verdicts.append(f"<= {target_ratio}x numpy: {'met' if ratio <= target_ratio else 'NOT met'}")
+    verdict = "; ".join(verdicts)
+    print(f"{case:<42} {median:>9.3f} {min(times):>7.3f} {median / bare:>7.1f} {ratio:>8.2f}  {verdict}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.cli_startup", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7, help="timed runs per case (default: 7; the median is shown)")
+    parser.add_argument("--against", default=None, metavar="TREE",
+                        help="also time each pfxab case with the package imported from TREE (another clone, or "
+                             "`git archive main | tar -x -C TREE`), in the same rounds: a change's before and after "
+                             "in one run")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats={args.repeats} is invalid; allowed: an integer >= 1")
+    if args.against is not None and not (Path(args.against) / "pfxab_flower" / "__init__.py").is_file():
+        parser.error(f"--against={args.against!r} is invalid; allowed: a source tree holding pfxab_flower/")
     beside = Path(sys.executable).parent / "pfxab"  # the interpreter's own environment first
     script = str(beside) if beside.exists() else shutil.which("pfxab")
     if script is None:
@@ -92,17 +129,15 @@ def main(argv: list[str] | None = None) -> int:
         if command == NUMPY:
             times = whole_process_seconds(command, args.repeats)
             ratio = 1.0
-        else:
-            times, references = paired_seconds(command, NUMPY, args.repeats)
+            _print_row(case, times, ratio, medians, target, target_ratio)
+            continue
+        commands = [(command, ENVIRONMENT)]
+        if args.against is not None and command[0] == script:
+            commands.append((command, {**ENVIRONMENT, "PYTHONPATH": str(Path(args.against).resolve())}))
+        runs, references = paired_seconds(commands, NUMPY, args.repeats)
+        for i, times in enumerate(runs):
             ratio = statistics.median(t / r for t, r in zip(times, references, strict=True))
-        medians[case] = median = statistics.median(times)
-        bare = medians.get(CASES[0][0], median)
-        verdicts = [f"<= {target} s: {'met' if median <= target else 'NOT met'}"] if target is not None else []
-        if target_ratio is not None:
-            verdicts.append(f"<= {target_ratio}x numpy: {'met' if ratio <= target_ratio else 'NOT met'}")
-        verdict = "; ".join(verdicts)
-        print(f"{case:<42} {median:>9.3f} {min(times):>7.3f} {median / bare:>7.1f} {ratio:>8.2f}  {verdict}",
-              flush=True)
+            _print_row(case if i == 0 else "  the same, from --against", times, ratio, medians, target, target_ratio)
     print()
     for arguments in (["--version"], ["--help"], ["run", "--json"]):
         slow = ", ".join(f"{name} {ms:.0f} ms" for name, ms in slowest_imports(arguments, 4))
