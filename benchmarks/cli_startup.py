@@ -1,15 +1,9 @@
 """``python -m benchmarks.cli_startup``: how fast the ``pfxab`` command answers, whole process, median of 7.
 
 Each case is the installed ``pfxab`` script in a fresh process, each timed run right after one of
-``python -c 'import numpy'`` (paired: ``x numpy`` is the median of the pairs' ratios, which a busy
-machine leaves readable; ``x np cpu``, the same by CPU seconds, which waiting for a core leaves out);
-then the slowest imports of each case. Targets are printed, never asserted (docs/performance.md).
-
-Every process runs with Python's bytecode caches written (``PYTHONDONTWRITEBYTECODE`` is dropped from
-its environment): the untimed first run of a case compiles what has changed, as a user's first run
-after an install or an edit does, and the timed runs read the caches, as every later run does (the
-reference, numpy, is compiled when it is installed). Under ``PYTHONDONTWRITEBYTECODE=1`` every timed
-``pfxab`` run would recompile each module edited since its cache was last written.
+``python -c 'import numpy'`` (paired: ``x numpy`` is the median of the pairs' ratios; ``x np cpu`` the same by
+CPU seconds, which load disturbs least); then the slowest imports of each case. Targets are printed, never
+asserted (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -26,7 +20,10 @@ import time
 from pathlib import Path
 
 NUMPY = [sys.executable, "-c", "import numpy"]
-#: The environment of every timed process: this one, with bytecode caches written (see the module docstring).
+#: The environment of every timed process: this one, with bytecode caches written. The untimed first run of a case
+#: compiles what changed, as a user's first run after an edit does, and the timed ones read the caches, as every
+#: later run does (numpy, the reference, is compiled at install); under ``PYTHONDONTWRITEBYTECODE=1`` every timed
+#: run would recompile each module edited since its cache was last written.
 ENVIRONMENT = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
 #: A command to time and its environment.
 Timed = tuple[list[str], dict[str, str]]
