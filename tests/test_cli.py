@@ -138,12 +138,14 @@ def test_version_and_help_import_neither_numpy_nor_the_algorithms(arguments):
 
 def test_a_run_that_only_prints_does_not_import_pandas():
     """Nor what only other runs or commands need: the package's version, process handling, the objective's time
-    limit, writing a result, a Ray cluster."""
+    limit, writing a result, a Ray cluster, what only other algorithms use (each algorithm's module is imported to
+    register it: PF-SH's normal quadrature, PF-SMBO's BLAS-thread limit, Random-Search's exact fractions)."""
     import subprocess
     import sys
 
     unused = ("pandas", "importlib.metadata", "psutil", "multiprocessing", "pfxab_flower.storage.outputs",
-              "pfxab_flower.simulations.flower.ray_cluster")
+              "pfxab_flower.simulations.flower.ray_cluster", "subprocess", "statistics", "numpy.polynomial",
+              "threadpoolctl", "fractions")
     code = ("import sys\nfrom pfxab_flower.simulations.cli.main import main\n"
             "main(['run', '--horizon', '20000', '--num-clients', '3'])\n"
             f"print('UNUSED', [m for m in {unused!r} if m in sys.modules])")

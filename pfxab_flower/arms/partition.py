@@ -15,6 +15,8 @@ from pfxab_flower.arms.domain import Domain
 
 #: The deepest level an ``int64`` heap id can hold.
 MAX_DEPTH = 62
+#: The most bits an integer can have and still convert to a float exactly.
+_EXACT_INDEX_BITS = 53
 #: The depth of the cells whose centres stand for points of the domain (random search's points, successive
 #: halving's candidates): a unit-cube resolution of ``2**-48`` in one dimension.
 POINT_DEPTH = 48
@@ -100,6 +102,8 @@ class Partition:
 
         Cells of one depth at a time: every split then halves the same axis for all of them, so
         a level is a shift, a mask and one exact add per cell (the halved width is a power of two).
+        In one dimension a cell at depth ``h`` is simply the ``(k - 2^h)``-th of ``2^h``: one
+        subtraction and one exact scaling (the same bits, as its index has at most 53 bits).
         """
         ids = np.asarray(node_ids, dtype=np.int64).reshape(-1)
         d = self.domain.ndim
@@ -108,6 +112,10 @@ class Partition:
         width = np.ones((ids.size, d))
         for level_count in np.unique(depth).tolist():
             rows = np.flatnonzero(depth == level_count)
+            if d == 1 and level_count <= _EXACT_INDEX_BITS:  # e.g. the optimum grid (2^16 cells): ~7x faster
+                side = 0.5**level_count
+                lower[rows, 0], width[rows, 0] = (ids[rows] - (1 << level_count)) * side, side
+                continue
             group, corner, side = ids[rows], np.zeros((rows.size, d)), np.ones(d)
             for level in range(level_count):
                 axis = level % d

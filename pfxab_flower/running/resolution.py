@@ -8,7 +8,7 @@ that is at least the values' span; when the phases that fit the horizon end befo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,15 +42,31 @@ def first_eliminating_depth(nu1: float, rho: float, spans: Sequence[float], deep
     return None
 
 
-def mean_spans(federation: Federation, deepest: int) -> list[float]:
-    """For ``h = 1..deepest``: the widest range of any client's local means, or of the global means,
-    over the centres of depth ``h`` (what a personalised mix of them can span at most)."""
-    spans = []
+def mean_spans(federation: Federation, deepest: int) -> Iterator[float]:
+    """For ``h = 1..deepest`` in turn: the widest range of any client's local means, or of the global means,
+    over the centres of depth ``h`` (what a personalised mix of them can span at most).
+
+    One depth at a time (``2^h`` points per client), so a caller that has its answer stops evaluating.
+    """
     for depth in range(1, deepest + 1):
         centres = federation.partition.midpoints(nodes_at_depth(depth))
         local = np.array([federation.evaluate(m, centres) for m in range(federation.num_clients)])
-        spans.append(float(max(np.ptp(local, axis=1).max(), np.ptp(local.mean(axis=0)))))
-    return spans
+        yield float(max(np.ptp(local, axis=1).max(), np.ptp(local.mean(axis=0))))
+
+
+def _eliminating_depth_of(nu1: float, rho: float, federation: Federation,
+                          deepest: int) -> tuple[int | None, list[float]]:
+    """:func:`first_eliminating_depth` over :func:`mean_spans` ``(federation, deepest)``, and the spans it used.
+
+    It stops at the first depth that eliminates: the deeper spans cannot change that answer (all
+    ``deepest`` of them are evaluated only when no depth but perhaps the last one eliminates).
+    """
+    spans: list[float] = []
+    for span in mean_spans(federation, deepest):
+        spans.append(span)
+        if first_eliminating_depth(nu1, rho, spans, deepest=len(spans)) is not None:
+            break
+    return first_eliminating_depth(nu1, rho, spans), spans
 
 
 @dataclass(frozen=True)
@@ -108,12 +124,12 @@ def uniform_exploration_warning(spec: RunSpec, truth: Federation | None = None) 
     if plan.phases == 0:
         return None
     if truth is not None:
-        spans = mean_spans(truth, min(plan.phases, SPAN_DEPTH))
+        depth, spans = _eliminating_depth_of(spec.nu1, spec.rho, truth, min(plan.phases, SPAN_DEPTH))
     elif spec.reward_range != FULL_RANGE:
         spans = [spec.reward_range[1] - spec.reward_range[0]]
+        depth = first_eliminating_depth(spec.nu1, spec.rho, spans)
     else:
         return None
-    depth = first_eliminating_depth(spec.nu1, spec.rho, spans)
     if depth is not None and depth < plan.phases:
         return None
     before = f"before depth {depth}" if depth is not None else "at any depth"

@@ -10,9 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -24,9 +22,12 @@ from typing import TYPE_CHECKING
 from pfxab_flower.processes.lifetime import wait_for_parent_exit
 
 if TYPE_CHECKING:
+    import subprocess
+
     import psutil
-# psutil is imported where it is used: every ``pfxab`` command loads this module (its signal handling), and
-# only the commands that start processes look for them (``pfxab run`` starts faster without it).
+# psutil, shutil and subprocess are imported where they are used: every ``pfxab`` command loads this module
+# (its signal handling), and only the commands that start processes look for them (``pfxab run`` starts faster
+# without them).
 
 
 def alive(pid: int) -> bool:
@@ -140,6 +141,8 @@ def stop_processes(marker: str, grace: float = 5.0) -> list[int]:
 
 def clean_up(marker: str, directories: Sequence[str | Path]) -> list[int]:
     """Stop the processes carrying ``marker``, then remove ``directories``; the processes still alive."""
+    import shutil
+
     left = stop_processes(marker)
     for directory in directories:
         shutil.rmtree(directory, ignore_errors=True)
@@ -154,6 +157,8 @@ def watchdog(marker: str, directories: Sequence[str | Path]) -> Iterator[subproc
     stopped. The watcher has a session of its own, so a signal sent to our
     process group (Ctrl-C, a closed terminal) does not stop it before us.
     """
+    import subprocess
+
     watcher = subprocess.Popen(
         [sys.executable, "-m", "pfxab_flower.simulations.flower.leftover_processes"], stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,

@@ -7,7 +7,6 @@ nothing is shared (docs/algorithms/random-search.md).
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,6 +24,8 @@ def random_points(fraction: float, horizon: int, depth: int) -> int:
 
     The share is taken as written (``0.07`` is 7/100, not its binary float), so 0.07 of 100 pulls is 7.
     """
+    from fractions import Fraction  # here: every `pfxab` start imports this module to register the algorithm
+
     return min(math.ceil(Fraction(repr(float(fraction))) * horizon), 1 << depth)
 
 

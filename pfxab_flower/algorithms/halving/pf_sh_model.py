@@ -8,12 +8,15 @@ from its first round. The derivation: docs/algorithms/pf-sh.md.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
-from statistics import NormalDist
+from functools import cache, lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pfxab_flower.algorithms.halving.successive_halving import round_split, rounds
+
+if TYPE_CHECKING:
+    from statistics import NormalDist
 
 #: The counts the model chooses among: ``2**(k/8)``, rounded (steps of 9%).
 COUNT_GRID = tuple(sorted({round(2 ** (k / 8)) for k in range(8, 8 * 20 + 1)}))
@@ -21,9 +24,19 @@ COUNT_GRID = tuple(sorted({round(2 ** (k / 8)) for k in range(8, 8 * 20 + 1)}))
 EXPONENTS = tuple(float(b) for b in np.exp(np.linspace(math.log(0.1), math.log(1000.0), 81)))
 #: The rank levels ``n / 2**j`` of a first round's estimates the exponent is estimated at (:func:`tail_exponent`).
 TAIL_LEVELS = (64, 32, 16, 8)
-_NORMAL = NormalDist()
-_NODES, _WEIGHTS = np.polynomial.hermite_e.hermegauss(48)
-_WEIGHTS = _WEIGHTS / _WEIGHTS.sum()
+
+
+@cache
+def _standard_normal() -> tuple[NormalDist, np.ndarray, np.ndarray]:
+    """The standard normal, and its 48-node Gauss-Hermite rule (nodes, weights summing to 1).
+
+    Built on first use: ``statistics`` and ``numpy.polynomial`` would otherwise be imported by every
+    start of ``pfxab`` (each algorithm's module is imported to register it), whatever the algorithm.
+    """
+    from statistics import NormalDist
+
+    nodes, weights = np.polynomial.hermite_e.hermegauss(48)
+    return NormalDist(), nodes, weights / weights.sum()
 
 
 def score_correlation(alpha: float, num_clients: int) -> float:
@@ -52,9 +65,10 @@ def union_share(share: float, alpha: float, num_clients: int) -> float:
     r = score_correlation(alpha, num_clients)
     if r >= 1.0 - 1e-12:
         return share
-    t = _NORMAL.inv_cdf(1.0 - share)
-    below = np.array([_NORMAL.cdf((t - math.sqrt(r) * z) / math.sqrt(1.0 - r)) for z in _NODES])
-    return float(1.0 - (_WEIGHTS * below**num_clients).sum())
+    normal, nodes, weights = _standard_normal()
+    t = normal.inv_cdf(1.0 - share)
+    below = np.array([normal.cdf((t - math.sqrt(r) * z) / math.sqrt(1.0 - r)) for z in nodes])
+    return float(1.0 - (weights * below**num_clients).sum())
 
 
 def mean_gap(share: float | np.ndarray, exponent: float | np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ def max_phases(settings: Settings, policy: Policy) -> int:
     own = policy.max_phases(settings)  # a policy's own count (successive halving's rounds) is a hard limit
     if own is not None:
         return own
-    return settings.schedule.max_phases(lambda phase: settings.bound.fewest_samples(settings, phase))
+    return settings.bounded_phases
 
 
 def check_phase(settings: Settings, policy: Policy, phase: int, *, final: bool = False) -> None:

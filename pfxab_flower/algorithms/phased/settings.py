@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pfxab_flower.algorithms.bounds import ConfidenceBound, bound_named
@@ -68,3 +69,9 @@ class Settings:
     @property
     def horizon(self) -> int:
         return self.spec.horizon
+
+    @cached_property
+    def bounded_phases(self) -> int:
+        """An upper bound on the phases the horizon leaves room for, with the confidence bound's fewest samples per
+        node (:meth:`~pfxab_flower.algorithms.schedule.Schedule.max_phases`): computed once, as every message a client receives is checked against it."""
+        return self.schedule.max_phases(lambda phase: self.bound.fewest_samples(self, phase))

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from typing import ClassVar
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from pfxab_flower.algorithms.phased import ProtocolError, Settings
 from pfxab_flower.algorithms.run_spec import SpecT
@@ -158,6 +157,8 @@ class PFSMBO(ProposalPolicy):
         saved = np.asarray(memory.get("hyper", np.zeros(0)), dtype=float)
         start = gp.Hyper.of(saved) if saved.size == dimensions + 2 else None
         rng = self.rng(settings, client, phase)
+        from threadpoolctl import threadpool_limits  # here: every `pfxab` start imports this module to register it
+
         with threadpool_limits(limits=1):  # one BLAS thread: the same bits in every process and Ray worker
             posterior = gp.fit(x, window.estimates, window.weights, start)
             means = posterior.mean(x)
