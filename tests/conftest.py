@@ -129,6 +129,27 @@ def cheap_options(algorithm: str) -> dict[str, int]:
     return {name: value for name, value in CHEAP_TRIALS.items() if name in options_of(algorithm)}
 
 
+#: Phases of optuna-tpe-fed in a test of what an engine, a transport or a bound does with a run: each of its
+#: ``min(T // M, 200)`` phases is one trial of every site's study, and 200 of them took 124-244 s a test on 2 cores
+#: (the slow tier's slowest); 20 phases show the same equality (tests/test_optuna_tpe_fed.py tests the studies).
+CHEAP_PHASES = 20
+#: Pulls per client of a proposing policy (pf-smbo: a phase is model fits whose cost grows with the points) in
+#: such a test: tests/test_secure_aggregation.py's choice, which shows several phases.
+CHEAP_PROPOSING_HORIZON = 2_000
+
+
+def cheap_horizon(algorithm: str, clients: int, horizon: int) -> int:
+    """``horizon``, or less for an algorithm whose cost grows with it (see :data:`CHEAP_PHASES`): a test of what
+    a run does, not of the algorithm's cost at a large budget."""
+    from pfxab_flower.algorithms.registry import policy_class
+
+    if algorithm == "optuna-tpe-fed":
+        return min(horizon, CHEAP_PHASES * clients)
+    if policy_class(algorithm).proposes:
+        return min(horizon, CHEAP_PROPOSING_HORIZON)
+    return horizon
+
+
 #: ``--algorithms`` of :func:`cheap_algorithms` for a default-tier ``pfxab compare``.
 CHEAP_ALGORITHMS_FLAG = ("--algorithms", ",".join(cheap_algorithms()))
 

@@ -29,6 +29,7 @@ from pfxab_flower.running import engine
 from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.schema.spec import AlgorithmSpec
 from pfxab_flower.strategies import PFXAB as MessagePFXAB  # noqa: N811 (Flower's naming)
+from tests.conftest import cheap_horizon
 
 DELTA = 0.05
 TRIALS = 4000
@@ -205,10 +206,11 @@ def test_a_phase_is_designed_from_the_smaller_width(target, variance, smaller) -
 
 
 def run(algorithm: str, confidence: str, keep_messages: bool = False, noise: str = "uniform"):
-    config = RunConfig(problem="garland", algorithm=algorithm, num_clients=5, alpha=0.5, horizon=200_000, seed=1,
+    horizon = cheap_horizon(algorithm, 5, 200_000)
+    config = RunConfig(problem="garland", algorithm=algorithm, num_clients=5, alpha=0.5, horizon=horizon, seed=1,
                        confidence=confidence, noise=noise)
     federation = build_federation(config)
-    settings = engine.make_settings(5, algorithm=algorithm, alpha=0.5, horizon=200_000, seed=1,
+    settings = engine.make_settings(5, algorithm=algorithm, alpha=0.5, horizon=horizon, seed=1,
                                     reward_range=federation.reward_range, confidence=confidence,
                                     dimensions=federation.domain.ndim)
     return engine.simulate(federation, make_policy(algorithm), settings, keep_messages=keep_messages)

@@ -29,6 +29,7 @@ from pfxab_flower.running.wire import codec
 from pfxab_flower.schema.catalogue import ALGORITHMS, APIS, CONFIDENCES
 from pfxab_flower.schema.run_config import AppOptions, RunConfig, parse_run_config, to_run_config
 from pfxab_flower.strategies import PFPNE, PFXAB, STRATEGIES, FedPNE
+from tests.conftest import cheap_horizon, cheap_options
 from tests.message_loopback import LoopbackGrid, run_loopback
 from tests.patience import patient
 
@@ -51,9 +52,10 @@ def loopback(config: RunConfig, nodes: int | None = None, seed: int = 0, tamper=
 @pytest.mark.parametrize("confidence", CONFIDENCES)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_message_adapters_match_the_inprocess_engine_and_fill_the_result(algorithm: str, confidence: str) -> None:
-    config = RunConfig(problem="doublesine", algorithm=algorithm, num_clients=4, alpha=0.7, horizon=30_000, seed=3,
-                       confidence=confidence)
-    result, strategy = loopback(config, seed=ALGORITHMS.index(algorithm))
+    config = RunConfig(problem="doublesine", algorithm=algorithm, num_clients=4, alpha=0.7,
+                       horizon=cheap_horizon(algorithm, 4, 30_000), seed=3, confidence=confidence,
+                       **cheap_options(algorithm))
+    result, strategy = loopback(config, seed=ALGORITHMS.index(algorithm), **cheap_options(algorithm))
     flower, inprocess = strategy.run_result(), engine.run_config(config)
     for key in SAME_KEYS:
         assert flower.summary[key] == inprocess.summary[key], key

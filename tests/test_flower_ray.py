@@ -17,7 +17,7 @@ from pfxab_flower.running.results import RECOMMENDATION_KEYS
 from pfxab_flower.schema.catalogue import ALGORITHMS
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations.flower.in_process_simulation import run_flower_simulation
-from tests.conftest import cheap_options, shared_ray  # noqa: F401  (tests/conftest.py's; still importable from here)
+from tests.conftest import cheap_horizon, cheap_options, shared_ray  # noqa: F401  (tests/conftest.py's; still importable from here)
 from tests.patience import patient
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
@@ -39,9 +39,9 @@ ON_RAY_BY_DEFAULT = ("pf-xab", "local-only")
 def test_ray_simulation_matches_inprocess(algorithm: str, api: str) -> None:
     # optuna-tpe's 1,000 default trials a site took longer than a round's timeout beside two busy loops, and
     # optuna-tpe-fed's 200 phases (400 Flower rounds at T = 10,000) outlasted the test's timeout there (806 s); what
-    # is tested is the engines' equality, which 40 trials and 20 phases show as well
-    horizon = 60 if algorithm == "optuna-tpe-fed" else 10_000  # min(T // M, 200) phases: 20
-    config = RunConfig(problem="garland", algorithm=algorithm, num_clients=3, alpha=0.5, horizon=horizon, seed=0,
+    # is tested is the engines' equality, which tests/conftest.py's cheap trials and horizons show as well
+    config = RunConfig(problem="garland", algorithm=algorithm, num_clients=3, alpha=0.5,
+                       horizon=cheap_horizon(algorithm, 3, 10_000), seed=0,
                        **cheap_options(algorithm))
     flower = run_flower_simulation(config, options=AppOptions(round_timeout=patient(60.0), api=api))
     inprocess = run_config(config)

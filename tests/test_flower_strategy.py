@@ -30,6 +30,7 @@ from pfxab_flower.schema.catalogue import ALGORITHMS, CONFIDENCES
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations.flower.app_builders import strategy_of
 from pfxab_flower.strategies import LEGACY_STRATEGIES, FedPNEStrategy, PFPNEStrategy, PFXABStrategy
+from tests.conftest import cheap_horizon
 from tests.flower_loopback import (
     LoopbackProxy,
     legacy_fit_res,
@@ -51,13 +52,14 @@ LEGACY = AppOptions(api="legacy")
 @pytest.mark.parametrize("confidence", CONFIDENCES)
 @pytest.mark.parametrize("algorithm", federated_names())  # phase by phase (the baselines: tests/test_baselines.py)
 def test_legacy_adapters_match_the_inprocess_engine(algorithm: str, confidence: str) -> None:
-    config = RunConfig(problem="doublesine", algorithm=algorithm, num_clients=M, alpha=0.7, horizon=30_000, seed=3,
-                       confidence=confidence)
+    config = RunConfig(problem="doublesine", algorithm=algorithm, num_clients=M, alpha=0.7,
+                       horizon=cheap_horizon(algorithm, M, 30_000), seed=3, confidence=confidence)
     federation = build_federation(config)
     strategy = strategy_of(config, LEGACY, federation)
     history = run_loopback(strategy, federation_sessions(federation), M)
     flower = strategy.run_result()
-    inprocess = engine.run(federation, algorithm=algorithm, alpha=0.7, horizon=30_000, seed=3, confidence=confidence)
+    inprocess = engine.run(federation, algorithm=algorithm, alpha=0.7, horizon=config.horizon, seed=3,
+                           confidence=confidence)
     for key in SAME_KEYS:
         assert flower.summary[key] == inprocess.summary[key], key
     assert flower.summary["engine"] == "flower" and flower.summary["phases"] >= 2

@@ -25,6 +25,7 @@ from pfxab_flower.problems.sampling import SimulatedEnvironment
 from pfxab_flower.running import engine
 from pfxab_flower.running.wire import summed
 from pfxab_flower.schema.run_config import AppOptions, RunConfig, parse_run_config
+from tests.conftest import cheap_horizon
 from tests.patience import patient
 
 MODULUS = 2**32
@@ -74,8 +75,8 @@ def test_secure_sums_give_the_plain_runs_decisions(algorithm, problem, clients, 
     quantisation step its proposals may differ, so its secure run is checked as a run (same first phase, the
     plan's bound, errors within a step), not as the clear run's decisions."""
     np.random.seed(seed)  # Flower's stochastic rounding draws from numpy's global generator
-    proposes = make_policy(algorithm).proposes  # a model of the means: 2,000 pulls show it (a phase is fits)
-    horizon = 2_000 if proposes else 200_000
+    proposes = make_policy(algorithm).proposes
+    horizon = cheap_horizon(algorithm, clients, 200_000)  # a model's phases are fits, optuna-tpe-fed's trials
     config = RunConfig(problem=problem, algorithm=algorithm, num_clients=clients, alpha=alpha, horizon=horizon,
                        seed=seed)
     federation = build_federation(config)

@@ -36,7 +36,7 @@ import numpy as np
 import pytest
 
 from pfxab_flower import Federation, run
-from pfxab_flower.algorithms.registry import available_names
+from pfxab_flower.algorithms.registry import available_names, options_of
 from pfxab_flower.schema.catalogue import algorithm_names
 from pfxab_flower.simulations.flower.flwr_run_launcher import flwr_executable, free_port, start_local_superlink
 from pfxab_flower.simulations.flower.leftover_processes import processes_with_marker, stop_processes
@@ -46,6 +46,7 @@ from pfxab_flower.simulations.flower.simulation_environment import (
     ray_environment,
     temporary_directory,
 )
+from tests.conftest import CHEAP_TRIALS, cheap_horizon
 from tests.patience import patient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -195,6 +196,15 @@ def superlink() -> Iterator[tuple[Path, dict[str, str]]]:
         yield home, env
 
 
+def affordable_horizon(algorithm: str, clients: int) -> int:
+    """:data:`HORIZON`, or less where an Optuna study's cost grows with it: the page's strategy takes no trial
+    count, so optuna-tpe's ``min(tpe-trials, horizon)`` trials are bounded by the horizon (1,000 default trials
+    a site took 168-231 s here); optuna-tpe-fed by tests/conftest.py's :func:`cheap_horizon`."""
+    if "tpe_trials" in options_of(algorithm):
+        return min(HORIZON, CHEAP_TRIALS["tpe_trials"])
+    return cheap_horizon(algorithm, clients, HORIZON)
+
+
 #: Through ``flwr run`` in the default tier: the solo algorithm (a federated one: tests/test_flower_simulate.py).
 BY_FLWR_RUN_BY_DEFAULT = ("local-only",)
 
@@ -212,12 +222,13 @@ def test_user_app_through_flwr_run_for_every_registered_algorithm(
     app_dir, config = user_app
     _, env = superlink
     results = tmp_path / f"{algorithm}.json"
+    horizon = affordable_horizon(algorithm, config["num-clients"])
     command = flwr_run_command(app_dir, config["num-clients"],
-                               f"algorithm='{algorithm}' horizon={HORIZON} results-file='{results}'")
+                               f"algorithm='{algorithm}' horizon={horizon} results-file='{results}'")
     done = subprocess.run(command, cwd=app_dir, env=env, capture_output=True, text=True, timeout=patient(240))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert results.exists(), done.stdout[-3000:]
-    expected = expected_run(app_dir, {**config, "horizon": HORIZON}, algorithm)
+    expected = expected_run(app_dir, {**config, "horizon": horizon}, algorithm)
     check_outcome(json.loads(results.read_text()), expected)
     # the user's own ServerApp logs the bundled app's lines: one per phase, and the final exchange
     logged = re.findall(r"pfxab: phase (\d+)(?: \(depth \d+\))?: \d+ (?:active nodes|candidates)", done.stdout)
