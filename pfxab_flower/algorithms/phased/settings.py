@@ -73,5 +73,6 @@ class Settings:
     @cached_property
     def bounded_phases(self) -> int:
         """An upper bound on the phases the horizon leaves room for, with the confidence bound's fewest samples per
-        node (:meth:`~pfxab_flower.algorithms.schedule.Schedule.max_phases`): computed once, as every message a client receives is checked against it."""
+        node (:meth:`~pfxab_flower.algorithms.schedule.Schedule.max_phases`): computed once, as every message a
+        client receives is checked against it."""
         return self.schedule.max_phases(lambda phase: self.bound.fewest_samples(self, phase))
