@@ -181,3 +181,29 @@ def test_a_straggler_later_than_the_round_timeout_is_a_failure_and_the_run_goes_
         assert flower.phases.equals(inprocess.phases)
     no_faults = engine.run_config(config)
     assert not np.array_equal(no_faults.phases.values, flower.phases.values)  # the straggler did change the run
+
+
+def test_a_late_reply_leaves_the_client_app_raising_so_flower_writes_none_of_its_state_back() -> None:
+    """Flower's simulation engine writes a ClientApp's context back whenever the app returns (``vce_api.worker``),
+    and a node's next message may run on another Ray actor while a straggler's late one still sleeps: had the late
+    message returned an error reply, its stale state would overwrite what the newer message saved (seen as a lost
+    client history under load). It raises instead, so Flower keeps nothing of it; any other failure of a site is
+    still Flower's error reply with its one line, and no traceback."""
+    from flwr.app import Context, Message, RecordDict
+    from flwr.supercore.task_identity import TaskIdentity
+
+    from pfxab_flower.client_apps.failure_replies import reply_with_failure
+    from pfxab_flower.errors import ClientFailedError
+
+    def failing(cause: Exception):
+        def call_next(message: Message, context: Context) -> Message:
+            raise ClientFailedError(f"client 1: {cause}") from cause
+        return call_next
+
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1  # what a ServerApp process sets
+    message = Message(RecordDict(), dst_node_id=1, message_type="train")
+    context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
+    with pytest.raises(ClientFailedError, match="round timeout"):
+        reply_with_failure(message, context, failing(LateReplyError("reply to phase 1 came after the round timeout")))
+    reply = reply_with_failure(message, context, failing(InjectedFailureError("client 1 fails in phase 1")))
+    assert reply.has_error() and reply.error.reason == "client 1: client 1 fails in phase 1"
