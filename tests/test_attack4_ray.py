@@ -129,6 +129,7 @@ def test_a_run_on_flower_with_a_40_character_tmpdir_finishes(tmp_path):
 
 @pytest.mark.exhaustive
 @pytest.mark.ray
+@pytest.mark.loopback  # pfxab simulate's local SuperLink: the flwr-run group (tests/conftest.py)
 @pytest.mark.timeout(600)
 def test_simulate_with_a_30_character_tmpdir_finishes(tmp_path):
     root = Path("/tmp") / ("s47-" + "x" * 21)

@@ -17,12 +17,18 @@ from pfxab_flower.problems.federation import Federation
 from pfxab_flower.running import engine
 from pfxab_flower.schema.catalogue import ALGORITHMS
 from pfxab_flower.strategies import LEGACY_STRATEGIES, STRATEGIES
+from tests.conftest import cheap_horizon, cheap_options
 from tests.flower_loopback import run_loopback as run_legacy
 from tests.message_loopback import LoopbackGrid, run_loopback
 
 CENTRES = (0.2, 0.5, 0.8)
 DOMAIN = {"x": (0.0, 1.0)}
 RUN = {"alpha": 0.9, "horizon": 20_000, "seed": 1}
+
+
+def cheap_run(algorithm: str) -> dict:
+    """:data:`RUN` with tests/conftest.py's cheap horizon and trials for ``algorithm`` (an Optuna study's cost)."""
+    return {**RUN, "horizon": cheap_horizon(algorithm, len(CENTRES), RUN["horizon"]), **cheap_options(algorithm)}
 
 
 def objective(points: np.ndarray, partition_id: int) -> np.ndarray:
@@ -44,10 +50,11 @@ def check_same(flower, inprocess) -> None:
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_objective_client_app_matches_the_inprocess_engine(algorithm: str) -> None:
     fed = federation()
-    strategy = STRATEGIES[algorithm](num_clients=len(CENTRES), federation=fed, **RUN)
+    run = cheap_run(algorithm)
+    strategy = STRATEGIES[algorithm](num_clients=len(CENTRES), federation=fed, **run)
     grid = LoopbackGrid(len(CENTRES), objective_client_app(objective, DOMAIN, noise_sigma=0.1))
     result = run_loopback(strategy, grid)
-    inprocess = engine.run(fed, algorithm=algorithm, **RUN)
+    inprocess = engine.run(fed, algorithm=algorithm, **run)
     check_same(strategy.run_result(), inprocess)
     np.testing.assert_array_equal(result.arrays["final-points"].numpy(), np.array(inprocess.summary["final_points"]))
     assert strategy.driver.machine.rejected == []
@@ -56,9 +63,10 @@ def test_objective_client_app_matches_the_inprocess_engine(algorithm: str) -> No
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_objective_sessions_on_the_legacy_api_match_the_inprocess_engine(algorithm: str) -> None:
     fed = federation()
-    strategy = LEGACY_STRATEGIES[algorithm](num_clients=len(CENTRES), federation=fed, **RUN)
+    run = cheap_run(algorithm)
+    strategy = LEGACY_STRATEGIES[algorithm](num_clients=len(CENTRES), federation=fed, **run)
     run_legacy(strategy, objective_sessions(objective, DOMAIN, noise_sigma=0.1), len(CENTRES))
-    check_same(strategy.run_result(), engine.run(fed, algorithm=algorithm, **RUN))
+    check_same(strategy.run_result(), engine.run(fed, algorithm=algorithm, **run))
 
 
 def test_clients_optimising_another_objective_give_another_run() -> None:

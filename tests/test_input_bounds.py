@@ -33,7 +33,7 @@ from pfxab_flower.simulations.cli.main import main
 from pfxab_flower.simulations.flower.flwr_run_launcher import check_app_dir, unsaved_result
 from pfxab_flower.simulations.server_app import UNSAVED_MARK, write_or_log
 from pfxab_flower.storage.cache import EvaluationStore
-from tests.conftest import PFXAB, cheap_algorithms, tent_federation
+from tests.conftest import COSTLY_ALGORITHMS, PFXAB, cheap_algorithms, cheap_horizon, cheap_options, tent_federation
 from tests.patience import patient
 
 SMALL_RUN = ["--problem", "garland", "--num-clients", "3", "--horizon", "5000"]
@@ -205,11 +205,12 @@ def test_every_corner_of_the_smoothness_ranges_runs(algorithm, confidence):
     the declared ranges are what it can compute: every corner runs, at the smallest and largest horizons."""
     federation = tent_federation([0.3, 0.6])
     federation.value_range = (0.0, 1.0)  # a real range, as bernstein needs
-    for nu1 in NU1_RANGE:
+    largest = cheap_horizon(algorithm, 2, 50_000) if algorithm in COSTLY_ALGORITHMS else 50_000  # an Optuna study's
+    for nu1 in NU1_RANGE:  # cost grows with its trials: the slow tier's runs of them at tests/conftest.py's cheap sizes
         for rho in (RHO_LOW, 1 - 1e-12):
-            for horizon in (1, 2, 50_000):
+            for horizon in (1, 2, largest):
                 result = run(federation, algorithm=algorithm, horizon=horizon, nu1=nu1, rho=rho,
-                             confidence=confidence, seed=0)
+                             confidence=confidence, seed=0, **cheap_options(algorithm))
                 assert np.isfinite(result.summary["regret"])
             assert Schedule(10**10, 1000, nu1, rho).max_phases() >= 0
 

@@ -19,6 +19,7 @@ from pfxab_flower.problems.synthetic import synthetic_federation
 from pfxab_flower.running.engine import make_settings, simulate
 from pfxab_flower.running.results import RECOMMENDATION_KEYS
 from pfxab_flower.schema.catalogue import ALGORITHMS
+from tests.conftest import cheap_horizon, cheap_options
 
 
 def personalised_values(federation: Federation, alpha: float, points: np.ndarray) -> np.ndarray:
@@ -30,7 +31,8 @@ def personalised_values(federation: Federation, alpha: float, points: np.ndarray
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_simple_regret_is_the_optimum_minus_the_personalised_value_at_the_final_point(algorithm: str) -> None:
     federation, alpha = synthetic_federation("garland", 4), 0.3
-    summary = run(federation, algorithm, alpha=alpha, horizon=40_000, seed=2).summary
+    summary = run(federation, algorithm, alpha=alpha, horizon=cheap_horizon(algorithm, 4, 40_000), seed=2,
+                  **cheap_options(algorithm)).summary
     optimum = federation.optimum(alpha).values
     final = personalised_values(federation, alpha, np.array(summary["final_points"]))
     np.testing.assert_allclose(summary["simple_regret_per_client"], optimum - final, rtol=0, atol=1e-15)
@@ -44,7 +46,8 @@ def test_simple_regret_is_the_optimum_minus_the_personalised_value_at_the_final_
 def test_the_best_observed_point_is_the_highest_mean_of_the_clients_own_rewards(algorithm: str) -> None:
     """Recomputed from every local report (pf-sh pulls a candidate in several rounds: its rewards add up)."""
     federation = synthetic_federation("doublesine", 3)
-    settings = make_settings(3, algorithm=algorithm, alpha=0.5, horizon=60_000, seed=1, dimensions=1)
+    settings = make_settings(3, algorithm=algorithm, alpha=0.5, horizon=cheap_horizon(algorithm, 3, 60_000), seed=1,
+                             dimensions=1)
     sim = simulate(federation, make_policy(algorithm), settings, keep_messages=True)
     sums: list[dict[int, float]] = [{} for _ in range(3)]
     counts: list[dict[int, int]] = [{} for _ in range(3)]

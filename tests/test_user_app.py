@@ -386,6 +386,7 @@ def test_user_app_through_run_simulation(instrumented_app: tuple[Path, dict], tm
 
 @pytest.mark.exhaustive  # flwr run's own SuperLink; the same properties over the loopback grid: test_own_sites.py
 @pytest.mark.ray
+@pytest.mark.loopback  # its own SuperLink, and flwr run's Ray simulation: the flwr-run group (tests/conftest.py)
 @pytest.mark.timeout(600)
 def test_a_failing_site_in_a_four_site_flwr_run_is_one_line_per_phase_and_objectives_are_built_once(
     instrumented_app: tuple[Path, dict], tmp_path: Path
@@ -420,6 +421,7 @@ def test_a_failing_site_in_a_four_site_flwr_run_is_one_line_per_phase_and_object
 
 @pytest.mark.exhaustive  # a whole flwr run; the flags' checks run in process in test_own_sites.py
 @pytest.mark.ray
+@pytest.mark.loopback  # pfxab simulate's local SuperLink: the flwr-run group (tests/conftest.py)
 @pytest.mark.timeout(600)
 def test_pfxab_simulate_runs_the_page_app_as_it_is(user_app: tuple[Path, dict], tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
