@@ -164,6 +164,32 @@ def test_the_health_probe_waits_for_an_answer_on_http_and_https(tmp_path: Path, 
         wait_for_health(port, superlink, 30.0)
 
 
+def test_a_port_handed_out_is_never_handed_out_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel may give the same free port twice before the first taker binds it (one SuperNode of a
+    deployment then failed with "address already in use"): a number handed out recently is asked for again."""
+    from pfxab_flower.simulations.flower import flwr_run_launcher
+
+    kernel = iter([41001, 41002, 41001, 41002, 41003])  # what bind(port 0) answers, in turn
+
+    class Socket:
+        def __enter__(self) -> Socket:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def bind(self, address: tuple[str, int]) -> None:
+            assert address == ("127.0.0.1", 0)
+            self.port = next(kernel)
+
+        def getsockname(self) -> tuple[str, int]:
+            return "127.0.0.1", self.port
+
+    monkeypatch.setattr(flwr_run_launcher, "_HANDED_OUT", flwr_run_launcher.collections.deque(maxlen=1024))
+    monkeypatch.setattr(flwr_run_launcher.socket, "socket", Socket)
+    assert [flwr_run_launcher.free_port() for _ in range(3)] == [41001, 41002, 41003]
+
+
 def test_existing_certificates_are_never_replaced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A CA the SuperNodes already trust is kept: making certificates again in its directory writes nothing."""
     files = dep.make_certificates(tmp_path)

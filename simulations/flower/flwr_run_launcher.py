@@ -8,6 +8,7 @@ says how the run ended, and stops every process the run started, even when kille
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -65,10 +66,26 @@ def run_config_text(values: dict[str, Any]) -> str:
     return " ".join(tomli_w.dumps({key: value}).rstrip("\n").replace(" = ", "=", 1) for key, value in values.items())
 
 
+#: The last ports :func:`free_port` handed out in this process (only a recent one can still be unbound).
+_HANDED_OUT: collections.deque[int] = collections.deque(maxlen=1024)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port that nothing listens on, and that this process has not handed out recently.
+
+    The port is free when the kernel gives it, but it is only taken when the process it is meant
+    for binds it: a second pick in between (the next SuperNode of a deployment, started before the
+    first has bound its port) can get the same number from the kernel, and one of the two then
+    fails with "address already in use" (seen once in CI: a SuperNode that never joined). So a
+    number handed out recently is asked for again.
+    """
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.append(port)
+            return port
 
 
 def flwr_executable() -> str:
