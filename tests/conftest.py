@@ -95,12 +95,21 @@ def pytest_report_header(config: pytest.Config) -> str:
 #: (heartbeats, round timeouts, process start-up), so together they take about half the wall time they take
 #: one after the other. The slow tier is almost only these groups: .ci/run gives it a worker per group.
 XDIST_GROUPS = {("loopback", "ray"): "flwr-run", ("loopback",): "superlink", ("ray",): "ray"}
+#: The slow tier's Ray tests that start a Ray of their own (a child ``pfxab run``, a Ray cluster, a private
+#: in-process Ray) rather than the worker's :func:`shared_ray`: their own group, so they run beside the shared Ray's
+#: instead of after them (the ``ray`` group was the slow tier's longest, about 700 s of its 730 s).
+OWN_RAY_GROUP = "ray-own"
 
 
 def xdist_group_of(item: pytest.Item) -> str | None:
-    """The group of :data:`XDIST_GROUPS` that ``item``'s markers name (the first whose markers it all carries)."""
-    return next((group for markers, group in XDIST_GROUPS.items()
-                 if all(item.get_closest_marker(marker) for marker in markers)), None)
+    """The group of :data:`XDIST_GROUPS` that ``item``'s markers name (the first whose markers it all carries);
+    :data:`OWN_RAY_GROUP` for a slow-tier ``ray`` test without :func:`shared_ray`."""
+    group = next((group for markers, group in XDIST_GROUPS.items()
+                  if all(item.get_closest_marker(marker) for marker in markers)), None)
+    if (group == "ray" and item.get_closest_marker("exhaustive")
+            and "shared_ray" not in getattr(item, "fixturenames", ())):
+        return OWN_RAY_GROUP
+    return group
 
 
 #: Algorithms whose runs cost seconds per client at the horizons of the tests that run every algorithm (an
