@@ -1,29 +1,64 @@
 """One name for the number of clients ``M``: ``num_clients`` (``--num-clients``, run-config key ``num-clients``).
 
-Its former name ``clients`` is refused from every entry point, before any work, in one line naming the new
-spelling: never read as an alias. Results a sweep wrote under the former name still resume (same run ids).
+Its former name ``clients`` is refused as a keyword, run-config or sweep key, before any work, in one line naming the
+new spelling; the former flag ``--clients N`` is read as ``--num-clients N`` with a one-line warning (commands in
+scripts and notes outlive a rename). Results a sweep wrote under the former name still resume (same run ids).
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from pfxab_flower.errors import ConfigError
 from pfxab_flower.schema.run_config import RunConfig, parse_run_config
-from pfxab_flower.simulations.cli.main import main
+from pfxab_flower.simulations.cli.main import build_parser, main
 from pfxab_flower.simulations.experiments.experiment import load_experiment, run_id, same_run
 from pfxab_flower.simulations.flower.flwr_run_launcher import supernodes_of
 
 
 @pytest.mark.parametrize("command", ["run", "compare", "calibrate", "simulate"])
-@pytest.mark.parametrize("flag", [["--clients", "3"], ["--clients=3"], ["--clients"]])
-def test_the_former_flag_is_one_line_naming_the_new_one(command, flag, tmp_path, capsys) -> None:
-    with pytest.raises(SystemExit) as exited:
-        main([command, *flag, "--horizon", "1000"])
-    out, err = capsys.readouterr()
-    assert exited.value.code == 2 and out == ""
-    assert err == f"pfxab {command}: error: --clients is renamed --num-clients; allowed: --num-clients\n"
+@pytest.mark.parametrize("flag", [["--clients", "3"], ["--clients=3"]])
+def test_the_former_flag_is_read_as_the_new_one_with_a_one_line_warning(command, flag, capsys) -> None:
+    args = build_parser(commands=[command]).parse_args([command, *flag, "--horizon", "1000"])
+    assert args.num_clients == "3" and not hasattr(args, "clients")
+    assert capsys.readouterr().err == (f"pfxab {command}: warning: --clients is deprecated, read as --num-clients 3; "
+                                       "use --num-clients\n")
+
+
+def test_a_run_given_the_former_flag_is_the_run_given_the_new_one(capsys) -> None:
+    assert main(["run", "--clients", "3", "--horizon", "1000", "--json"]) == 0
+    former = capsys.readouterr()
+    assert main(["run", "--num-clients", "3", "--horizon", "1000", "--json"]) == 0
+    new = capsys.readouterr()
+    drop = ("wall_seconds", "run_seconds", "scoring_seconds", "setup_seconds", "objective_seconds",
+            "objective_seconds_per_client")
+    assert ({k: v for k, v in json.loads(former.out).items() if k not in drop}
+            == {k: v for k, v in json.loads(new.out).items() if k not in drop})
+    assert json.loads(former.out)["num_clients"] == 3
+    assert former.err == "pfxab run: warning: --clients is deprecated, read as --num-clients 3; use --num-clients\n" \
+        + new.err
+
+
+@pytest.mark.parametrize(("words", "error"), [
+    (["--clients", "0"], "--num-clients=0 is invalid; allowed: an integer in [1, 1000]"),
+    (["--clients"], "argument --clients: expected one argument"),
+])
+def test_a_bad_former_flag_is_one_line_before_any_work(words, error, tmp_path, capsys) -> None:
+    try:
+        status = main(["run", *words, "--horizon", "1000", "--out", str(tmp_path / "out")])
+    except SystemExit as exited:  # argparse's own errors exit; the declared checks return the status
+        status = exited.code
+    assert status == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"pfxab run: error: {error}"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_former_flag_is_not_in_the_help(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert "--clients" not in capsys.readouterr().out.replace("--num-clients", "")
 
 
 def test_the_former_keyword_and_run_config_key_are_one_line_naming_the_new_one() -> None:

@@ -145,8 +145,9 @@ COMMON: tuple[str, ...] = tuple(p.name for p in PARAMETERS.values() if p.every_a
 
 namespace.reserve(COMMON, "a common run parameter")
 
-#: Former names of common parameters, each with its name now. One name each: a former one is refused with a line
-#: naming the new one (:func:`refuse_renamed`), never read as an alias, and no own parameter may take it.
+#: Former names of common parameters, each with its name now. One name each in the code: a former keyword, run-config
+#: or sweep key is refused with a line naming the new one (:func:`refuse_renamed`), and no own parameter may take it;
+#: only the command line reads a former flag, as the new one with a warning (``cli.commands.options.RenamedFlag``).
 RENAMED: dict[str, str] = {"clients": NUM_CLIENTS.name}
 
 namespace.reserve(RENAMED, "a common run parameter, before it was renamed")

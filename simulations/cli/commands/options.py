@@ -7,12 +7,12 @@ entry point; help, defaults and a choice's ``{a,b}`` list are the declaration's.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from typing import Any
 
-from pfxab_flower.errors import ConfigError
 from pfxab_flower.parameter import Parameter
-from pfxab_flower.schema.catalogue import RENAMED, declared, refuse_renamed, run_config_value
+from pfxab_flower.schema.catalogue import RENAMED, declared, run_config_value
 from pfxab_flower.schema.own_options import refuse_foreign
 from pfxab_flower.schema.run_config import RunConfig
 
@@ -24,23 +24,27 @@ def add_run_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ())
             add_parameter_flag(parser, name)
     for former, name in RENAMED.items():
         if name in RunConfig.names() and name not in skip:
-            parser.add_argument("--" + former.replace("_", "-"), action=RenamedFlag)
+            parser.add_argument("--" + former.replace("_", "-"), dest=name, action=RenamedFlag)
 
 
 class RenamedFlag(argparse.Action):
-    """A former flag (``--clients``): refused in one line naming the flag it became, as argparse reads it (before
-    any work), and not listed by ``--help``. Not an alias: one name for each parameter."""
+    """A former flag (``--clients N``): read as the flag it became (``--num-clients N``), with a one-line warning on
+    stderr naming the new flag, and not listed by ``--help``.
+
+    Only the command line keeps its former flag (commands in scripts, notes and shell histories outlive a rename);
+    a former keyword, run-config or sweep key is refused in one line (:func:`~pfxab_flower.schema.catalogue.
+    refuse_renamed`). The value is checked as the new flag's is; given with the new flag, the last one given wins,
+    as for any repeated flag."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest=argparse.SUPPRESS, nargs="?", default=argparse.SUPPRESS,
-                         help=argparse.SUPPRESS)
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        try:
-            refuse_renamed(option_string or self.option_strings[0], option_string, spelling="flag")
-        except ConfigError as exc:
-            parser.error(str(exc))
+        former = option_string or self.option_strings[0]
+        new = "--" + declared(self.dest).key
+        print(f"{parser.prog}: warning: {former} is deprecated, read as {new} {values}; use {new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 def add_parameter_flag(parser: argparse.ArgumentParser, name: str, *, flag: str | None = None,
