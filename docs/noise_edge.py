@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--small-budget", action="store_true", help="pf-smbo against the two Optuna baselines")
     args = parser.parse_args(argv)
     problems, horizons, alphas, algorithms = SMALL_BUDGET if args.small_budget else PRACTICE
+    for name in algorithms:  # each checked before the table starts (an Optuna baseline needs its extra)
+        RunConfig(problem=problems[0], algorithm=name)
     first, reference = algorithms[0], algorithms[-1]
     print("| problem | T | alpha | uniform sigma | noise | "
           + " | ".join(f"{name}: regret (simple)" for name in algorithms)
