@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from pfxab_flower.errors import SPELLINGS
 from pfxab_flower.parameter import Parameter
 from pfxab_flower.schema.catalogue import RENAMED, declared, run_config_value
 from pfxab_flower.schema.own_options import refuse_foreign
@@ -24,7 +25,7 @@ def add_run_options(parser: argparse.ArgumentParser, skip: tuple[str, ...] = ())
             add_parameter_flag(parser, name)
     for former, name in RENAMED.items():
         if name in RunConfig.names() and name not in skip:
-            parser.add_argument("--" + former.replace("_", "-"), dest=name, action=RenamedFlag)
+            parser.add_argument(SPELLINGS["flag"](former), dest=name, action=RenamedFlag)
 
 
 class RenamedFlag(argparse.Action):
@@ -42,7 +43,7 @@ class RenamedFlag(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
         former = option_string or self.option_strings[0]
-        new = "--" + declared(self.dest).key
+        new = SPELLINGS["flag"](self.dest)
         print(f"{parser.prog}: warning: {former} is deprecated, read as {new} {values}; use {new}", file=sys.stderr)
         setattr(namespace, self.dest, values)
 
