@@ -46,11 +46,17 @@ SMALL_BUDGET = (("garland-shifted", "doublesine-shifted-2d"), (200,), (0.1, 0.5,
                 ("pf-smbo", "optuna-tpe-fed", "optuna-tpe"))
 
 
-def mean_of(problem: str, algorithm: str, horizon: int, alpha: float, noise: str, sigma: float
-            ) -> tuple[float, float]:
-    """Mean cumulative and mean simple regret over :data:`SEEDS`."""
-    runs = [run_config(RunConfig(problem=problem, algorithm=algorithm, num_clients=10, alpha=alpha, horizon=horizon,
-                                 noise=noise, noise_sigma=sigma, seed=seed)).summary for seed in SEEDS]
+def seed_configs(problem: str, algorithm: str, horizon: int, alpha: float, noise: str, sigma: float
+                 ) -> list[RunConfig]:
+    """One setting's runs, one a seed of :data:`SEEDS`: building them checks them (an Optuna baseline needs its
+    extra), so every setting's are built before the table starts."""
+    return [RunConfig(problem=problem, algorithm=algorithm, num_clients=10, alpha=alpha, horizon=horizon, noise=noise,
+                      noise_sigma=sigma, seed=seed) for seed in SEEDS]
+
+
+def mean_of(configs: list[RunConfig]) -> tuple[float, float]:
+    """Mean cumulative and mean simple regret over the runs."""
+    runs = [run_config(config).summary for config in configs]
     return float(np.mean([r["regret"] for r in runs])), float(np.mean([r["simple_regret"] for r in runs]))
 
 
@@ -59,16 +65,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--small-budget", action="store_true", help="pf-smbo against the two Optuna baselines")
     args = parser.parse_args(argv)
     problems, horizons, alphas, algorithms = SMALL_BUDGET if args.small_budget else PRACTICE
-    for name in algorithms:  # each checked before the table starts (an Optuna baseline needs its extra)
-        RunConfig(problem=problems[0], algorithm=name)
+    settings = []  # (the table's setting, each algorithm's runs), all built before the first row
+    for problem, horizon, alpha, sigma, (noise, scale) in itertools.product(problems, horizons, alphas, SIGMAS, NOISES):
+        runs = [seed_configs(problem, name, horizon, alpha, noise, sigma * scale) for name in algorithms]
+        settings.append(((problem, horizon, alpha, sigma, noise), runs))
     first, reference = algorithms[0], algorithms[-1]
     print("| problem | T | alpha | uniform sigma | noise | "
           + " | ".join(f"{name}: regret (simple)" for name in algorithms)
           + f" | {first} / {reference}, regret | simple |")
     print("|---" * (len(algorithms) + 7) + "|")
-    settings = list(itertools.product(problems, horizons, alphas, SIGMAS, NOISES))
-    for done, (problem, horizon, alpha, sigma, (noise, scale)) in enumerate(settings, start=1):
-        means = [mean_of(problem, name, horizon, alpha, noise, sigma * scale) for name in algorithms]
+    for done, ((problem, horizon, alpha, sigma, noise), runs) in enumerate(settings, start=1):
+        means = [mean_of(configs) for configs in runs]
         noise_text = "uniform" if noise == "uniform" else "Gaussian, same variance"
         cells = " | ".join(f"{regret:,.0f} ({simple:.4f})" for regret, simple in means)
         print(f"| {problem} | {horizon:.0e} | {alpha:g} | {sigma:g} | {noise_text} | {cells} | "
