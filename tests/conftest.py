@@ -118,6 +118,13 @@ def xdist_group_of(item: pytest.Item) -> str | None:
 COSTLY_ALGORITHMS = {"optuna-tpe": "test_optuna_tpe.py", "optuna-tpe-fed": "test_optuna_tpe_fed.py"}
 
 
+#: Algorithms whose decisions use no confidence width (pf-smbo: a model's choices; docs/algorithms/pf-smbo.md,
+#: "Settings it takes and ignores"), with a test file that proves Bernstein's variances travel for them: a test
+#: parametrised with one of them and ``"bernstein"`` elsewhere runs Hoeffding's twin in the default tier and is in the
+#: slow tier itself (each such run costs seconds of model fits, and the two runs decide alike).
+WIDTHLESS_ALGORITHMS = {"pf-smbo": "test_bernstein.py"}
+
+
 def cheap_algorithms() -> list[str]:
     """The installed algorithms but the costly ones: what a default-tier comparison runs (``compare``'s default,
     every installed algorithm, is the slow tier's: tests/test_compare.py)."""
@@ -171,6 +178,15 @@ def _algorithm_parameters(item: pytest.Item) -> list[str]:
     return [value for value in params.values() if isinstance(value, str) and value in algorithm_names()]
 
 
+def _slow_tier_only(item: pytest.Item, algorithm: str) -> bool:
+    """Whether ``item``, parametrised with ``algorithm``, belongs to the slow tier by :data:`COSTLY_ALGORITHMS` or
+    :data:`WIDTHLESS_ALGORITHMS`."""
+    if algorithm in COSTLY_ALGORITHMS:
+        return item.path.name != COSTLY_ALGORITHMS[algorithm]
+    return (algorithm in WIDTHLESS_ALGORITHMS and item.path.name != WIDTHLESS_ALGORITHMS[algorithm]
+            and "bernstein" in item.callspec.params.values())  # type: ignore[attr-defined]
+
+
 def _mark_optional_algorithms(items: list[pytest.Item]) -> None:
     """Skip a test parametrised with an algorithm whose optional extra is not installed (``pytest`` without
     ``.[optuna]`` runs everything else); mark one of a costly algorithm outside its own file ``exhaustive``."""
@@ -182,7 +198,7 @@ def _mark_optional_algorithms(items: list[pytest.Item]) -> None:
             if module is not None:
                 item.add_marker(pytest.mark.skip(reason=f"{name} needs {module}: pip install -e "
                                                         f"\".[test,{policy_class(name).extra}]\""))
-            elif name in COSTLY_ALGORITHMS and item.path.name != COSTLY_ALGORITHMS[name]:
+            elif _slow_tier_only(item, name):
                 item.add_marker(pytest.mark.exhaustive)
 
 

@@ -234,6 +234,7 @@ def test_a_secure_round_that_cannot_be_unmasked_loses_its_means_and_the_quorum_d
         assert strategy.stop_reason.startswith("phase 2: only 1 of 4 clients sent a usable local-means reply")
 
 
+@pytest.mark.exhaustive  # default tier: the same rule in the in-process loop (the test named in the docstring)
 @pytest.mark.ray
 @pytest.mark.slow
 @pytest.mark.timeout(600)

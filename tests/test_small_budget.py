@@ -10,6 +10,8 @@ from pfxab_flower.simulations.reports.small_budget_map import (
     by_horizon,
     costs,
     head_to_head,
+    head_to_head_by_horizon,
+    horizon_markdown,
     markdown,
     setting_means,
     winners,
@@ -62,3 +64,23 @@ def test_winners_by_each_measure_and_the_cost() -> None:
     assert cost.loc["pf-sh", "seconds_per_run_T50"] == 1.5 and cost.loc["pf-sh", "total_seconds"] == 8.0
     text = markdown(table, head_to_head(table, "simple_regret"), runs())
     assert "| PF-SH | 0/2 (x2.50, worst x3.00, lost by x2.50) |" in text
+
+
+def test_head_to_head_per_horizon_and_over_all() -> None:
+    table = setting_means(runs())
+    duels = head_to_head_by_horizon(table, "regret")
+    cells = duels.set_index(["algorithm", "reference", "horizon"])
+    # pf-sh against TPE: 30/22 at T = 50 (lost), 40/40 at T = 200 (a tie, at or below): 1 of 2 over both;
+    # over both, simple vs random search 0.8 and 1.5 (median 1.15), cumulative 30/21 and 40/60 (1.05)
+    assert cells.loc[("pf-sh", "optuna-tpe", "50"), "at_or_below"] == 0
+    assert cells.loc[("pf-sh", "optuna-tpe", "50"), "median_ratio"] == pytest.approx(30.0 / 22.0)
+    assert cells.loc[("pf-sh", "optuna-tpe", "200"), "at_or_below"] == 1
+    assert cells.loc[("pf-sh", "optuna-tpe", "all"), "at_or_below"] == 1
+    assert cells.loc[("pf-sh", "optuna-tpe", "all"), "settings"] == 2
+    overall = head_to_head(table, "regret").set_index(["algorithm", "reference"])
+    assert cells.xs("all", level="horizon")["at_or_below"].sort_index().equals(overall["at_or_below"].sort_index())
+    both = pd.concat([head_to_head_by_horizon(table, m) for m in ("simple_regret", "regret")], ignore_index=True)
+    text = horizon_markdown(both)
+    assert "| algorithm | T | simple: vs Optuna-TPE | simple: vs PF-SH | simple: vs Random-Search |" in text
+    assert "| PF-SH | 50 | 0/1 (x2.00) |  | 1/1 (x0.80) | 0/1 (x1.36) |  | 0/1 (x1.43) |" in text
+    assert "| PF-SH | all | 0/2 (x2.50) |  | 1/2 (x1.15) | 1/2 (x1.18) |  | 1/2 (x1.05) |" in text

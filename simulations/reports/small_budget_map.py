@@ -64,6 +64,14 @@ def head_to_head(table: pd.DataFrame, measure: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def head_to_head_by_horizon(table: pd.DataFrame, measure: str) -> pd.DataFrame:
+    """:func:`head_to_head` within each horizon, then over all of them (``horizon`` ``"all"``): whether a lead holds,
+    grows or shrinks as the budget grows, which the counts over the whole map hide."""
+    parts = [head_to_head(group, measure).assign(horizon=f"{int(horizon):,}")
+             for horizon, group in table.groupby("horizon", sort=True)]
+    return pd.concat([*parts, head_to_head(table, measure).assign(horizon="all")], ignore_index=True)
+
+
 def winners(table: pd.DataFrame, measure: str) -> pd.DataFrame:
     """Each setting's algorithm of least mean ``measure``, the runner-up's ratio to it and random search's."""
     rows = []
@@ -145,6 +153,28 @@ def markdown(table: pd.DataFrame, duels: pd.DataFrame, runs: pd.DataFrame) -> st
     return "\n".join(lines)
 
 
+def horizon_markdown(duels: pd.DataFrame) -> str:
+    """Each algorithm against each reference per horizon (:func:`head_to_head_by_horizon`), both measures side by
+    side, as Markdown: at or below in n of N settings, the median ratio of means in brackets."""
+    references = [r for r in REFERENCES if r in set(duels["reference"])]
+    columns = [(measure, reference) for measure in MEASURES for reference in references]
+    lines = ["Each algorithm against the references by horizon: at or below in n of N settings (median ratio of "
+             "means)", "",
+             "| algorithm | T | " + " | ".join(f"{MEASURES[m].split()[0]}: vs {_label(r)}" for m, r in columns) + " |",
+             "|---|---|" + "---|" * len(columns)]
+    cells = duels.set_index(["algorithm", "horizon", "measure", "reference"])
+    for algorithm in sorted(duels["algorithm"].unique(), key=_label):
+        for horizon in dict.fromkeys(duels["horizon"]):
+            row = []
+            for measure, reference in columns:
+                key = (algorithm, horizon, measure, reference)
+                row.append("" if key not in cells.index else
+                           f"{cells.loc[key, 'at_or_below']}/{cells.loc[key, 'settings']} "
+                           f"(x{cells.loc[key, 'median_ratio']:.2f})")
+            lines.append(f"| {_label(algorithm)} | {horizon} | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 def ratios_figure(table: pd.DataFrame, stem: Path) -> list[Path]:
     """Median ratio to random search against the horizon: a column per measure, a row per M, a line per algorithm
     (band: the middle half of the settings)."""
@@ -204,9 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     table = setting_means(runs)
     synthetic = table[table["problem"] != "landmine"]
-    duels = pd.concat([head_to_head(synthetic, measure) for measure in MEASURES], ignore_index=True)
+    per_horizon = pd.concat([head_to_head_by_horizon(synthetic, measure) for measure in MEASURES],
+                            ignore_index=True)
+    duels = per_horizon[per_horizon["horizon"] == "all"].drop(columns="horizon")
     best = pd.concat([winners(synthetic, measure) for measure in MEASURES], ignore_index=True)
-    for name, frame in (("small_budget_map.csv", table), ("small_budget_duels.csv", duels),
+    for name, frame in (("small_budget_map.csv", table), ("small_budget_duels.csv", per_horizon),
                         ("small_budget_winners.csv", best), ("small_budget_costs.csv", costs(runs))):
         with atomic_file(out / name) as tmp:
             frame.to_csv(tmp, index=False)
@@ -218,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     print(markdown(synthetic, duels, runs[runs["problem"] != "landmine"]))
+    print("\n" + horizon_markdown(per_horizon))
     landmine = table[table["problem"] == "landmine"]
     if len(landmine):
         print("\n" + landmine_markdown(landmine))
