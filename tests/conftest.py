@@ -170,12 +170,16 @@ def cheap_horizon(algorithm: str, clients: int, horizon: int) -> int:
 CHEAP_ALGORITHMS_FLAG = ("--algorithms", ",".join(cheap_algorithms()))
 
 
+def _parameter_values(item: pytest.Item) -> list[object]:
+    """The values a test is parametrised with (none for a test without parameters)."""
+    return list(getattr(getattr(item, "callspec", None), "params", {}).values())
+
+
 def _algorithm_parameters(item: pytest.Item) -> list[str]:
     """The registered algorithms a test is parametrised with (none for a test without parameters)."""
     from pfxab_flower.algorithms.registry import algorithm_names
 
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    return [value for value in params.values() if isinstance(value, str) and value in algorithm_names()]
+    return [value for value in _parameter_values(item) if isinstance(value, str) and value in algorithm_names()]
 
 
 def _slow_tier_only(item: pytest.Item, algorithm: str) -> bool:
@@ -184,12 +188,13 @@ def _slow_tier_only(item: pytest.Item, algorithm: str) -> bool:
     if algorithm in COSTLY_ALGORITHMS:
         return item.path.name != COSTLY_ALGORITHMS[algorithm]
     return (algorithm in WIDTHLESS_ALGORITHMS and item.path.name != WIDTHLESS_ALGORITHMS[algorithm]
-            and "bernstein" in item.callspec.params.values())  # type: ignore[attr-defined]
+            and "bernstein" in _parameter_values(item))
 
 
 def _mark_optional_algorithms(items: list[pytest.Item]) -> None:
     """Skip a test parametrised with an algorithm whose optional extra is not installed (``pytest`` without
-    ``.[optuna]`` runs everything else); mark one of a costly algorithm outside its own file ``exhaustive``."""
+    ``.[optuna]`` runs everything else); mark ``exhaustive`` what :func:`_slow_tier_only` says belongs to the slow
+    tier."""
     from pfxab_flower.algorithms.registry import missing_module, policy_class
 
     for item in items:
