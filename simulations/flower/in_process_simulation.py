@@ -23,6 +23,7 @@ from pfxab_flower.running.engine import describe_problem
 from pfxab_flower.running.results import RunResult
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations.flower.app_builders import client_app, server_app
+from pfxab_flower.simulations.flower.interrupted_backend import workers_leave_before_shutdown
 from pfxab_flower.simulations.flower.ray_cluster import check_ray_address, fits_on
 from pfxab_flower.simulations.flower.simulation_environment import (
     backend_config,
@@ -95,7 +96,8 @@ def run_flower(
     flwr_logger.addFilter(_one_line_client_errors)
     try:
         with ray_environment() as ray_dir, warnings.catch_warnings(), fits_on(ray_address), \
-                our_signal_handlers(ray_dir):  # fits_on: landmine's optimum grid; our_signal_handlers: see there
+                our_signal_handlers(ray_dir), workers_leave_before_shutdown():  # fits_on: landmine's optimum grid;
+            # our_signal_handlers, workers_leave_before_shutdown: an interrupt cleans up (see there)
             warnings.simplefilter("ignore", DeprecationWarning)
             run_simulation(server, client, num_supernodes=config.num_clients,
                            backend_config=backend_config(num_cpus, ray_dir, ray_address))
