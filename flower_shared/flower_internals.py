@@ -8,7 +8,7 @@ ClientApp process never loads the SuperLink's modules.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -111,3 +111,41 @@ def write_flower_config(home: Path) -> Path:
     path = home / FLOWER_CONFIG_FILE
     path.write_text(DEFAULT_FLOWER_CONFIG_TOML, encoding="utf-8")
     return path
+
+
+# -- the simulation engine's Ray backend ----------------------------------------------------------------------------
+@contextmanager
+def simulation_engine_wrapped(worker: Callable[[Callable[..., Any]], Callable[..., Any]],
+                              terminate: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Iterator[None]:
+    """While inside, the simulation engine's message worker (``vce_api.worker``) and its Ray backend's ``terminate``
+    are ``worker(original)`` and ``terminate(original)``; where this Flower has neither, nothing changes.
+
+    Flower offers no hook at the moment its engine stops (``run_api``'s ``finally`` calls ``terminate``, and so
+    ``ray.shutdown``, while its worker threads may still be in ``ray.get``), nor a way to know those threads.
+    """
+    try:
+        from flwr.server.superlink.fleet.vce import vce_api
+        from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
+    except ImportError:
+        yield
+        return
+    original_worker, original_terminate = getattr(vce_api, "worker", None), getattr(RayBackend, "terminate", None)
+    if original_worker is None or original_terminate is None:
+        yield
+        return
+    vce_api.worker, RayBackend.terminate = worker(original_worker), terminate(original_terminate)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        vce_api.worker = original_worker
+        RayBackend.terminate = original_terminate  # type: ignore[method-assign]
+
+
+def backend_actors(backend: Any) -> list[Any]:
+    """The actors of a Ray backend's pool: the idle ones (``pool.pool``) and those busy (``_future_to_actor``).
+
+    Flower's ``terminate_all_actors`` reaches the idle ones only; its pool has no public list of the others.
+    """
+    pool = getattr(backend, "pool", None)
+    idle, running = list(getattr(pool, "pool", [])), dict(getattr(pool, "_future_to_actor", {}))  # copies: the
+    return [*idle, *running.values()]  # worker threads change both meanwhile

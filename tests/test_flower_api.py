@@ -48,6 +48,7 @@ def test_the_internals_module_names_each_internal_it_imports() -> None:
     """Each internal module it imports is named in its docstring's reasons, by what it is for."""
     internal = flower_internals_imported(INTERNALS)
     assert internal == ["flwr.cli.constant", "flwr.common.constant", "flwr.server.compat.app_utils",
+                        "flwr.server.superlink.fleet.vce", "flwr.server.superlink.fleet.vce.backend.raybackend",
                         "flwr.server.workflow.constant", "flwr.server.workflow.default_workflows",
                         "flwr.server.workflow.secure_aggregation.secaggplus_workflow", "flwr.superlink.grid"]
 

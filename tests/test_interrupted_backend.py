@@ -17,6 +17,7 @@ import pytest
 from flwr.server.superlink.fleet.vce import vce_api
 from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
 
+from pfxab_flower.flower_shared import flower_internals
 from pfxab_flower.simulations.flower import interrupted_backend
 from pfxab_flower.simulations.flower.interrupted_backend import leave_ray, workers_leave_before_shutdown
 
@@ -45,9 +46,9 @@ def _run_until_terminated(monkeypatch: pytest.MonkeyPatch, interrupted: bool) ->
     monkeypatch.setattr(RayBackend, "terminate",
                         lambda backend: alive_at_termination.append([t.is_alive() for t in threads]))
 
-    def kill(pool: Pool) -> None:
+    def kill(backend: Backend) -> None:
         time.sleep(0.2)  # an actor's death takes Ray a moment to report
-        killed.extend([*pool.pool, *pool._future_to_actor.values()])
+        killed.extend(flower_internals.backend_actors(backend))
         actors_killed.set()
 
     monkeypatch.setattr(interrupted_backend, "kill_actors", kill)
@@ -86,7 +87,7 @@ def test_a_run_that_ends_without_an_interrupt_terminates_as_flower_wrote_it(monk
 def test_flower_and_the_phase_log_are_quiet_from_the_interrupt_to_the_simulations_end(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(RayBackend, "terminate", lambda backend: None)
-    monkeypatch.setattr(interrupted_backend, "kill_actors", lambda pool: None)
+    monkeypatch.setattr(interrupted_backend, "kill_actors", lambda backend: None)
     loggers = [logging.getLogger(name) for name in interrupted_backend.SILENCED_LOGGERS]
     before = [logger.level for logger in loggers]
     with workers_leave_before_shutdown():

@@ -1,16 +1,8 @@
 """An interrupted Flower simulation stops Ray only once Flower's message workers have left it.
 
-Ctrl-C or SIGTERM unwinds through Flower's ``run_api``, whose ``finally`` terminates the Ray backend
-(``ray.shutdown``) while its worker threads may still wait in ``ray.get`` for a ClientApp's task. A
-thread that touches Ray after the shutdown makes Ray's C++ core end the whole process at once, with
-status 1 and Ray's line "...accesses the Ray's worker after it is shutdown. The process will exit",
-before pfxab's clean-up and its one line (seen once in five test-suite runs: ``pfxab run --engine
-flower``, SIGTERM in phase 1). So, only while an interrupt unwinds: the backend's actors are killed (a
-task under way ends at once, and the thread waiting for it gets an error and, Flower's stop being
-set, leaves), Flower's log and the phase log are silenced until the simulation ends (their complaints
-about the actors we killed are not news), the worker threads are waited for (at most
-:data:`WORKERS_LEAVE_SECONDS`), and only then does the backend terminate as Flower wrote it. A run that
-ends otherwise is untouched.
+A worker thread still in ``ray.get`` when Flower's engine called ``ray.shutdown`` made Ray's core end the process
+at once (status 1, not the interrupt's 143 and its line): so an interrupt first kills the actors and waits for the
+workers (docs/reliability.md, class 5). A run that ends otherwise is untouched.
 """
 
 from __future__ import annotations
@@ -24,6 +16,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from pfxab_flower.flower_shared import flower_internals
+
 #: The longest an interrupted simulation waits for Flower's worker threads to leave Ray (a thread idle in
 #: Flower's queue leaves within its 1 s poll; one whose actor was killed, as soon as Ray reports the death).
 WORKERS_LEAVE_SECONDS = 10.0
@@ -31,44 +25,39 @@ WORKERS_LEAVE_SECONDS = 10.0
 
 @contextlib.contextmanager
 def workers_leave_before_shutdown() -> Iterator[None]:
-    """For the block (one in-process Flower simulation): an interrupted run's Ray backend terminates only after
-    Flower's message workers have left Ray (see the module's docstring). Without Flower's Ray backend, a no-op."""
-    try:
-        from flwr.server.superlink.fleet.vce import vce_api
-        from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
-    except ImportError:
-        yield
-        return
+    """For the block (one in-process Flower simulation): under an interrupt, the backend's actors are killed, the
+    worker threads waited for (at most :data:`WORKERS_LEAVE_SECONDS`) and the logs silenced to the block's end,
+    before Flower's ``terminate``; otherwise ``terminate`` runs as Flower wrote it."""
     working: set[threading.Thread] = set()
     guard = threading.Lock()
-    original_worker, original_terminate = vce_api.worker, RayBackend.terminate
 
-    @functools.wraps(original_worker)
-    def tracked_worker(*args: Any, **kwargs: Any) -> Any:
-        with guard:
-            working.add(threading.current_thread())
-        try:
-            return original_worker(*args, **kwargs)
-        finally:
+    def tracked(worker: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(worker)
+        def tracked_worker(*args: Any, **kwargs: Any) -> Any:
             with guard:
-                working.discard(threading.current_thread())
+                working.add(threading.current_thread())
+            try:
+                return worker(*args, **kwargs)
+            finally:
+                with guard:
+                    working.discard(threading.current_thread())
 
-    @functools.wraps(original_terminate)
-    def terminate(backend: Any) -> None:
-        if isinstance(sys.exc_info()[1], KeyboardInterrupt):  # called from run_api's finally, an interrupt unwinding
-            with guard:
-                threads = list(working)
-            quiet.enter_context(silenced(*SILENCED_LOGGERS))  # until the block ends: replies still arrive
-            leave_ray(lambda: kill_actors(getattr(backend, "pool", None)), threads, WORKERS_LEAVE_SECONDS)
-        original_terminate(backend)
+        return tracked_worker
 
-    vce_api.worker, RayBackend.terminate = tracked_worker, terminate  # type: ignore[method-assign,assignment]
-    with contextlib.ExitStack() as quiet:
-        try:
-            yield
-        finally:
-            vce_api.worker = original_worker
-            RayBackend.terminate = original_terminate  # type: ignore[method-assign]
+    def after_workers(terminate: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(terminate)
+        def terminate_after_workers(backend: Any) -> None:
+            if isinstance(sys.exc_info()[1], KeyboardInterrupt):  # from run_api's finally: an interrupt unwinding
+                with guard:
+                    threads = list(working)
+                quiet.enter_context(silenced(*SILENCED_LOGGERS))  # until the block ends: replies still arrive
+                leave_ray(lambda: kill_actors(backend), threads, WORKERS_LEAVE_SECONDS)
+            terminate(backend)
+
+        return terminate_after_workers
+
+    with contextlib.ExitStack() as quiet, flower_internals.simulation_engine_wrapped(tracked, after_workers):
+        yield
 
 
 #: Quiet from the interrupt to the simulation's end: Flower's complaints about the actors we killed, and the phase
@@ -101,13 +90,10 @@ def leave_ray(stop_tasks: Callable[[], object], threads: Sequence[threading.Thre
     return [thread.name for thread in threads if thread.is_alive()]
 
 
-def kill_actors(pool: Any) -> None:
-    """Kill every actor of Flower's actor pool, idle (``pool.pool``) or running a task (``_future_to_actor``)."""
+def kill_actors(backend: Any) -> None:
+    """Kill every actor of a Ray backend's pool, idle or running a task (a task under way ends at once)."""
     import ray
 
-    if pool is None:
-        return
-    idle, running = list(getattr(pool, "pool", [])), dict(getattr(pool, "_future_to_actor", {}))  # copies: the
-    for actor in [*idle, *running.values()]:  # worker threads change both meanwhile
+    for actor in flower_internals.backend_actors(backend):
         with contextlib.suppress(Exception):  # one already dead
             ray.kill(actor, no_restart=True)
