@@ -88,6 +88,7 @@ def test_flower_and_the_phase_log_are_quiet_from_the_interrupt_to_the_simulation
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(RayBackend, "terminate", lambda backend: None)
     monkeypatch.setattr(interrupted_backend, "kill_actors", lambda backend: None)
+    flowers = (vce_api.worker, RayBackend.terminate)
     loggers = [logging.getLogger(name) for name in interrupted_backend.SILENCED_LOGGERS]
     before = [logger.level for logger in loggers]
     with workers_leave_before_shutdown():
@@ -98,7 +99,7 @@ def test_flower_and_the_phase_log_are_quiet_from_the_interrupt_to_the_simulation
                 RayBackend.terminate(Backend())  # type: ignore[arg-type]
         assert [logger.isEnabledFor(logging.CRITICAL) for logger in loggers] == [False, False]
     assert [logger.level for logger in loggers] == before
-    assert vce_api.worker is not None and RayBackend.terminate is not None
+    assert (vce_api.worker, RayBackend.terminate) == flowers  # Flower's own functions back after the block
 
 
 def test_a_worker_that_does_not_leave_holds_the_interrupt_up_only_for_the_wait() -> None:
