@@ -20,6 +20,7 @@ from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
 from pfxab_flower.flower_shared import flower_internals
 from pfxab_flower.simulations.flower import interrupted_backend
 from pfxab_flower.simulations.flower.interrupted_backend import leave_ray, workers_leave_before_shutdown
+from pfxab_flower.simulations.flower.simulation_environment import logger_settings
 
 
 class Pool:
@@ -119,3 +120,20 @@ def test_a_ray_that_cannot_kill_still_gets_the_wait() -> None:
     done = threading.Thread(target=lambda: None)
     done.start()
     assert leave_ray(refuse, [done], wait=5) == []
+
+
+def test_logger_settings_hold_for_the_block_and_are_undone_however_it_ends() -> None:
+    """A run's logger changes (Flower at WARNING through its filters; silence after an interrupt) never outlive it."""
+    logger = logging.getLogger("pfxab-test-logger-settings")
+    logger.setLevel(logging.DEBUG)
+    dropped: list[str] = []
+
+    def drop(record: logging.LogRecord) -> bool:
+        dropped.append(record.getMessage())
+        return False
+
+    with pytest.raises(RuntimeError), logger_settings([logger.name], logging.WARNING, [drop]):
+        assert logger.level == logging.WARNING and logger.filters == [drop]
+        logger.warning("filtered")
+        raise RuntimeError("the run failed")
+    assert logger.level == logging.DEBUG and logger.filters == [] and dropped == ["filtered"]

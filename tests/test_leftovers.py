@@ -356,7 +356,10 @@ def _interrupt(args: list[str], sig: signal.Signals, started: Callable[[str], bo
 
 @pytest.mark.ray
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [
+    # default tier: SIGTERM here; SIGINT through the same handlers (our_signal_handlers) in the sweep's test below
+    pytest.param(signal.SIGINT, marks=pytest.mark.exhaustive),
+    signal.SIGTERM])
 def test_an_interrupted_flower_run_ends_within_seconds_with_one_line_and_nothing_left(tmp_path: Path, sig) -> None:
     """``pfxab run --engine flower``: Ctrl-C printed "interrupted" and the process lived 40-120 s more (a Flower
     ServerApp thread); SIGTERM ended in SIGABRT with Ray's C++ stack (its failure handler)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -243,14 +244,26 @@ def _snapshot(directory: Path) -> dict[str, bytes]:
     return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
+KIND_DIRECTORIES = {"sweep": "S", "run": "R", "comparison": "C"}
+
+
+@pytest.fixture(scope="module")
+def three_kinds_written(tmp_path_factory) -> Path:
+    """A sweep, a run and a comparison written once for the module (5 s; each test gets its own copy)."""
+    where = tmp_path_factory.mktemp("kinds")
+    config = write_config(where)
+    assert main(["sweep", str(config), "--out", str(where / "S"), "--no-progress", "--workers", "1"]) == 0
+    assert main(["run", *RUN_ARGS, "--out", str(where / "R")]) == 0
+    assert main(["compare", *COMPARE_ARGS, "--out", str(where / "C")]) == 0
+    return where
+
+
 @pytest.fixture
-def three_kinds(tmp_path) -> dict[str, Path]:
-    """A sweep, a run and a comparison, each in its own directory."""
-    config = write_config(tmp_path)
-    assert main(["sweep", str(config), "--out", str(tmp_path / "S"), "--no-progress", "--workers", "1"]) == 0
-    assert main(["run", *RUN_ARGS, "--out", str(tmp_path / "R")]) == 0
-    assert main(["compare", *COMPARE_ARGS, "--out", str(tmp_path / "C")]) == 0
-    return {"sweep": tmp_path / "S", "run": tmp_path / "R", "comparison": tmp_path / "C"}
+def three_kinds(tmp_path, three_kinds_written) -> dict[str, Path]:
+    """A sweep, a run and a comparison, each in its own directory of this test's (a result may be moved: attack 4)."""
+    for name in KIND_DIRECTORIES.values():
+        shutil.copytree(three_kinds_written / name, tmp_path / name, symlinks=True)
+    return {kind: tmp_path / name for kind, name in KIND_DIRECTORIES.items()}
 
 
 COMMAND_OF = {"run": ("run", *RUN_ARGS), "comparison": ("compare", *COMPARE_ARGS)}

@@ -28,6 +28,7 @@ from pfxab_flower.simulations.flower.ray_cluster import check_ray_address, fits_
 from pfxab_flower.simulations.flower.simulation_environment import (
     backend_config,
     check_num_cpus,
+    logger_settings,
     our_signal_handlers,
     ray_environment,
     short_temp_root,
@@ -89,22 +90,13 @@ def run_flower(
     show_phase_log()
     from flwr.simulation import run_simulation
 
-    flwr_logger = logging.getLogger("flwr")
-    level = flwr_logger.level
-    flwr_logger.setLevel(logging.WARNING)
-    flwr_logger.addFilter(_drop_run_simulation_deprecation)
-    flwr_logger.addFilter(_one_line_client_errors)
-    try:
-        with ray_environment() as ray_dir, warnings.catch_warnings(), fits_on(ray_address), \
-                our_signal_handlers(ray_dir), workers_leave_before_shutdown():  # fits_on: landmine's optimum grid;
-            # our_signal_handlers, workers_leave_before_shutdown: an interrupt cleans up (see there)
-            warnings.simplefilter("ignore", DeprecationWarning)
-            run_simulation(server, client, num_supernodes=config.num_clients,
-                           backend_config=backend_config(num_cpus, ray_dir, ray_address))
-    finally:
-        flwr_logger.removeFilter(_drop_run_simulation_deprecation)
-        flwr_logger.removeFilter(_one_line_client_errors)
-        flwr_logger.setLevel(level)
+    with logger_settings(("flwr",), logging.WARNING, (_drop_run_simulation_deprecation, _one_line_client_errors)), \
+            ray_environment() as ray_dir, warnings.catch_warnings(), fits_on(ray_address), \
+            our_signal_handlers(ray_dir), workers_leave_before_shutdown():  # fits_on: landmine's optimum grid;
+        # our_signal_handlers, workers_leave_before_shutdown: an interrupt cleans up (see there)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        run_simulation(server, client, num_supernodes=config.num_clients,
+                       backend_config=backend_config(num_cpus, ray_dir, ray_address))
     if stopped:
         raise RunStoppedError(stopped[0])
     if not results:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from pfxab_flower.flower_shared import flower_internals
+from pfxab_flower.simulations.flower.simulation_environment import logger_settings
 
 #: The longest an interrupted simulation waits for Flower's worker threads to leave Ray (a thread idle in
 #: Flower's queue leaves within its 1 s poll; one whose actor was killed, as soon as Ray reports the death).
@@ -50,7 +51,7 @@ def workers_leave_before_shutdown() -> Iterator[None]:
             if isinstance(sys.exc_info()[1], KeyboardInterrupt):  # from run_api's finally: an interrupt unwinding
                 with guard:
                     threads = list(working)
-                quiet.enter_context(silenced(*SILENCED_LOGGERS))  # until the block ends: replies still arrive
+                quiet.enter_context(logger_settings(SILENCED_LOGGERS, SILENT))  # to the block's end: replies arrive
                 leave_ray(lambda: kill_actors(backend), threads, WORKERS_LEAVE_SECONDS)
             terminate(backend)
 
@@ -63,20 +64,8 @@ def workers_leave_before_shutdown() -> Iterator[None]:
 #: Quiet from the interrupt to the simulation's end: Flower's complaints about the actors we killed, and the phase
 #: log's about the replies those actors never sent (both would stand before the interrupt's one line; neither is news).
 SILENCED_LOGGERS = ("flwr", "pfxab_flower")
-
-
-@contextlib.contextmanager
-def silenced(*names: str) -> Iterator[None]:
-    """For the block, the loggers ``names`` say nothing; their levels are restored afterwards."""
-    loggers = [logging.getLogger(name) for name in names]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(logging.CRITICAL + 1)
-    try:
-        yield
-    finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
+#: Above every level a record can have.
+SILENT = logging.CRITICAL + 1
 
 
 def leave_ray(stop_tasks: Callable[[], object], threads: Sequence[threading.Thread], wait: float) -> list[str]:

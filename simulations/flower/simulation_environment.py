@@ -7,10 +7,11 @@ Telemetry and update checks off, Flower logs at WARNING, Ray usage stats off, an
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -41,6 +42,29 @@ QUIET_ENV = {
     "RAY_DEDUP_LOGS": "0",
     RAY_NO_FAILURE_HANDLER: "1",
 }
+
+
+@contextmanager
+def logger_settings(names: Sequence[str], level: int,
+                    filters: Sequence[Callable[[logging.LogRecord], bool]] = ()) -> Iterator[None]:
+    """For the block, the loggers ``names`` log at ``level`` through ``filters``; afterwards as they were.
+
+    One place for a simulation's changes to its loggers (Flower's at WARNING for the run, silent after an
+    interrupt), so that nothing a run sets outlives it, however it ends.
+    """
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(level)
+        for keep in filters:
+            logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        for logger, was in zip(loggers, levels, strict=True):
+            for keep in filters:
+                logger.removeFilter(keep)
+            logger.setLevel(was)
 
 
 @contextmanager
