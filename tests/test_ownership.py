@@ -251,10 +251,9 @@ KIND_DIRECTORIES = {"sweep": "S", "run": "R", "comparison": "C"}
 def three_kinds_written(tmp_path_factory) -> Path:
     """A sweep, a run and a comparison written once for the module (5 s; each test gets its own copy)."""
     where = tmp_path_factory.mktemp("kinds")
-    config = write_config(where)
-    assert main(["sweep", str(config), "--out", str(where / "S"), "--no-progress", "--workers", "1"]) == 0
-    assert main(["run", *RUN_ARGS, "--out", str(where / "R")]) == 0
-    assert main(["compare", *COMPARE_ARGS, "--out", str(where / "C")]) == 0
+    writers = {**COMMAND_OF, "sweep": ("sweep", str(write_config(where)), "--no-progress", "--workers", "1")}
+    for kind, name in KIND_DIRECTORIES.items():
+        assert main([*writers[kind], "--out", str(where / name)]) == 0
     return where
 
 
