@@ -275,6 +275,19 @@ def landmine_file(tmp_path_factory: pytest.TempPathFactory) -> LandmineFile:
 
 
 @pytest.fixture(autouse=True)
+def _no_task_identity() -> None:
+    """Each test starts as a fresh process would: Flower's ``TaskIdentity`` (which its ``Message`` reads) unset.
+
+    A test that builds messages as a ServerApp sets it itself (``tests.message_loopback.as_a_serverapp_process``);
+    without this reset such a test could pass only when an earlier test in its worker had set it.
+    """
+    task_identity = sys.modules.get("flwr.supercore.task_identity")  # only if Flower is already imported
+    if task_identity is not None:
+        identity = task_identity.TaskIdentity
+        identity.run_id = identity.node_id = identity.task_id = None
+
+
+@pytest.fixture(autouse=True)
 def _restore_pfxab_logger():
     """Flower runs make the ``pfxab_flower`` phase log visible; undo it after each test."""
     logger = logging.getLogger("pfxab_flower")

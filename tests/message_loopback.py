@@ -15,11 +15,13 @@ from types import SimpleNamespace
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.common.constant import ErrorCode
+from flwr.server import History
 from flwr.serverapp.strategy import Result
 from flwr.supercore.task_identity import TaskIdentity
 from ray import cloudpickle  # what Flower's Ray engine pickles the ClientApp with (importing it starts no Ray)
 
 from pfxab_flower.strategies import PhasedEliminationStrategy
+from pfxab_flower.strategies.secure import run_legacy_workflow
 
 
 class LoopbackGrid:
@@ -59,7 +61,20 @@ class LoopbackGrid:
         return replies
 
 
+def as_a_serverapp_process() -> None:
+    """Set what a ServerApp process sets before it builds messages: Flower's ``Message`` reads its run, node and task
+    from ``TaskIdentity`` (each test starts with them unset, ``tests/conftest.py``)."""
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1
+
+
 def run_loopback(strategy: PhasedEliminationStrategy, grid: LoopbackGrid) -> Result:
     """Flower's own ``Strategy.start`` over the loopback grid, for the strategy's number of rounds."""
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1  # what a ServerApp process sets
+    as_a_serverapp_process()
     return strategy.start(grid, timeout=60.0)  # type: ignore[arg-type]
+
+
+def run_legacy_loopback(strategy: PhasedEliminationStrategy, grid: LoopbackGrid) -> History:
+    """Flower's legacy workflow (as the bundled app runs a legacy strategy) over the loopback grid."""
+    as_a_serverapp_process()
+    context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
+    return run_legacy_workflow(grid, context, strategy, strategy.num_rounds, 60.0)  # type: ignore[arg-type]

@@ -23,9 +23,8 @@ from pfxab_flower.problems import build_federation
 from pfxab_flower.running import engine
 from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.strategies import PFXAB, PFXABStrategy
-from pfxab_flower.strategies.secure import run_legacy_workflow
 from tests.impostors import phase_of
-from tests.message_loopback import LoopbackGrid, run_loopback
+from tests.message_loopback import LoopbackGrid, run_legacy_loopback, run_loopback
 from tests.patience import patient
 
 CONFIG = RunConfig(problem="doublesine", num_clients=4, alpha=0.3, horizon=30_000, seed=2)
@@ -113,8 +112,7 @@ def run_legacy(node_ids: list[int]) -> tuple[dict, UnlabelledGrid]:
     strategy = PFXABStrategy(num_clients=CONFIG.num_clients, horizon=CONFIG.horizon, alpha=CONFIG.alpha,
                              seed=CONFIG.seed, federation=federation)
     grid = UnlabelledGrid(node_ids, legacy_client_app(federation_sessions(federation)))
-    context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
-    history = run_legacy_workflow(grid, context, strategy, strategy.num_rounds, 60.0)  # type: ignore[arg-type]
+    history = run_legacy_loopback(strategy, grid)
     summary = strategy.run_result().summary
     (final,) = [metrics for _, metrics in history.metrics_distributed_fit["client-nodes"]]
     assert json.loads(final) == summary["flower_nodes"]  # Flower's History holds who held each client
@@ -149,8 +147,7 @@ def test_a_legacy_node_that_lost_its_index_is_counted_failed_then_lost_with_the_
         return original(message, context)
 
     grid.app = app
-    context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
-    run_legacy_workflow(grid, context, strategy, strategy.num_rounds, 60.0)  # type: ignore[arg-type]
+    run_legacy_loopback(strategy, grid)
     summary = strategy.run_result().summary
     (lost,) = summary["lost_clients"]
     assert (lost["client"], lost["flower_node"], lost["phase"]) == (1, 150, 2)

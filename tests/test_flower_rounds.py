@@ -15,7 +15,6 @@ import re
 
 import pytest
 from flwr.app import Context, MetricRecord, RecordDict
-from flwr.supercore.task_identity import TaskIdentity
 
 from pfxab_flower.client_apps import federation_sessions, legacy_client_app, message_client_app
 from pfxab_flower.errors import RunStoppedError
@@ -23,8 +22,7 @@ from pfxab_flower.problems import build_federation
 from pfxab_flower.running import engine
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations.flower.app_builders import strategy_of
-from pfxab_flower.strategies.secure import run_legacy_workflow
-from tests.message_loopback import LoopbackGrid, run_loopback
+from tests.message_loopback import LoopbackGrid, as_a_serverapp_process, run_legacy_loopback, run_loopback
 
 CONFIG = RunConfig(problem="garland", num_clients=3, horizon=20_000, seed=0)
 SAME_KEYS = ("regret", "final_nodes", "phases", "communication_rounds", "values_down", "values_up")
@@ -47,9 +45,8 @@ def legacy_run(options: AppOptions, caplog: pytest.LogCaptureFixture):
     federation = build_federation(CONFIG)
     strategy = strategy_of(CONFIG, dataclasses.replace(options, api="legacy"), federation)
     grid = LoopbackGrid(3, legacy_client_app(federation_sessions(federation, options.faults(CONFIG.seed))))
-    context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
     with caplog.at_level(logging.INFO):
-        history = run_legacy_workflow(grid, context, strategy, strategy.num_rounds, 60.0)  # type: ignore[arg-type]
+        history = run_legacy_loopback(strategy, grid)
     return history, strategy
 
 
@@ -116,7 +113,7 @@ def test_flowers_evaluate_fn_is_called_once_per_flower_round_and_kept_beside_the
         calls.append(flower_round)
         return MetricRecord({"points": len(arrays)})
 
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1
+    as_a_serverapp_process()
     result = strategy.start(grid, evaluate_fn=evaluate_fn)  # type: ignore[arg-type]
     last = strategy.run_result().summary["phases"] + 1
     assert calls == list(range(last + 1))

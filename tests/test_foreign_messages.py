@@ -26,7 +26,6 @@ from flwr.common import Code as StatusCode
 from flwr.common import FitIns, FitRes, Parameters, Status, ndarrays_to_parameters
 from flwr.common.constant import ErrorCode
 from flwr.compat.common.recorddict_compat import fitins_to_recorddict
-from flwr.supercore.task_identity import TaskIdentity
 
 from pfxab_flower import __version__
 from pfxab_flower.algorithms.messages import FinishInstruction, GlobalUpdate, PhaseInstruction
@@ -39,7 +38,7 @@ from pfxab_flower.schema.spec import AlgorithmSpec
 from pfxab_flower.strategies import PFXAB, PFXABStrategy
 from tests.flower_loopback import run_loopback as run_legacy_loopback
 from tests.foreign_apps import echo_client
-from tests.message_loopback import LoopbackGrid, run_loopback
+from tests.message_loopback import LoopbackGrid, as_a_serverapp_process, run_loopback
 from tests.patience import patient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,7 +54,7 @@ def node(partition: int = 0) -> Context:
 @pytest.fixture(autouse=True)
 def _a_server_process() -> None:
     """What a ServerApp process sets before it builds messages."""
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1
+    as_a_serverapp_process()
 
 
 def fedavg_message(message_type: str = MessageType.TRAIN) -> Message:

@@ -81,8 +81,8 @@ def test_the_landmine_sites_app_over_flowers_message_loop_without_servers(site_f
     """The example's ServerApp ``main`` and ClientApp, over the loopback grid of nodes that carry a ``data-path`` and
     a ``site`` and no ``partition-id`` (as the deployment's SuperNodes), node ids in no order."""
     from flwr.app import Context, RecordDict
-    from flwr.supercore.task_identity import TaskIdentity
 
+    from tests.message_loopback import as_a_serverapp_process
     from tests.test_assigned_clients import UnlabelledGrid
 
     sys.path.insert(0, str(ROOT / "docs" / "examples" / "landmine_sites"))
@@ -93,7 +93,7 @@ def test_the_landmine_sites_app_over_flowers_message_loop_without_servers(site_f
         for context, path, field in zip(grid.contexts.values(), site_files, FIELDS, strict=True):
             context.node_config = {"data-path": str(path), "site": f"field-{field}"}
         out = tmp_path / "sites.json"
-        TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1  # what a ServerApp process sets
+        as_a_serverapp_process()
         server_app.main(grid, Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={
             "num-clients": 3, "horizon": 3000, "alpha": 0.5, "seed": 0, "out": str(out)}))
     finally:

@@ -205,12 +205,11 @@ def test_a_secure_round_that_cannot_be_unmasked_loses_its_means_and_the_quorum_d
 
     from flwr.app import Context, RecordDict
     from flwr.server import LegacyContext, ServerConfig
-    from flwr.supercore.task_identity import TaskIdentity
 
     from pfxab_flower.client_apps import federation_sessions, legacy_client_app
     from pfxab_flower.simulations.flower.app_builders import strategy_of
     from pfxab_flower.strategies.workflow import PhasedWorkflow
-    from tests.message_loopback import LoopbackGrid
+    from tests.message_loopback import LoopbackGrid, as_a_serverapp_process
 
     config = RunConfig(problem="garland", algorithm="pf-sh", num_clients=4, horizon=20_000, seed=0)
     federation = build_federation(config)
@@ -220,7 +219,7 @@ def test_a_secure_round_that_cannot_be_unmasked_loses_its_means_and_the_quorum_d
     legacy = LegacyContext(context=context, config=ServerConfig(num_rounds=strategy.num_rounds, round_timeout=60.0),
                            strategy=strategy)
     fit = HaltingFit(halt_round=2, participants=participants)
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1  # what a ServerApp process sets
+    as_a_serverapp_process()
     with caplog.at_level(logging.WARNING):
         PhasedWorkflow(fit_workflow=fit)(grid, legacy)  # type: ignore[arg-type]
     assert any("phase 2: secure aggregation could not unmask" in r.getMessage() and

@@ -200,17 +200,17 @@ def test_a_late_reply_leaves_the_client_app_raising_so_flower_writes_none_of_its
     client history under load). It raises instead, so Flower keeps nothing of it; any other failure of a site is
     still Flower's error reply with its one line, and no traceback."""
     from flwr.app import Context, Message, RecordDict
-    from flwr.supercore.task_identity import TaskIdentity
 
     from pfxab_flower.client_apps.failure_replies import reply_with_failure
     from pfxab_flower.errors import ClientFailedError
+    from tests.message_loopback import as_a_serverapp_process
 
     def failing(cause: Exception):
         def call_next(message: Message, context: Context) -> Message:
             raise ClientFailedError(f"client 1: {cause}") from cause
         return call_next
 
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1  # what a ServerApp process sets
+    as_a_serverapp_process()
     message = Message(RecordDict(), dst_node_id=1, message_type="train")
     context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
     with pytest.raises(ClientFailedError, match="round timeout"):
