@@ -20,7 +20,7 @@ from flwr.serverapp.strategy import Result
 from flwr.supercore.task_identity import TaskIdentity
 from ray import cloudpickle  # what Flower's Ray engine pickles the ClientApp with (importing it starts no Ray)
 
-from pfxab_flower.strategies import PhasedEliminationStrategy
+from pfxab_flower.strategies import LegacyPhasedEliminationStrategy, PhasedEliminationStrategy
 from pfxab_flower.strategies.secure import run_legacy_workflow
 
 
@@ -73,8 +73,9 @@ def run_loopback(strategy: PhasedEliminationStrategy, grid: LoopbackGrid) -> Res
     return strategy.start(grid, timeout=60.0)  # type: ignore[arg-type]
 
 
-def run_legacy_loopback(strategy: PhasedEliminationStrategy, grid: LoopbackGrid) -> History:
-    """Flower's legacy workflow (as the bundled app runs a legacy strategy) over the loopback grid."""
+def run_legacy_workflow_loopback(strategy: LegacyPhasedEliminationStrategy, grid: LoopbackGrid) -> History:
+    """Flower's legacy workflow (as the bundled app runs a legacy strategy) over the loopback grid of messages; not
+    ``tests.flower_loopback.run_loopback``, Flower's legacy ``Server`` over client proxies."""
     as_a_serverapp_process()
     context = Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})
     return run_legacy_workflow(grid, context, strategy, strategy.num_rounds, 60.0)  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ from pfxab_flower.running import engine
 from pfxab_flower.schema.run_config import RunConfig
 from pfxab_flower.strategies import PFXAB, PFXABStrategy
 from tests.impostors import phase_of
-from tests.message_loopback import LoopbackGrid, run_legacy_loopback, run_loopback
+from tests.message_loopback import LoopbackGrid, run_legacy_workflow_loopback, run_loopback
 from tests.patience import patient
 
 CONFIG = RunConfig(problem="doublesine", num_clients=4, alpha=0.3, horizon=30_000, seed=2)
@@ -112,7 +112,7 @@ def run_legacy(node_ids: list[int]) -> tuple[dict, UnlabelledGrid]:
     strategy = PFXABStrategy(num_clients=CONFIG.num_clients, horizon=CONFIG.horizon, alpha=CONFIG.alpha,
                              seed=CONFIG.seed, federation=federation)
     grid = UnlabelledGrid(node_ids, legacy_client_app(federation_sessions(federation)))
-    history = run_legacy_loopback(strategy, grid)
+    history = run_legacy_workflow_loopback(strategy, grid)
     summary = strategy.run_result().summary
     (final,) = [metrics for _, metrics in history.metrics_distributed_fit["client-nodes"]]
     assert json.loads(final) == summary["flower_nodes"]  # Flower's History holds who held each client
@@ -147,7 +147,7 @@ def test_a_legacy_node_that_lost_its_index_is_counted_failed_then_lost_with_the_
         return original(message, context)
 
     grid.app = app
-    run_legacy_loopback(strategy, grid)
+    run_legacy_workflow_loopback(strategy, grid)
     summary = strategy.run_result().summary
     (lost,) = summary["lost_clients"]
     assert (lost["client"], lost["flower_node"], lost["phase"]) == (1, 150, 2)

@@ -22,7 +22,7 @@ from pfxab_flower.problems import build_federation
 from pfxab_flower.running import engine
 from pfxab_flower.schema.run_config import AppOptions, RunConfig
 from pfxab_flower.simulations.flower.app_builders import strategy_of
-from tests.message_loopback import LoopbackGrid, as_a_serverapp_process, run_legacy_loopback, run_loopback
+from tests.message_loopback import LoopbackGrid, as_a_serverapp_process, run_legacy_workflow_loopback, run_loopback
 
 CONFIG = RunConfig(problem="garland", num_clients=3, horizon=20_000, seed=0)
 SAME_KEYS = ("regret", "final_nodes", "phases", "communication_rounds", "values_down", "values_up")
@@ -46,7 +46,7 @@ def legacy_run(options: AppOptions, caplog: pytest.LogCaptureFixture):
     strategy = strategy_of(CONFIG, dataclasses.replace(options, api="legacy"), federation)
     grid = LoopbackGrid(3, legacy_client_app(federation_sessions(federation, options.faults(CONFIG.seed))))
     with caplog.at_level(logging.INFO):
-        history = run_legacy_loopback(strategy, grid)
+        history = run_legacy_workflow_loopback(strategy, grid)
     return history, strategy
 
 
